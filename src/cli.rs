@@ -1,0 +1,152 @@
+//! The command-line interface: the clap type tree and its help text. No I/O here.
+
+use std::path::PathBuf;
+
+use clap::{Args, Parser, Subcommand};
+
+use crate::link::Link;
+use crate::recorder::TransportKind;
+
+/// Measure how fast streaming LLM APIs feel: round-trip overhead, time to first token,
+/// per-token time and throughput, over HTTP-SSE, HTTP/2 and the Responses WebSocket mode.
+///
+/// Quick start (offline, against the embedded simulator's GPU-class and wafer-scale
+/// profiles over an emulated 40 ms link):
+///
+///     spark-bench run scenarios/snake.toml
+///
+/// Exit codes: 0 success; 1 `compare` found a regression; 2 usage, configuration or
+/// runtime error; 130 interrupted by Ctrl-C (results written, marked interrupted).
+#[derive(Debug, Parser)]
+#[command(name = "spark-bench", version, about, long_about, max_term_width = 100)]
+pub struct Cli {
+    /// The subcommand.
+    #[command(subcommand)]
+    pub command: Command,
+}
+
+/// Subcommands.
+#[derive(Debug, Subcommand)]
+pub enum Command {
+    /// Replay a scenario against targets over transports and measure every phase.
+    Run(RunArgs),
+    /// Start the embedded simulator: an OpenAI-compatible streaming server.
+    Serve(ServeArgs),
+    /// Render charts, a Markdown report and an HTML page from results directories.
+    Report(ReportArgs),
+    /// Compare a candidate run against a baseline: the CI regression gate (exit 1 on regression).
+    Compare(CompareArgs),
+}
+
+/// `spark-bench run`.
+#[derive(Debug, Args)]
+pub struct RunArgs {
+    /// Scenario file (TOML), e.g. scenarios/snake.toml.
+    pub scenario: PathBuf,
+    /// Target to run (repeatable). Built in: sim-gpu, sim-wafer, sim-cpu; others come from
+    /// the scenario's [targets.NAME] or --targets FILE. Default: the scenario's matrix, or
+    /// sim-gpu and sim-wafer.
+    #[arg(long = "target", value_name = "NAME")]
+    pub targets: Vec<String>,
+    /// A TOML file of extra [targets.NAME] tables (see targets/*.toml).
+    #[arg(long = "targets", value_name = "FILE")]
+    pub targets_file: Option<PathBuf>,
+    /// Transport to use (repeatable): http (new connection per request), http-pooled
+    /// (HTTP/1.1 keep-alive), http2 (multiplexed), ws (persistent WebSocket per session).
+    /// Default: the scenario's matrix, or all four.
+    #[arg(long = "transport", value_enum, value_name = "KIND")]
+    pub transports: Vec<TransportKind>,
+    /// Measured sessions per target × transport (overrides the scenario).
+    #[arg(long)]
+    pub sessions: Option<u32>,
+    /// Sessions in flight at once per target × transport (overrides the scenario).
+    #[arg(long)]
+    pub concurrency: Option<u32>,
+    /// Master seed (overrides the scenario's `seed`).
+    #[arg(long)]
+    pub seed: Option<u64>,
+    /// Results root; the run writes to DIR/<run-id>/.
+    #[arg(long, value_name = "DIR", default_value = "results")]
+    pub out: PathBuf,
+    /// Emulated network link on the client side, e.g. "rtt=40ms,jitter=2ms,bandwidth=100mbit"
+    /// or "none". Default for the embedded simulator: rtt=40ms.
+    #[arg(long, value_name = "SPEC")]
+    pub link: Option<Link>,
+    /// Print the summary as JSON on stdout instead of tables.
+    #[arg(long)]
+    pub json: bool,
+    /// No progress display; only the final table (or JSON).
+    #[arg(long, short)]
+    pub quiet: bool,
+    /// Do not render the report (report.md, report.html, charts) at the end.
+    #[arg(long)]
+    pub no_report: bool,
+    /// Also save this run as the named baseline results/baselines/NAME/.
+    #[arg(long, value_name = "NAME")]
+    pub save_baseline: Option<String>,
+    /// Compare this run against the named baseline after it finishes (exit 1 on regression).
+    #[arg(long, value_name = "NAME")]
+    pub baseline: Option<String>,
+}
+
+/// `spark-bench serve`.
+#[derive(Debug, Args)]
+pub struct ServeArgs {
+    /// Hardware profile: gpu (~65 tok/s), wafer (~1000 tok/s, bursts toward 4000), cpu.
+    #[arg(long, default_value = "wafer")]
+    pub profile: String,
+    /// A TOML file overriding profile parameters (see README, "Simulator profiles").
+    #[arg(long, value_name = "FILE")]
+    pub profile_file: Option<PathBuf>,
+    /// Address to listen on; port 0 picks a free port.
+    #[arg(long, default_value = "127.0.0.1:8089")]
+    pub listen: String,
+    /// Serve https/wss with a certificate generated at start (its PEM is written next to
+    /// the printed URL, for `curl --cacert`).
+    #[arg(long)]
+    pub tls: bool,
+    /// Emulated link on the server side, e.g. "rtt=40ms,jitter=2ms,bandwidth=100mbit".
+    #[arg(long, value_name = "SPEC")]
+    pub link: Option<Link>,
+    /// Seed for the simulator's timing and text.
+    #[arg(long, default_value_t = 1)]
+    pub seed: u64,
+    /// WebSocket connection lifetime before `websocket_connection_limit_reached`.
+    #[arg(long, value_name = "DURATION", default_value = "60m", value_parser = humantime::parse_duration)]
+    pub ws_lifetime: std::time::Duration,
+}
+
+/// `spark-bench report`.
+#[derive(Debug, Args)]
+pub struct ReportArgs {
+    /// One or more results directories (results/<run-id>); several give a side-by-side report.
+    #[arg(required = true)]
+    pub results: Vec<PathBuf>,
+    /// Formats to write, comma-separated: md, html, svg, png.
+    #[arg(long, value_delimiter = ',', default_value = "md,html,svg,png")]
+    pub format: Vec<String>,
+    /// Output directory (default: the results directory, or ./report for several).
+    #[arg(long)]
+    pub out: Option<PathBuf>,
+}
+
+/// `spark-bench compare`.
+#[derive(Debug, Args)]
+pub struct CompareArgs {
+    /// Baseline results directory (or a named baseline under results/baselines/).
+    pub baseline: PathBuf,
+    /// Candidate results directory.
+    pub candidate: PathBuf,
+    /// Threshold per metric, repeatable: ttft=+10%, tpot=+5%, overhead=+20ms.
+    #[arg(long = "threshold", value_name = "METRIC=±X%|±Xms")]
+    pub thresholds: Vec<String>,
+    /// Metrics to compare (comma-separated); default all.
+    #[arg(long, value_delimiter = ',')]
+    pub metrics: Vec<String>,
+    /// Output format.
+    #[arg(long, default_value = "text")]
+    pub format: String,
+    /// Compare even when scenario hash, link model or target sets differ.
+    #[arg(long)]
+    pub allow_mismatch: bool,
+}

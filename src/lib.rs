@@ -1,0 +1,30 @@
+//! spark-bench: measures how fast streaming LLM APIs feel to a developer, and why.
+//!
+//! # Layout
+//! The module tree is the data-flow diagram; a request goes down this list:
+//!
+//! * [`scenario`]: TOML scenario files, data only (`deny_unknown_fields`, errors with file:line:col).
+//! * [`plan`]: scenario + CLI overrides → a validated, seeded [`plan::Plan`].
+//! * [`driver`]: runs a plan: sessions, concurrency, pacing, cancellation; one record per request.
+//! * [`transport`]: connections, TLS, HTTP/1.1, HTTP/2, SSE and WebSocket framing; the only
+//!   client-side code that reads the clock, and it does so when bytes arrive.
+//! * [`backend`]: protocol adapters (chat completions, responses): request bodies out,
+//!   frames → stream events in.
+//! * [`recorder`]: records → HdrHistograms and summaries (pure).
+//! * [`store`]: the `results/<run-id>/` contract.
+//! * [`report`]: charts, Markdown and HTML (pure).
+//! * [`compare`]: the CI gate.
+//! * [`sim`]: the embedded simulator; imports no client code.
+//!
+//! Shared infrastructure: [`link`] (user-space WAN emulation), [`timer`] (sub-ms sleeps),
+//! [`tls`], [`rng`], [`units`].
+
+pub mod link;
+pub mod plan;
+pub mod recorder;
+pub mod rng;
+pub mod timer;
+pub mod tls;
+pub mod units;
+pub mod cli;
+pub mod commands;

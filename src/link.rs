@@ -1,0 +1,322 @@
+//! User-space link emulation: make a loopback path cost what a WAN path costs.
+//!
+//! Owns: the `--link` spec (`rtt=40ms,jitter=2ms,bandwidth=100mbit`), and a delay line that
+//! wraps any byte stream so that every byte reaches the other side one one-way delay
+//! (RTT/2, plus jitter, plus serialisation at the link bandwidth) after it was written.
+//! Does not own: timestamps (callers take them), protocols, or sockets.
+//!
+//! Kernel netem is not available on these machines, so the emulation lives in user space and
+//! is applied on one side of the connection:
+//!
+//! * **Client side (the embedded default of `spark-bench run`).** The client wraps its own
+//!   socket. Bytes it writes are held for RTT/2 before they reach the kernel; bytes the server
+//!   sends are held for RTT/2 before the client reads them. A new TCP connection additionally
+//!   costs one RTT after `connect()` returns ([`Link::connect_delay`]), which stands for the
+//!   SYN/SYN-ACK exchange the loopback kernel completes instantly. Every phase then costs what
+//!   it costs on a real path: TCP connect 1 RTT, TLS 1.3 handshake 1 RTT, WebSocket upgrade
+//!   1 RTT, request → first byte 1 RTT + server time.
+//! * **Server side (`spark-bench serve --link`).** The simulator wraps each accepted socket the
+//!   same way, so any third-party client sees the TLS handshake, the upgrade and every request
+//!   cost one RTT more. What it cannot emulate is the client's TCP handshake: the kernel answers
+//!   the SYN before the simulator ever sees the connection, so a third-party client's TCP
+//!   connect still takes loopback time (~50 µs) instead of 1 RTT.
+//!
+//! Apply the link on one side only; on both, the delays add up.
+//!
+//! Byte order is preserved (a segment is never delivered before an earlier one, as on TCP),
+//! so jitter can delay a segment but never reorder it. A reset or read error on the real
+//! socket reaches the wrapped side as end-of-stream, which callers treat as a truncated stream.
+
+use std::fmt;
+use std::pin::Pin;
+use std::str::FromStr;
+use std::time::{Duration, Instant};
+
+use bytes::Bytes;
+use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
+use tokio::sync::mpsc;
+
+use crate::rng::Rng;
+use crate::timer;
+
+/// Any async byte stream that can be boxed and moved between tasks.
+pub trait Io: AsyncRead + AsyncWrite + Unpin + Send + 'static {}
+impl<T: AsyncRead + AsyncWrite + Unpin + Send + 'static> Io for T {}
+
+/// A boxed byte stream.
+pub type BoxIo = Pin<Box<dyn Io>>;
+
+/// Link emulation parameters. `Link::default()` is a perfect link (no emulation).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, serde::Serialize, serde::Deserialize)]
+pub struct Link {
+    /// Round-trip time added to every exchange.
+    #[serde(with = "crate::units::serde_duration")]
+    pub rtt: Duration,
+    /// Each one-way segment is delayed by a uniformly random extra amount in `[0, jitter]`.
+    #[serde(with = "crate::units::serde_duration")]
+    pub jitter: Duration,
+    /// Link bandwidth in bits per second, per direction; `None` is unlimited.
+    pub bandwidth_bps: Option<u64>,
+}
+
+/// A `--link` value that could not be parsed.
+#[derive(Debug, thiserror::Error)]
+#[error("invalid link spec {spec:?}: {reason}. Expected e.g. \"rtt=40ms,jitter=2ms,bandwidth=100mbit\" or \"none\"")]
+pub struct LinkParseError {
+    spec: String,
+    reason: String,
+}
+
+impl FromStr for Link {
+    type Err = LinkParseError;
+
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        let err = |reason: String| LinkParseError {
+            spec: s.to_string(),
+            reason,
+        };
+        let mut link = Link::default();
+        let trimmed = s.trim();
+        if trimmed.is_empty() || trimmed == "none" || trimmed == "off" {
+            return Ok(link);
+        }
+        for part in trimmed.split(',') {
+            let (k, v) = part
+                .split_once('=')
+                .ok_or_else(|| err(format!("{part:?} is not key=value")))?;
+            let v = v.trim();
+            match k.trim() {
+                "rtt" => link.rtt = parse_duration(v).map_err(err)?,
+                "jitter" => link.jitter = parse_duration(v).map_err(err)?,
+                "bandwidth" | "bw" => link.bandwidth_bps = Some(parse_bandwidth(v).map_err(err)?),
+                other => {
+                    return Err(err(format!(
+                        "unknown key {other:?} (known: rtt, jitter, bandwidth)"
+                    )))
+                }
+            }
+        }
+        Ok(link)
+    }
+}
+
+fn parse_duration(v: &str) -> Result<Duration, String> {
+    humantime::parse_duration(v).map_err(|e| format!("bad duration {v:?}: {e}"))
+}
+
+fn parse_bandwidth(v: &str) -> Result<u64, String> {
+    let lower = v.to_ascii_lowercase();
+    let units: [(&str, f64); 8] = [
+        ("gbit", 1e9),
+        ("mbit", 1e6),
+        ("kbit", 1e3),
+        ("bit", 1.0),
+        ("gbps", 1e9),
+        ("mbps", 1e6),
+        ("kbps", 1e3),
+        ("bps", 1.0),
+    ];
+    for (suffix, mult) in units {
+        if let Some(num) = lower.strip_suffix(suffix) {
+            let n: f64 = num
+                .trim()
+                .parse()
+                .map_err(|_| format!("bad bandwidth {v:?}"))?;
+            if !(n > 0.0 && n.is_finite()) {
+                return Err(format!("bandwidth must be positive, got {v:?}"));
+            }
+            return Ok((n * mult) as u64);
+        }
+    }
+    Err(format!(
+        "bad bandwidth {v:?}: use a unit such as 100mbit, 1gbit or 500kbit"
+    ))
+}
+
+impl fmt::Display for Link {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        if self.is_none() {
+            return f.write_str("none");
+        }
+        write!(f, "rtt={}", crate::units::fmt_duration_spec(self.rtt))?;
+        if !self.jitter.is_zero() {
+            write!(f, ",jitter={}", crate::units::fmt_duration_spec(self.jitter))?;
+        }
+        if let Some(bw) = self.bandwidth_bps {
+            if bw % 1_000_000 == 0 {
+                write!(f, ",bandwidth={}mbit", bw / 1_000_000)?;
+            } else {
+                write!(f, ",bandwidth={}kbit", bw / 1_000)?;
+            }
+        }
+        Ok(())
+    }
+}
+
+impl Link {
+    /// True when the link adds nothing, so streams need no wrapping.
+    pub fn is_none(&self) -> bool {
+        self.rtt.is_zero() && self.jitter.is_zero() && self.bandwidth_bps.is_none()
+    }
+
+    /// The delay before a fresh TCP connection can carry data: one RTT (SYN, SYN-ACK).
+    /// Client side only; call it right after `connect()` returns.
+    pub async fn connect_delay(&self) {
+        if !self.rtt.is_zero() {
+            timer::sleep(self.rtt).await;
+        }
+    }
+
+    /// Wraps `io` in the delay line, both directions delayed by RTT/2 (+ jitter, + bandwidth).
+    /// A perfect link returns `io` unchanged. `seed` makes the jitter reproducible.
+    pub fn wrap(&self, io: BoxIo, seed: u64) -> BoxIo {
+        if self.is_none() {
+            return io;
+        }
+        // The app side talks to `near`; the pumps move bytes between `far` and the socket.
+        let (near, far) = tokio::io::duplex(256 * 1024);
+        let (sock_r, sock_w) = tokio::io::split(io);
+        let (far_r, far_w) = tokio::io::split(far);
+        let one_way = self.rtt / 2;
+        spawn_direction(far_r, sock_w, one_way, *self, seed ^ 0x5eed_0001);
+        spawn_direction(sock_r, far_w, one_way, *self, seed ^ 0x5eed_0002);
+        Box::pin(near)
+    }
+}
+
+enum Segment {
+    Data(Instant, Bytes),
+    Eof(Instant),
+}
+
+/// One direction of the delay line: a reader task stamps each segment as it arrives and
+/// computes its delivery time; a writer task delivers it then. Two tasks, so that bytes
+/// arriving while an earlier segment waits are stamped when they really arrive.
+fn spawn_direction<R, W>(mut src: R, mut dst: W, one_way: Duration, link: Link, seed: u64)
+where
+    R: AsyncRead + Unpin + Send + 'static,
+    W: AsyncWrite + Unpin + Send + 'static,
+{
+    let (tx, mut rx) = mpsc::unbounded_channel::<Segment>();
+    tokio::spawn(async move {
+        let mut rng = Rng::new(seed);
+        let mut buf = vec![0u8; 64 * 1024];
+        // When the (emulated) wire is next free, for bandwidth serialisation.
+        let mut wire_free = Instant::now();
+        // Deliveries never overtake each other.
+        let mut last_delivery = Instant::now();
+        loop {
+            let n = match src.read(&mut buf).await {
+                Ok(0) | Err(_) => {
+                    let _ = tx.send(Segment::Eof(last_delivery.max(Instant::now() + one_way)));
+                    return;
+                }
+                Ok(n) => n,
+            };
+            let arrived = Instant::now();
+            let mut depart = arrived;
+            if let Some(bps) = link.bandwidth_bps {
+                let start = wire_free.max(arrived);
+                let ser = Duration::from_nanos((n as u128 * 8 * 1_000_000_000 / bps as u128) as u64);
+                depart = start + ser;
+                wire_free = depart;
+            }
+            let jitter = if link.jitter.is_zero() {
+                Duration::ZERO
+            } else {
+                Duration::from_nanos(rng.below(link.jitter.as_nanos() as u64 + 1))
+            };
+            let deliver = (depart + one_way + jitter).max(last_delivery);
+            last_delivery = deliver;
+            if tx
+                .send(Segment::Data(deliver, Bytes::copy_from_slice(&buf[..n])))
+                .is_err()
+            {
+                return;
+            }
+        }
+    });
+    tokio::spawn(async move {
+        while let Some(seg) = rx.recv().await {
+            match seg {
+                Segment::Data(at, bytes) => {
+                    timer::sleep_until(at).await;
+                    if dst.write_all(&bytes).await.is_err() || dst.flush().await.is_err() {
+                        return;
+                    }
+                }
+                Segment::Eof(at) => {
+                    timer::sleep_until(at).await;
+                    let _ = dst.shutdown().await;
+                    return;
+                }
+            }
+        }
+    });
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn parses_and_displays_specs() {
+        let l: Link = "rtt=40ms,jitter=2ms,bandwidth=100mbit".parse().unwrap();
+        assert_eq!(l.rtt, Duration::from_millis(40));
+        assert_eq!(l.jitter, Duration::from_millis(2));
+        assert_eq!(l.bandwidth_bps, Some(100_000_000));
+        assert_eq!(l.to_string(), "rtt=40ms,jitter=2ms,bandwidth=100mbit");
+        assert!("none".parse::<Link>().unwrap().is_none());
+        assert_eq!("rtt=50ms".parse::<Link>().unwrap().to_string(), "rtt=50ms");
+    }
+
+    #[test]
+    fn rejects_bad_specs_with_a_hint() {
+        for bad in ["rtt", "rtt=fast", "latency=4ms", "bandwidth=100", "bandwidth=-1mbit"] {
+            let e = bad.parse::<Link>().unwrap_err().to_string();
+            assert!(e.contains("rtt=40ms"), "{bad}: {e}");
+        }
+    }
+
+    #[tokio::test]
+    async fn delays_each_direction_by_half_the_rtt_and_keeps_order() {
+        let (a, b) = tokio::io::duplex(1024);
+        let link: Link = "rtt=20ms".parse().unwrap();
+        let mut wrapped = link.wrap(Box::pin(a), 1);
+        let mut b = b;
+        let t0 = Instant::now();
+        wrapped.write_all(b"ping").await.unwrap();
+        let mut buf = [0u8; 4];
+        b.read_exact(&mut buf).await.unwrap();
+        let up = t0.elapsed();
+        assert_eq!(&buf, b"ping");
+        assert!(up >= Duration::from_millis(10), "uplink took {up:?}");
+        b.write_all(b"pong").await.unwrap();
+        wrapped.read_exact(&mut buf).await.unwrap();
+        let rtt = t0.elapsed();
+        assert_eq!(&buf, b"pong");
+        assert!(rtt >= Duration::from_millis(20), "round trip took {rtt:?}");
+        drop(b);
+        let mut rest = Vec::new();
+        wrapped.read_to_end(&mut rest).await.unwrap();
+        assert!(rest.is_empty());
+    }
+
+    #[tokio::test]
+    async fn bandwidth_serialises_large_writes() {
+        let (a, mut b) = tokio::io::duplex(1 << 20);
+        // 8 Mbit/s: 100 kB takes 100 ms on the wire.
+        let link: Link = "rtt=0ms,bandwidth=8mbit".parse().unwrap();
+        let mut wrapped = link.wrap(Box::pin(a), 1);
+        let t0 = Instant::now();
+        let payload = vec![7u8; 100_000];
+        tokio::spawn(async move {
+            wrapped.write_all(&payload).await.unwrap();
+            wrapped.shutdown().await.unwrap();
+        });
+        let mut got = Vec::new();
+        b.read_to_end(&mut got).await.unwrap();
+        assert_eq!(got.len(), 100_000);
+        assert!(t0.elapsed() >= Duration::from_millis(95), "{:?}", t0.elapsed());
+    }
+}

@@ -1,0 +1,162 @@
+//! The validated, resolved plan: what the driver executes. Built from a `Scenario` plus CLI
+//! overrides in one fallible step; the same scenario and seed always give the same plan.
+//!
+//! Owns: the plan types, the scenario → plan resolution (`build`), built-in targets, and
+//! the pure arithmetic of intended send times.
+//! Does not own: I/O, clocks, or runtime handles.
+
+use std::collections::BTreeMap;
+use std::time::Duration;
+
+use serde::{Deserialize, Serialize};
+
+use crate::link::Link;
+use crate::recorder::{ApiFlavour, TransportKind};
+
+/// Everything the driver needs to run, fully resolved.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct Plan {
+    /// Scenario `name`.
+    pub scenario_name: String,
+    /// Path the scenario was read from.
+    pub scenario_path: String,
+    /// `sha256:<hex>` of the scenario file bytes (the compare gate refuses mismatches).
+    pub scenario_hash: String,
+    /// Master seed (scenario `seed`, overridden by `--seed`).
+    pub seed: u64,
+    /// System prompt / instructions sent with every request.
+    pub system_prompt: String,
+    /// The target × transport matrix, in display order (targets outer, transports inner).
+    pub cells: Vec<Cell>,
+    /// The session scripts; every cell runs the same sessions.
+    pub sessions: Vec<SessionPlan>,
+    /// Load shape.
+    pub load: Load,
+    /// Link emulation applied on the client side for embedded-simulator targets (and for
+    /// any target when given with `--link`).
+    pub link: Link,
+    /// Gate thresholds from the scenario's `[gate]`, for `compare`.
+    pub gate: BTreeMap<String, String>,
+}
+
+/// One target × transport combination.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct Cell {
+    /// The target.
+    pub target: Target,
+    /// The transport.
+    pub transport: TransportKind,
+}
+
+/// A backend to talk to.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct Target {
+    /// Name (`sim-wafer`, `openai`, …).
+    pub name: String,
+    /// Base URL such as `https://api.openai.com/v1`; `None` means the embedded simulator,
+    /// started in-process on loopback with TLS.
+    pub base_url: Option<String>,
+    /// Embedded-simulator profile (`gpu`, `wafer`, `cpu`) when `base_url` is `None`.
+    pub sim_profile: Option<String>,
+    /// Wire API.
+    pub api: ApiFlavour,
+    /// Model name sent in requests.
+    pub model: String,
+    /// Name of the environment variable holding the API key (never the key itself).
+    pub api_key_env: Option<String>,
+    /// Hardware label for reports ("GPU", "Cerebras WSE-3", …).
+    pub hardware: String,
+    /// Extra request headers.
+    pub headers: BTreeMap<String, String>,
+    /// Responses API over HTTP: chain turns with `store=true` + `previous_response_id`
+    /// instead of resending the full history.
+    pub store: bool,
+    /// Send a `generate:false` warm-up on each new WebSocket before the first turn.
+    pub ws_warmup: bool,
+    /// Ask for server timing (`x-responsesapi-include-timing-metrics: true`).
+    pub request_timing: bool,
+    /// Give up on a request after this long.
+    #[serde(with = "crate::units::serde_duration")]
+    pub request_timeout: Duration,
+    /// Give up when no byte arrives for this long (a stall).
+    #[serde(with = "crate::units::serde_duration")]
+    pub stall_timeout: Duration,
+    /// Transports this target supports (chat-completions targets cannot do `ws`).
+    pub transports: Vec<TransportKind>,
+}
+
+/// Load shape for every cell.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct Load {
+    /// Measured sessions per cell.
+    pub sessions: u32,
+    /// Sessions in flight at once per cell (closed loop).
+    pub concurrency: u32,
+    /// Warm-up sessions per cell, run first and excluded from statistics.
+    pub warmup_sessions: u32,
+    /// Open-loop session arrivals: mean gap between session starts (Poisson when set).
+    /// `None` starts a new session as soon as a slot frees (closed loop).
+    #[serde(default, with = "opt_duration")]
+    pub session_interval: Option<Duration>,
+}
+
+/// One scripted session (a coding conversation).
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct SessionPlan {
+    /// Index within the cell; warm-up sessions come first.
+    pub index: u32,
+    /// Excluded from statistics.
+    pub warmup: bool,
+    /// Intended start relative to the cell start (0 for closed loop).
+    #[serde(with = "crate::units::serde_duration")]
+    pub start_offset: Duration,
+    /// The turns, in order.
+    pub turns: Vec<TurnPlan>,
+}
+
+/// One user turn; an agent-loop turn expands to several requests (one per tool call + 1).
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct TurnPlan {
+    /// User message text.
+    pub user_text: String,
+    /// Think time before this turn is sent (after the previous turn ended).
+    #[serde(with = "crate::units::serde_duration")]
+    pub think_time: Duration,
+    /// `max_output_tokens` / `max_tokens` for every request of the turn.
+    pub max_output_tokens: u32,
+    /// Tool calls the model is asked to make, in order, before its final answer.
+    pub tool_calls: Vec<ToolCallPlan>,
+    /// Simulator fault to inject on this turn's first request (`x-sim-fault` header), e.g.
+    /// `status=500`, `stall=5s`, `reset-after=3`. Ignored by real endpoints.
+    pub fault: Option<String>,
+}
+
+/// A tool call in an agent loop.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct ToolCallPlan {
+    /// Function name (`read_file`, `run_tests`, …).
+    pub name: String,
+    /// Simulated tool execution time (the client waits this long before answering).
+    #[serde(with = "crate::units::serde_duration")]
+    pub tool_time: Duration,
+    /// Size of the tool output sent back, bytes.
+    pub output_bytes: u32,
+}
+
+mod opt_duration {
+    use serde::{Deserialize, Deserializer, Serializer};
+    use std::time::Duration;
+
+    pub fn serialize<S: Serializer>(d: &Option<Duration>, s: S) -> Result<S::Ok, S::Error> {
+        match d {
+            Some(d) => s.serialize_some(&crate::units::fmt_duration_spec(*d)),
+            None => s.serialize_none(),
+        }
+    }
+
+    pub fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<Option<Duration>, D::Error> {
+        let s: Option<String> = Option::deserialize(d)?;
+        s.map(|s| humantime::parse_duration(&s).map_err(serde::de::Error::custom))
+            .transpose()
+    }
+}

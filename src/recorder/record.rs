@@ -1,0 +1,390 @@
+//! One record per request: the contract between the driver (which fills it from transport
+//! timestamps) and everything downstream (histograms, CSV, reports, the gate).
+//!
+//! Owns: the `RequestRecord` type, its outcome kinds, and the metric definitions derived
+//! from it (TTFT, ITL, TPOT, E2E, overhead). Pure: no clocks, no I/O.
+//!
+//! All timestamps are `u64` nanoseconds since the run's monotonic origin (the `Instant`
+//! taken when the run started); they were taken by the transport when the bytes arrived,
+//! before any JSON parsing. Durations of connection phases are nanoseconds too.
+
+use serde::{Deserialize, Serialize};
+
+/// How requests reach the target.
+#[derive(
+    Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize, clap::ValueEnum,
+)]
+#[serde(rename_all = "kebab-case")]
+pub enum TransportKind {
+    /// A new TCP (+TLS) connection for every request.
+    Http,
+    /// HTTP/1.1 keep-alive: idle connections are reused.
+    HttpPooled,
+    /// HTTP/2: every request of a target multiplexed over one connection.
+    Http2,
+    /// One persistent WebSocket per session (Responses API WebSocket mode).
+    Ws,
+}
+
+impl TransportKind {
+    /// All transports, in the order tables and charts show them.
+    pub const ALL: [TransportKind; 4] = [
+        TransportKind::Http,
+        TransportKind::HttpPooled,
+        TransportKind::Http2,
+        TransportKind::Ws,
+    ];
+
+    /// The name used on the command line, in files and in tables.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            TransportKind::Http => "http",
+            TransportKind::HttpPooled => "http-pooled",
+            TransportKind::Http2 => "http2",
+            TransportKind::Ws => "ws",
+        }
+    }
+}
+
+impl std::fmt::Display for TransportKind {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+impl std::str::FromStr for TransportKind {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Self, String> {
+        TransportKind::ALL
+            .into_iter()
+            .find(|t| t.as_str() == s)
+            .ok_or_else(|| format!("unknown transport {s:?}; use one of: http, http-pooled, http2, ws"))
+    }
+}
+
+/// The wire API a target speaks.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum ApiFlavour {
+    /// `POST /v1/chat/completions`, SSE `data:` lines ending in `[DONE]`.
+    ChatCompletions,
+    /// `POST /v1/responses` (SSE) and `GET /v1/responses` upgraded to WebSocket.
+    Responses,
+}
+
+/// Where a request's token counts came from.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, Default)]
+#[serde(rename_all = "kebab-case")]
+pub enum TokenSource {
+    /// The server's `usage` object (preferred).
+    ServerUsage,
+    /// No usage reported: one token per content chunk (a lower bound; flagged in reports).
+    #[default]
+    ChunkCount,
+}
+
+/// How a request ended. Failures are data: counted by kind, never folded into latencies.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize, Default)]
+#[serde(rename_all = "kebab-case")]
+pub enum OutcomeKind {
+    /// Completed with a terminal success event.
+    #[default]
+    Ok,
+    /// The server answered with a non-2xx HTTP status (see `http_status`).
+    HttpStatus,
+    /// TCP connect (or DNS) failed.
+    ConnectError,
+    /// The TLS handshake failed.
+    TlsError,
+    /// The WebSocket upgrade was refused.
+    UpgradeError,
+    /// No byte arrived within the stall timeout, or the request exceeded its deadline.
+    Timeout,
+    /// The connection closed or reset before the terminal event.
+    Truncated,
+    /// The server sent an error event, `response.failed`, or a WebSocket error envelope / close 1011.
+    ServerError,
+    /// A frame or event could not be parsed.
+    ProtocolError,
+    /// Cut off by Ctrl-C or the run deadline; not counted against the server.
+    Cancelled,
+}
+
+impl OutcomeKind {
+    /// The name used in files and tables.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            OutcomeKind::Ok => "ok",
+            OutcomeKind::HttpStatus => "http-status",
+            OutcomeKind::ConnectError => "connect-error",
+            OutcomeKind::TlsError => "tls-error",
+            OutcomeKind::UpgradeError => "upgrade-error",
+            OutcomeKind::Timeout => "timeout",
+            OutcomeKind::Truncated => "truncated",
+            OutcomeKind::ServerError => "server-error",
+            OutcomeKind::ProtocolError => "protocol-error",
+            OutcomeKind::Cancelled => "cancelled",
+        }
+    }
+}
+
+/// What the request was, within its session.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, Default)]
+#[serde(rename_all = "kebab-case")]
+pub enum RequestKind {
+    /// A user prompt (first turn or follow-up edit).
+    #[default]
+    User,
+    /// A request carrying tool outputs back to the model (agent loop).
+    ToolResult,
+    /// A `generate:false` warm-up on a fresh WebSocket (no output).
+    Warmup,
+}
+
+/// How conversation history was sent.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, Default)]
+#[serde(rename_all = "kebab-case")]
+pub enum Chaining {
+    /// The whole history was sent in the request body.
+    #[default]
+    FullHistory,
+    /// `previous_response_id` with only the new input items.
+    PreviousResponseId,
+}
+
+/// One content chunk: when its bytes arrived and how many tokens it carried.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Chunk {
+    /// Arrival, ns since run start.
+    pub at_ns: u64,
+    /// Tokens in this chunk: from cumulative server usage when the server sends it per chunk,
+    /// otherwise the final usage apportioned by text length, otherwise 1.
+    pub tokens: u32,
+    /// Content bytes (UTF-8 text of the delta).
+    pub text_bytes: u32,
+}
+
+/// Server-reported timing, when the server sends any.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, Default)]
+pub struct ServerTiming {
+    /// Where it came from: `websocket-timing`, `openai-processing-ms`, `cerebras-time-info`,
+    /// `llamacpp-timings`, `groq-usage`.
+    pub source: String,
+    /// Server time from request receipt to the first token (queue + prefill + API work), ms.
+    pub ttft_ms: Option<f64>,
+    /// Server time for the whole request, ms.
+    pub total_ms: Option<f64>,
+    /// API time outside the engine, ms (`responses_duration_excl_engine…`).
+    pub api_overhead_ms: Option<f64>,
+    /// Queueing time, ms.
+    pub queue_ms: Option<f64>,
+}
+
+/// One request, as measured.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, Default)]
+pub struct RequestRecord {
+    /// Sequence number in the run (dispatch order).
+    pub id: u64,
+    /// Target name (`sim-wafer`, `openai`, …).
+    pub target: String,
+    /// Transport name.
+    pub transport: String,
+    /// Session index within its cell.
+    pub session: u32,
+    /// Request index within its session (0-based, counting every request, tool results too).
+    pub turn: u32,
+    /// What the request was.
+    pub kind: RequestKind,
+    /// True for warm-up sessions: recorded, excluded from statistics.
+    pub warmup: bool,
+    /// How history was sent.
+    pub chaining: Chaining,
+    /// The server's response id (`resp_…`, `chatcmpl-…`), for matching ground truth.
+    pub response_id: Option<String>,
+
+    /// When the request was meant to be sent (coordinated-omission origin), ns.
+    pub intended_ns: u64,
+    /// When the driver started on it (connection checkout begins), ns.
+    pub dispatch_ns: u64,
+    /// DNS resolution, ns duration; None when not resolved on this request.
+    pub dns_ns: Option<u64>,
+    /// TCP connect (including the emulated SYN round trip), ns duration; None on a reused connection.
+    pub tcp_connect_ns: Option<u64>,
+    /// TLS handshake, ns duration; None on a reused or plaintext connection.
+    pub tls_handshake_ns: Option<u64>,
+    /// WebSocket upgrade, ns duration; only on the request that paid for it.
+    pub ws_upgrade_ns: Option<u64>,
+    /// Request fully written to the socket, ns.
+    pub request_written_ns: Option<u64>,
+    /// Response headers received (HTTP), ns.
+    pub response_headers_ns: Option<u64>,
+    /// First protocol event (SSE event or WS frame) received, ns.
+    pub first_event_ns: Option<u64>,
+    /// First content token received, ns.
+    pub first_token_ns: Option<u64>,
+    /// Last content token received, ns.
+    pub last_token_ns: Option<u64>,
+    /// Terminal event or stream close, ns.
+    pub end_ns: Option<u64>,
+    /// Every content chunk.
+    pub chunks: Vec<Chunk>,
+
+    /// True when the request ran on a connection opened for an earlier request.
+    pub connection_reused: bool,
+    /// Identifies the connection within the run.
+    pub connection_id: u64,
+    /// `HTTP/1.1`, `HTTP/2` or `WebSocket`.
+    pub protocol: String,
+    /// Negotiated ALPN protocol, when TLS was used.
+    pub alpn: Option<String>,
+    /// Request bytes written (headers + body, or the WS frame payload).
+    pub bytes_sent: u64,
+    /// Response bytes read (headers + body, or WS frame payloads).
+    pub bytes_received: u64,
+
+    /// Input tokens (server usage), when reported.
+    pub input_tokens: Option<u32>,
+    /// Cached input tokens (server usage), when reported.
+    pub cached_input_tokens: Option<u32>,
+    /// Output tokens.
+    pub output_tokens: u32,
+    /// Where `output_tokens` came from.
+    pub token_source: TokenSource,
+    /// Tool calls the model made in this response.
+    pub tool_calls: u32,
+    /// Server-reported timing, when present.
+    pub server_timing: Option<ServerTiming>,
+
+    /// How it ended.
+    pub outcome: OutcomeKind,
+    /// HTTP status when not 2xx (or the WS error envelope's status).
+    pub http_status: Option<u16>,
+    /// Human-readable failure detail.
+    pub error: Option<String>,
+}
+
+/// Where a request's round-trip overhead figure came from.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum OverheadSource {
+    /// Client TTFT minus the server-reported TTFT.
+    ServerTiming,
+    /// No server timing: time to the first protocol event (connection setup, upload, API
+    /// work and one RTT, but no model time). An estimate; flagged in reports.
+    FirstEventEstimate,
+}
+
+impl RequestRecord {
+    /// True when the request completed and counts towards latency statistics.
+    pub fn is_ok(&self) -> bool {
+        self.outcome == OutcomeKind::Ok
+    }
+
+    /// TTFT from the intended start (includes any client-side queueing), ns.
+    pub fn ttft_ns(&self) -> Option<u64> {
+        self.first_token_ns.map(|t| t.saturating_sub(self.intended_ns))
+    }
+
+    /// End-to-end latency from the intended start to the last content token, ns.
+    pub fn e2e_ns(&self) -> Option<u64> {
+        self.last_token_ns
+            .or(self.end_ns)
+            .map(|t| t.saturating_sub(self.intended_ns))
+    }
+
+    /// Dispatch lag: how late the driver started the request, ns.
+    pub fn dispatch_lag_ns(&self) -> u64 {
+        self.dispatch_ns.saturating_sub(self.intended_ns)
+    }
+
+    /// Gaps between consecutive content chunks (inter-chunk latency), ns.
+    pub fn itl_ns(&self) -> impl Iterator<Item = u64> + '_ {
+        self.chunks
+            .windows(2)
+            .map(|w| w[1].at_ns.saturating_sub(w[0].at_ns))
+    }
+
+    /// Time per output token after the first: (last − first) / (tokens − 1), ns.
+    pub fn tpot_ns(&self) -> Option<f64> {
+        let (f, l) = (self.first_token_ns?, self.last_token_ns?);
+        (self.output_tokens > 1).then(|| (l - f) as f64 / (self.output_tokens - 1) as f64)
+    }
+
+    /// Decode rate in tokens/s: tokens after the first chunk over the first→last span.
+    pub fn decode_tok_s(&self) -> Option<f64> {
+        let (f, l) = (self.first_token_ns?, self.last_token_ns?);
+        let first_chunk = self.chunks.first()?.tokens;
+        let after = self.output_tokens.checked_sub(first_chunk)?;
+        (l > f && after > 0).then(|| after as f64 * 1e9 / (l - f) as f64)
+    }
+
+    /// Output tokens per second over the whole request (from the intended start).
+    pub fn output_tok_s(&self) -> Option<f64> {
+        let e2e = self.e2e_ns()?;
+        (e2e > 0 && self.output_tokens > 0).then(|| self.output_tokens as f64 * 1e9 / e2e as f64)
+    }
+
+    /// Connection setup paid by this request (DNS + TCP + TLS + WS upgrade), ns.
+    pub fn connection_setup_ns(&self) -> u64 {
+        [self.dns_ns, self.tcp_connect_ns, self.tls_handshake_ns, self.ws_upgrade_ns]
+            .iter()
+            .flatten()
+            .sum()
+    }
+
+    /// Round-trip overhead, ns, and where it came from: client-observed TTFT (from dispatch)
+    /// minus the server-reported TTFT when the server reports one; otherwise the time from
+    /// dispatch to the first protocol event.
+    pub fn overhead_ns(&self) -> Option<(u64, OverheadSource)> {
+        let first_token = self.first_token_ns?;
+        if let Some(server_ttft) = self.server_timing.as_ref().and_then(|s| s.ttft_ms) {
+            let client = first_token.saturating_sub(self.dispatch_ns) as f64;
+            let o = (client - server_ttft * 1e6).max(0.0);
+            return Some((o as u64, OverheadSource::ServerTiming));
+        }
+        let fe = self.first_event_ns?;
+        Some((fe.saturating_sub(self.dispatch_ns), OverheadSource::FirstEventEstimate))
+    }
+
+    /// Mean tokens per content chunk (a batching / speculative-decoding signature).
+    pub fn tokens_per_chunk(&self) -> Option<f64> {
+        (!self.chunks.is_empty()).then(|| self.output_tokens as f64 / self.chunks.len() as f64)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn rec() -> RequestRecord {
+        RequestRecord {
+            intended_ns: 1_000,
+            dispatch_ns: 2_000,
+            first_event_ns: Some(50_000),
+            first_token_ns: Some(100_000),
+            last_token_ns: Some(400_000),
+            output_tokens: 4,
+            chunks: vec![
+                Chunk { at_ns: 100_000, tokens: 1, text_bytes: 3 },
+                Chunk { at_ns: 200_000, tokens: 2, text_bytes: 6 },
+                Chunk { at_ns: 400_000, tokens: 1, text_bytes: 3 },
+            ],
+            ..Default::default()
+        }
+    }
+
+    #[test]
+    fn metric_definitions() {
+        let r = rec();
+        assert_eq!(r.ttft_ns(), Some(99_000));
+        assert_eq!(r.e2e_ns(), Some(399_000));
+        assert_eq!(r.itl_ns().collect::<Vec<_>>(), vec![100_000, 200_000]);
+        assert_eq!(r.tpot_ns(), Some(100_000.0));
+        assert_eq!(r.decode_tok_s(), Some(3.0 * 1e9 / 300_000.0));
+        assert_eq!(r.dispatch_lag_ns(), 1_000);
+        assert_eq!(r.overhead_ns(), Some((48_000, OverheadSource::FirstEventEstimate)));
+        let mut s = r.clone();
+        s.server_timing = Some(ServerTiming { ttft_ms: Some(0.05), ..Default::default() });
+        assert_eq!(s.overhead_ns(), Some((48_000, OverheadSource::ServerTiming)));
+    }
+}
