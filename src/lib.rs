@@ -28,3 +28,6 @@ pub mod tls;
 pub mod units;
 pub mod cli;
 pub mod commands;
+pub mod backend;
+pub mod driver;
+pub mod transport;
