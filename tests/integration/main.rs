@@ -1,3 +1,3 @@
-//! One integration-test binary: every test starts real servers on 127.0.0.1:0.
+//! The single integration-test binary.
 
-mod common;
+mod client_peer;
