@@ -101,7 +101,9 @@ impl ChatDecoder {
             return;
         }
         match ev {
-            WireEvent::Headers { status, headers, .. } => {
+            WireEvent::Headers {
+                status, headers, ..
+            } => {
                 if (200..300).contains(status) {
                     if let Some(t) = super::timing::from_headers(headers) {
                         out(StreamEvent::ServerTiming(t));
@@ -218,7 +220,10 @@ impl ChatDecoder {
             // With continuous usage every chunk carries it; the last one wins.
             out(StreamEvent::Usage {
                 input: u.prompt_tokens,
-                cached: u.prompt_tokens_details.as_ref().and_then(|d| d.cached_tokens),
+                cached: u
+                    .prompt_tokens_details
+                    .as_ref()
+                    .and_then(|d| d.cached_tokens),
                 output: u.completion_tokens,
             });
             if let Some(t) = u.times.timing() {
@@ -253,12 +258,20 @@ mod tests {
         let mut d = ChatDecoder::default();
         let mut got = Vec::new();
         d.decode(
-            &WireEvent::Headers { at_ns: 0, status: 200, headers: Default::default() },
+            &WireEvent::Headers {
+                at_ns: 0,
+                status: 200,
+                headers: Default::default(),
+            },
             &mut |e| got.push(e),
         );
         for f in frames {
             d.decode(
-                &WireEvent::Sse { at_ns: 1, event: None, data: Bytes::copy_from_slice(f.as_bytes()) },
+                &WireEvent::Sse {
+                    at_ns: 1,
+                    event: None,
+                    data: Bytes::copy_from_slice(f.as_bytes()),
+                },
                 &mut |e| got.push(e),
             );
         }
@@ -266,7 +279,11 @@ mod tests {
     }
 
     fn text(n: u32) -> StreamEvent {
-        StreamEvent::Content { kind: ContentKind::Text, text_len: n, cumulative_usage: None }
+        StreamEvent::Content {
+            kind: ContentKind::Text,
+            text_len: n,
+            cumulative_usage: None,
+        }
     }
 
     #[test]
@@ -286,7 +303,11 @@ mod tests {
                 StreamEvent::ResponseId("chatcmpl-123".into()),
                 text(5),
                 text(7),
-                StreamEvent::Usage { input: Some(9), cached: Some(0), output: Some(12) },
+                StreamEvent::Usage {
+                    input: Some(9),
+                    cached: Some(0),
+                    output: Some(12)
+                },
                 StreamEvent::Done { ok: true },
             ]
         );
@@ -300,22 +321,40 @@ mod tests {
             "[DONE]",
         ]);
         assert_eq!(got.len(), 4);
-        assert!(matches!(&got[3], StreamEvent::Error { kind: OutcomeKind::ServerError, message, .. } if message == "overloaded"));
+        assert!(
+            matches!(&got[3], StreamEvent::Error { kind: OutcomeKind::ServerError, message, .. } if message == "overloaded")
+        );
     }
 
     #[test]
     fn non_2xx_status_uses_the_error_body() {
         let mut d = ChatDecoder::default();
         let mut got = Vec::new();
-        d.decode(&WireEvent::Headers { at_ns: 0, status: 429, headers: Default::default() }, &mut |e| got.push(e));
         d.decode(
-            &WireEvent::ErrorBody { at_ns: 1, data: Bytes::from_static(br#"{"error":{"message":"slow down","code":"rate_limit"}}"#) },
+            &WireEvent::Headers {
+                at_ns: 0,
+                status: 429,
+                headers: Default::default(),
+            },
+            &mut |e| got.push(e),
+        );
+        d.decode(
+            &WireEvent::ErrorBody {
+                at_ns: 1,
+                data: Bytes::from_static(
+                    br#"{"error":{"message":"slow down","code":"rate_limit"}}"#,
+                ),
+            },
             &mut |e| got.push(e),
         );
         d.decode(&WireEvent::End { at_ns: 2 }, &mut |e| got.push(e));
         assert_eq!(
             got,
-            vec![StreamEvent::Error { kind: OutcomeKind::HttpStatus, status: Some(429), message: "rate_limit: slow down".into() }]
+            vec![StreamEvent::Error {
+                kind: OutcomeKind::HttpStatus,
+                status: Some(429),
+                message: "rate_limit: slow down".into()
+            }]
         );
     }
 
@@ -325,12 +364,22 @@ mod tests {
             r#"{"choices":[],"usage":{"prompt_tokens":69,"completion_tokens":45,"total_tokens":114,"prompt_tokens_details":{"cached_tokens":32}},"time_info":{"queue_time":0.001,"prompt_time":0.006,"completion_time":0.014,"total_time":0.09,"created":1782514735.28}}"#,
             "[DONE]",
         ]);
-        let t = got.iter().find_map(|e| match e { StreamEvent::ServerTiming(t) => Some(t.clone()), _ => None }).unwrap();
+        let t = got
+            .iter()
+            .find_map(|e| match e {
+                StreamEvent::ServerTiming(t) => Some(t.clone()),
+                _ => None,
+            })
+            .unwrap();
         assert_eq!(t.source, "cerebras-time-info");
         assert!((t.ttft_ms.unwrap() - 7.0).abs() < 1e-9);
         assert!((t.total_ms.unwrap() - 90.0).abs() < 1e-9);
         assert!((t.queue_ms.unwrap() - 1.0).abs() < 1e-9);
-        assert!(got.contains(&StreamEvent::Usage { input: Some(69), cached: Some(32), output: Some(45) }));
+        assert!(got.contains(&StreamEvent::Usage {
+            input: Some(69),
+            cached: Some(32),
+            output: Some(45)
+        }));
     }
 
     #[test]
@@ -339,7 +388,13 @@ mod tests {
             r#"{"choices":[],"created":1758108431,"id":"chatcmpl-x","model":"m","object":"chat.completion.chunk","usage":{"completion_tokens":31,"prompt_tokens":75,"total_tokens":106},"timings":{"cache_n":0,"prompt_n":75,"prompt_ms":180.025,"prompt_per_token_ms":2.40,"prompt_per_second":416.6,"predicted_n":31,"predicted_ms":875.429,"predicted_per_token_ms":28.24,"predicted_per_second":35.41}}"#,
             "[DONE]",
         ]);
-        let t = got.iter().find_map(|e| match e { StreamEvent::ServerTiming(t) => Some(t.clone()), _ => None }).unwrap();
+        let t = got
+            .iter()
+            .find_map(|e| match e {
+                StreamEvent::ServerTiming(t) => Some(t.clone()),
+                _ => None,
+            })
+            .unwrap();
         assert_eq!(t.source, "llamacpp-timings");
         assert_eq!(t.ttft_ms, Some(180.025));
         assert!((t.total_ms.unwrap() - 1055.454).abs() < 1e-9);
@@ -350,13 +405,23 @@ mod tests {
         let got = run(&[
             r#"{"id":"g","choices":[],"x_groq":{"id":"req_1","usage":{"queue_time":0.02,"prompt_tokens":10,"prompt_time":0.005,"completion_tokens":3,"completion_time":0.01,"total_time":0.035}}}"#,
         ]);
-        let t = got.iter().find_map(|e| match e { StreamEvent::ServerTiming(t) => Some(t.clone()), _ => None }).unwrap();
+        let t = got
+            .iter()
+            .find_map(|e| match e {
+                StreamEvent::ServerTiming(t) => Some(t.clone()),
+                _ => None,
+            })
+            .unwrap();
         assert_eq!(t.source, "groq-usage");
         assert!((t.ttft_ms.unwrap() - 25.0).abs() < 1e-9);
         let got = run(&[
             r#"{"id":"v","choices":[{"index":0,"delta":{"content":"ab"}}],"usage":{"prompt_tokens":5,"completion_tokens":2,"total_tokens":7}}"#,
         ]);
-        assert!(got.contains(&StreamEvent::Content { kind: ContentKind::Text, text_len: 2, cumulative_usage: Some(2) }));
+        assert!(got.contains(&StreamEvent::Content {
+            kind: ContentKind::Text,
+            text_len: 2,
+            cumulative_usage: Some(2)
+        }));
     }
 
     #[test]
@@ -369,20 +434,44 @@ mod tests {
             r#"{"id":"c","choices":[{"index":0,"delta":{"tool_calls":[{"index":0,"function":{"arguments":"\"a.rs\"}"}}]}}]}"#,
             "[DONE]",
         ] {
-            d.decode(&WireEvent::Sse { at_ns: 0, event: None, data: Bytes::copy_from_slice(f.as_bytes()) }, &mut |e| got.push(e));
+            d.decode(
+                &WireEvent::Sse {
+                    at_ns: 0,
+                    event: None,
+                    data: Bytes::copy_from_slice(f.as_bytes()),
+                },
+                &mut |e| got.push(e),
+            );
         }
         assert!(got.contains(&StreamEvent::ToolCall(ToolCall {
             call_id: "call_1".into(),
             name: "read_file".into(),
             arguments: "{\"path\":\"a.rs\"}".into()
         })));
-        let args = got.iter().filter(|e| matches!(e, StreamEvent::Content { kind: ContentKind::ToolArguments, .. })).count();
+        let args = got
+            .iter()
+            .filter(|e| {
+                matches!(
+                    e,
+                    StreamEvent::Content {
+                        kind: ContentKind::ToolArguments,
+                        ..
+                    }
+                )
+            })
+            .count();
         assert_eq!(args, 2);
     }
 
     #[test]
     fn garbage_is_a_protocol_error() {
         let got = run(&["{not json"]);
-        assert!(matches!(got.last(), Some(StreamEvent::Error { kind: OutcomeKind::ProtocolError, .. })));
+        assert!(matches!(
+            got.last(),
+            Some(StreamEvent::Error {
+                kind: OutcomeKind::ProtocolError,
+                ..
+            })
+        ));
     }
 }

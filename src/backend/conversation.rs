@@ -161,7 +161,12 @@ mod tests {
     use super::*;
 
     fn reply(id: &str, text: &str) -> Reply {
-        Reply { ok: true, response_id: Some(id.into()), tool_calls: vec![], text: text.into() }
+        Reply {
+            ok: true,
+            response_id: Some(id.into()),
+            tool_calls: vec![],
+            text: text.into(),
+        }
     }
 
     #[test]
@@ -184,7 +189,12 @@ mod tests {
 
     #[test]
     fn http_store_chains_and_survives_failures_chat_never_chains() {
-        let mut c = Conversation::new("sys", ApiFlavour::Responses, TransportKind::HttpPooled, true);
+        let mut c = Conversation::new(
+            "sys",
+            ApiFlavour::Responses,
+            TransportKind::HttpPooled,
+            true,
+        );
         c.add_user_message("a");
         c.on_reply(&reply("resp_1", "A"));
         c.add_user_message("b");
@@ -192,13 +202,19 @@ mod tests {
         c.add_user_message("c");
         assert_eq!(c.previous_response_id(), Some("resp_1"));
         assert_eq!(c.items_to_send().len(), 2);
-        let mut chat = Conversation::new("sys", ApiFlavour::ChatCompletions, TransportKind::Http, true);
+        let mut chat = Conversation::new(
+            "sys",
+            ApiFlavour::ChatCompletions,
+            TransportKind::Http,
+            true,
+        );
         chat.add_user_message("a");
         chat.on_reply(&reply("chatcmpl-1", "A"));
         chat.add_user_message("b");
         assert_eq!(chat.chaining(), Chaining::FullHistory);
         assert_eq!(chat.items_to_send().len(), 3);
-        let mut nostore = Conversation::new("sys", ApiFlavour::Responses, TransportKind::Http2, false);
+        let mut nostore =
+            Conversation::new("sys", ApiFlavour::Responses, TransportKind::Http2, false);
         nostore.add_user_message("a");
         nostore.on_reply(&reply("resp_1", "A"));
         assert_eq!(nostore.chaining(), Chaining::FullHistory);

@@ -171,7 +171,10 @@ pub(crate) fn error_from_body(status: u16, data: &[u8]) -> StreamEvent {
 
 /// `message` (and `code`) of an OpenAI-style error object, or the JSON itself.
 pub(crate) fn error_message(v: &serde_json::Value) -> String {
-    match (v.get("message").and_then(|m| m.as_str()), v.get("code").and_then(|c| c.as_str())) {
+    match (
+        v.get("message").and_then(|m| m.as_str()),
+        v.get("code").and_then(|c| c.as_str()),
+    ) {
         (Some(m), Some(c)) => format!("{c}: {m}"),
         (Some(m), None) => m.to_string(),
         (None, Some(c)) => c.to_string(),

@@ -48,16 +48,26 @@ fn common_headers(target: &Target) -> Result<Vec<(HeaderName, HeaderValue)>, Bui
             ))
         })?;
         let mut v = HeaderValue::from_str(&format!("Bearer {}", key.trim())).map_err(|_| {
-            BuildError(format!("the API key in {var} contains characters not allowed in a header"))
+            BuildError(format!(
+                "the API key in {var} contains characters not allowed in a header"
+            ))
         })?;
         v.set_sensitive(true);
         h.push((http::header::AUTHORIZATION, v));
     }
     for (k, v) in &target.headers {
-        let name = HeaderName::from_bytes(k.as_bytes())
-            .map_err(|_| BuildError(format!("target {:?}: invalid header name {k:?}", target.name)))?;
-        let value = HeaderValue::from_str(v)
-            .map_err(|_| BuildError(format!("target {:?}: invalid value for header {k:?}", target.name)))?;
+        let name = HeaderName::from_bytes(k.as_bytes()).map_err(|_| {
+            BuildError(format!(
+                "target {:?}: invalid header name {k:?}",
+                target.name
+            ))
+        })?;
+        let value = HeaderValue::from_str(v).map_err(|_| {
+            BuildError(format!(
+                "target {:?}: invalid value for header {k:?}",
+                target.name
+            ))
+        })?;
         h.push((name, value));
     }
     Ok(h)
@@ -80,19 +90,31 @@ pub fn ws_headers(target: &Target) -> Result<Vec<(HeaderName, HeaderValue)>, Bui
 }
 
 /// The HTTP request (`POST {prefix}/chat/completions` or `/responses`).
-pub fn http_request(target: &Target, conv: &Conversation, spec: &RequestSpec) -> Result<HttpRequest, BuildError> {
+pub fn http_request(
+    target: &Target,
+    conv: &Conversation,
+    spec: &RequestSpec,
+) -> Result<HttpRequest, BuildError> {
     let mut headers = common_headers(target)?;
-    headers.push((http::header::CONTENT_TYPE, HeaderValue::from_static("application/json")));
-    headers.push((http::header::ACCEPT, HeaderValue::from_static("text/event-stream")));
+    headers.push((
+        http::header::CONTENT_TYPE,
+        HeaderValue::from_static("application/json"),
+    ));
+    headers.push((
+        http::header::ACCEPT,
+        HeaderValue::from_static("text/event-stream"),
+    ));
     if let Some(f) = &spec.fault {
-        let v = HeaderValue::from_str(f).map_err(|_| BuildError(format!("invalid fault spec {f:?}")))?;
+        let v = HeaderValue::from_str(f)
+            .map_err(|_| BuildError(format!("invalid fault spec {f:?}")))?;
         headers.push((HeaderName::from_static("x-sim-fault"), v));
     }
     let (path, body) = match target.api {
         ApiFlavour::ChatCompletions => ("/chat/completions", chat_body(target, conv, spec)),
         ApiFlavour::Responses => ("/responses", responses_body(target, conv, spec, false)),
     };
-    let body = serde_json::to_vec(&body).map_err(|e| BuildError(format!("encoding the request: {e}")))?;
+    let body =
+        serde_json::to_vec(&body).map_err(|e| BuildError(format!("encoding the request: {e}")))?;
     Ok(HttpRequest {
         path: path.to_string(),
         headers,
@@ -101,7 +123,11 @@ pub fn http_request(target: &Target, conv: &Conversation, spec: &RequestSpec) ->
 }
 
 /// The WebSocket `response.create` message (flat envelope, no `stream`).
-pub fn ws_message(target: &Target, conv: &Conversation, spec: &RequestSpec) -> Result<String, BuildError> {
+pub fn ws_message(
+    target: &Target,
+    conv: &Conversation,
+    spec: &RequestSpec,
+) -> Result<String, BuildError> {
     if target.api != ApiFlavour::Responses {
         return Err(BuildError(format!(
             "target {:?} speaks chat completions, which has no WebSocket mode; use an HTTP transport",
@@ -120,7 +146,10 @@ fn responses_body(target: &Target, conv: &Conversation, spec: &RequestSpec, ws: 
     b.insert("model".into(), json!(target.model));
     if !ws {
         b.insert("stream".into(), json!(true));
-        b.insert("stream_options".into(), json!({"include_obfuscation": false}));
+        b.insert(
+            "stream_options".into(),
+            json!({"include_obfuscation": false}),
+        );
     }
     b.insert("store".into(), json!(target.store));
     if !conv.system.is_empty() {
@@ -129,7 +158,11 @@ fn responses_body(target: &Target, conv: &Conversation, spec: &RequestSpec, ws: 
     if let Some(id) = conv.previous_response_id() {
         b.insert("previous_response_id".into(), json!(id));
     }
-    let input: Vec<Value> = conv.items_to_send().iter().flat_map(responses_items).collect();
+    let input: Vec<Value> = conv
+        .items_to_send()
+        .iter()
+        .flat_map(responses_items)
+        .collect();
     b.insert("input".into(), Value::Array(input));
     if spec.max_output_tokens > 0 {
         b.insert("max_output_tokens".into(), json!(spec.max_output_tokens));
@@ -163,7 +196,9 @@ fn responses_body(target: &Target, conv: &Conversation, spec: &RequestSpec, ws: 
 
 fn responses_items(item: &Item) -> Vec<Value> {
     match item {
-        Item::User(t) => vec![json!({"type": "message", "role": "user", "content": [{"type": "input_text", "text": t}]})],
+        Item::User(t) => vec![
+            json!({"type": "message", "role": "user", "content": [{"type": "input_text", "text": t}]}),
+        ],
         Item::Assistant { text, calls } => {
             let mut v = Vec::new();
             if !text.is_empty() {
@@ -263,7 +298,12 @@ pub(crate) mod tests {
         let t = target(ApiFlavour::Responses);
         let mut c = Conversation::new("be brief", ApiFlavour::Responses, TransportKind::Ws, false);
         c.add_user_message("hi");
-        c.on_reply(&crate::backend::conversation::Reply { ok: true, response_id: Some("resp_1".into()), tool_calls: vec![], text: "yo".into() });
+        c.on_reply(&crate::backend::conversation::Reply {
+            ok: true,
+            response_id: Some("resp_1".into()),
+            tool_calls: vec![],
+            text: "yo".into(),
+        });
         c.add_user_message("next");
         let spec = RequestSpec {
             max_output_tokens: 50,
@@ -278,11 +318,17 @@ pub(crate) mod tests {
         assert_eq!(v["previous_response_id"], "resp_1");
         assert_eq!(v["input"].as_array().unwrap().len(), 1);
         assert_eq!(v["input"][0]["content"][0]["text"], "next");
-        assert_eq!(v["tool_choice"], json!({"type": "function", "name": "read_file"}));
+        assert_eq!(
+            v["tool_choice"],
+            json!({"type": "function", "name": "read_file"})
+        );
         assert_eq!(v["sim_fault"], "status=500");
         assert_eq!(v["instructions"], "be brief");
         assert!(v.get("generate").is_none());
-        let warm = RequestSpec { kind: RequestKind::Warmup, ..Default::default() };
+        let warm = RequestSpec {
+            kind: RequestKind::Warmup,
+            ..Default::default()
+        };
         let v: Value = serde_json::from_str(&ws_message(&t, &c, &warm).unwrap()).unwrap();
         assert_eq!(v["generate"], false);
     }
@@ -292,7 +338,11 @@ pub(crate) mod tests {
         let t = target(ApiFlavour::Responses);
         let mut c = Conversation::new("", ApiFlavour::Responses, TransportKind::Http, false);
         c.add_user_message("hi");
-        let spec = RequestSpec { max_output_tokens: 8, fault: Some("stall=1s".into()), ..Default::default() };
+        let spec = RequestSpec {
+            max_output_tokens: 8,
+            fault: Some("stall=1s".into()),
+            ..Default::default()
+        };
         let r = http_request(&t, &c, &spec).unwrap();
         assert_eq!(r.path, "/responses");
         let v: Value = serde_json::from_slice(&r.body).unwrap();
@@ -300,19 +350,41 @@ pub(crate) mod tests {
         assert_eq!(v["store"], false);
         assert_eq!(v["stream_options"]["include_obfuscation"], false);
         assert_eq!(v["max_output_tokens"], 8);
-        assert!(r.headers.iter().any(|(k, v)| k == "x-sim-fault" && v == "stall=1s"));
+        assert!(r
+            .headers
+            .iter()
+            .any(|(k, v)| k == "x-sim-fault" && v == "stall=1s"));
         assert!(!r.headers.iter().any(|(k, _)| k == "authorization"));
     }
 
     #[test]
     fn chat_body_carries_tool_calls_and_tool_results() {
         let t = target(ApiFlavour::ChatCompletions);
-        let mut c = Conversation::new("sys", ApiFlavour::ChatCompletions, TransportKind::Http, false);
+        let mut c = Conversation::new(
+            "sys",
+            ApiFlavour::ChatCompletions,
+            TransportKind::Http,
+            false,
+        );
         c.add_user_message("fix it");
-        let call = crate::backend::ToolCall { call_id: "call_1".into(), name: "read_file".into(), arguments: "{}".into() };
-        c.on_reply(&crate::backend::conversation::Reply { ok: true, response_id: Some("x".into()), tool_calls: vec![call], text: String::new() });
+        let call = crate::backend::ToolCall {
+            call_id: "call_1".into(),
+            name: "read_file".into(),
+            arguments: "{}".into(),
+        };
+        c.on_reply(&crate::backend::conversation::Reply {
+            ok: true,
+            response_id: Some("x".into()),
+            tool_calls: vec![call],
+            text: String::new(),
+        });
         c.add_tool_output("call_1", "contents");
-        let spec = RequestSpec { max_output_tokens: 20, tools: vec!["read_file".into()], tool_choice: ToolChoice::Auto, ..Default::default() };
+        let spec = RequestSpec {
+            max_output_tokens: 20,
+            tools: vec!["read_file".into()],
+            tool_choice: ToolChoice::Auto,
+            ..Default::default()
+        };
         let r = http_request(&t, &c, &spec).unwrap();
         assert_eq!(r.path, "/chat/completions");
         let v: Value = serde_json::from_slice(&r.body).unwrap();
@@ -334,14 +406,18 @@ pub(crate) mod tests {
         let mut t = target(ApiFlavour::Responses);
         t.api_key_env = Some("SPARK_BENCH_TEST_KEY_UNSET_7f3".into());
         let c = Conversation::new("", ApiFlavour::Responses, TransportKind::Http, false);
-        let e = http_request(&t, &c, &RequestSpec::default()).unwrap_err().to_string();
+        let e = http_request(&t, &c, &RequestSpec::default())
+            .unwrap_err()
+            .to_string();
         assert!(e.contains("SPARK_BENCH_TEST_KEY_UNSET_7f3"), "{e}");
         // PATH is always set: use it as a stand-in key without touching the environment.
         t.api_key_env = Some("PATH".into());
         if let Ok(h) = ws_headers(&t) {
             let auth = h.iter().find(|(k, _)| k == "authorization").unwrap();
             assert!(auth.1.is_sensitive());
-            assert!(h.iter().any(|(k, v)| k == "x-responsesapi-include-timing-metrics" && v == "true"));
+            assert!(h
+                .iter()
+                .any(|(k, v)| k == "x-responsesapi-include-timing-metrics" && v == "true"));
         }
     }
 }

@@ -88,7 +88,9 @@ impl ResponsesDecoder {
             return;
         }
         match ev {
-            WireEvent::Headers { status, headers, .. } => {
+            WireEvent::Headers {
+                status, headers, ..
+            } => {
                 if (200..300).contains(status) {
                     if let Some(t) = super::timing::from_headers(headers) {
                         out(StreamEvent::ServerTiming(t));
@@ -223,8 +225,15 @@ impl ResponsesDecoder {
         }
     }
 
-    fn delta(&mut self, kind: ContentKind, delta: Option<Cow<'_, str>>, out: &mut dyn FnMut(StreamEvent)) {
-        let Some(d) = delta.filter(|d| !d.is_empty()) else { return };
+    fn delta(
+        &mut self,
+        kind: ContentKind,
+        delta: Option<Cow<'_, str>>,
+        out: &mut dyn FnMut(StreamEvent),
+    ) {
+        let Some(d) = delta.filter(|d| !d.is_empty()) else {
+            return;
+        };
         if kind == ContentKind::Text {
             self.text.push_str(&d);
         }
@@ -252,7 +261,13 @@ mod tests {
     fn ws(d: &mut ResponsesDecoder, frames: &[&str]) -> Vec<StreamEvent> {
         let mut got = Vec::new();
         for f in frames {
-            d.decode(&WireEvent::WsText { at_ns: 0, text: Bytes::copy_from_slice(f.as_bytes()) }, &mut |e| got.push(e));
+            d.decode(
+                &WireEvent::WsText {
+                    at_ns: 0,
+                    text: Bytes::copy_from_slice(f.as_bytes()),
+                },
+                &mut |e| got.push(e),
+            );
         }
         got
     }
@@ -271,7 +286,11 @@ mod tests {
     ];
 
     fn text(n: u32) -> StreamEvent {
-        StreamEvent::Content { kind: ContentKind::Text, text_len: n, cumulative_usage: None }
+        StreamEvent::Content {
+            kind: ContentKind::Text,
+            text_len: n,
+            cumulative_usage: None,
+        }
     }
 
     #[test]
@@ -285,7 +304,11 @@ mod tests {
                 StreamEvent::ResponseId("resp_1".into()),
                 text(2),
                 text(5),
-                StreamEvent::Usage { input: Some(9261), cached: Some(7), output: Some(405) },
+                StreamEvent::Usage {
+                    input: Some(9261),
+                    cached: Some(7),
+                    output: Some(405)
+                },
                 StreamEvent::Done { ok: true },
             ]
         );
@@ -296,11 +319,22 @@ mod tests {
     fn same_stream_over_sse() {
         let mut d = ResponsesDecoder::default();
         let mut got = Vec::new();
-        d.decode(&WireEvent::Headers { at_ns: 0, status: 200, headers: Default::default() }, &mut |e| got.push(e));
+        d.decode(
+            &WireEvent::Headers {
+                at_ns: 0,
+                status: 200,
+                headers: Default::default(),
+            },
+            &mut |e| got.push(e),
+        );
         for f in TEXT_STREAM {
             let name = f.split('"').nth(3).unwrap().to_string();
             d.decode(
-                &WireEvent::Sse { at_ns: 0, event: Some(Bytes::from(name)), data: Bytes::copy_from_slice(f.as_bytes()) },
+                &WireEvent::Sse {
+                    at_ns: 0,
+                    event: Some(Bytes::from(name)),
+                    data: Bytes::copy_from_slice(f.as_bytes()),
+                },
                 &mut |e| got.push(e),
             );
         }
@@ -317,7 +351,10 @@ mod tests {
         assert_eq!(got.iter().filter(|e| e.is_terminal()).count(), 1);
         // The next turn reads the trailing frame first: ignored, not a first event.
         let mut next = ResponsesDecoder::default();
-        let got = ws(&mut next, &[r#"{"type":"response.done","response":{"id":"resp_1"}}"#]);
+        let got = ws(
+            &mut next,
+            &[r#"{"type":"response.done","response":{"id":"resp_1"}}"#],
+        );
         assert!(got.is_empty());
         let got = ws(&mut next, TEXT_STREAM);
         assert_eq!(got.first(), Some(&StreamEvent::FirstEvent));
@@ -327,14 +364,26 @@ mod tests {
     #[test]
     fn response_done_alone_is_terminal() {
         let mut d = ResponsesDecoder::default();
-        let got = ws(&mut d, &[TEXT_STREAM[0], TEXT_STREAM[4], r#"{"type":"response.done","response":{"id":"resp_1","usage":{"input_tokens":1,"output_tokens":1}}}"#]);
+        let got = ws(
+            &mut d,
+            &[
+                TEXT_STREAM[0],
+                TEXT_STREAM[4],
+                r#"{"type":"response.done","response":{"id":"resp_1","usage":{"input_tokens":1,"output_tokens":1}}}"#,
+            ],
+        );
         assert_eq!(got.last(), Some(&StreamEvent::Done { ok: true }));
     }
 
     #[test]
     fn ws_error_envelope_and_sse_error_event() {
         let mut d = ResponsesDecoder::default();
-        let got = ws(&mut d, &[r#"{"type":"error","status":400,"error":{"type":"invalid_request_error","code":"previous_response_not_found","message":"Previous response with id 'resp_abc' not found.","param":"previous_response_id"}}"#]);
+        let got = ws(
+            &mut d,
+            &[
+                r#"{"type":"error","status":400,"error":{"type":"invalid_request_error","code":"previous_response_not_found","message":"Previous response with id 'resp_abc' not found.","param":"previous_response_id"}}"#,
+            ],
+        );
         assert_eq!(
             got,
             vec![
@@ -347,53 +396,131 @@ mod tests {
             ]
         );
         let mut d = ResponsesDecoder::default();
-        let got = ws(&mut d, &[TEXT_STREAM[0], r#"{"type":"error","code":"ERR_SOMETHING","message":"boom","param":null,"sequence_number":1}"#]);
+        let got = ws(
+            &mut d,
+            &[
+                TEXT_STREAM[0],
+                r#"{"type":"error","code":"ERR_SOMETHING","message":"boom","param":null,"sequence_number":1}"#,
+            ],
+        );
         assert_eq!(
             got.last(),
-            Some(&StreamEvent::Error { kind: OutcomeKind::ServerError, status: None, message: "ERR_SOMETHING: boom".into() })
+            Some(&StreamEvent::Error {
+                kind: OutcomeKind::ServerError,
+                status: None,
+                message: "ERR_SOMETHING: boom".into()
+            })
         );
     }
 
     #[test]
     fn failed_and_incomplete() {
         let mut d = ResponsesDecoder::default();
-        let got = ws(&mut d, &[TEXT_STREAM[0], r#"{"type":"response.failed","response":{"id":"resp_1","status":"failed","error":{"code":"server_error","message":"engine died"}}}"#]);
-        assert_eq!(got.last(), Some(&StreamEvent::Error { kind: OutcomeKind::ServerError, status: None, message: "server_error: engine died".into() }));
+        let got = ws(
+            &mut d,
+            &[
+                TEXT_STREAM[0],
+                r#"{"type":"response.failed","response":{"id":"resp_1","status":"failed","error":{"code":"server_error","message":"engine died"}}}"#,
+            ],
+        );
+        assert_eq!(
+            got.last(),
+            Some(&StreamEvent::Error {
+                kind: OutcomeKind::ServerError,
+                status: None,
+                message: "server_error: engine died".into()
+            })
+        );
         let mut d = ResponsesDecoder::default();
-        let got = ws(&mut d, &[TEXT_STREAM[0], r#"{"type":"response.incomplete","response":{"id":"resp_1","status":"incomplete","incomplete_details":{"reason":"max_output_tokens"},"usage":{"input_tokens":3,"output_tokens":16}}}"#]);
-        assert!(got.contains(&StreamEvent::Usage { input: Some(3), cached: None, output: Some(16) }));
+        let got = ws(
+            &mut d,
+            &[
+                TEXT_STREAM[0],
+                r#"{"type":"response.incomplete","response":{"id":"resp_1","status":"incomplete","incomplete_details":{"reason":"max_output_tokens"},"usage":{"input_tokens":3,"output_tokens":16}}}"#,
+            ],
+        );
+        assert!(got.contains(&StreamEvent::Usage {
+            input: Some(3),
+            cached: None,
+            output: Some(16)
+        }));
         assert_eq!(got.last(), Some(&StreamEvent::Done { ok: true }));
     }
 
     #[test]
     fn function_calls_and_websocket_timing() {
         let mut d = ResponsesDecoder::default();
-        let got = ws(&mut d, &[
-            TEXT_STREAM[0],
-            r#"{"type":"responsesapi.websocket_timing","timing_metrics":{"responses_duration_excl_engine_and_client_tool_time_ms":124,"engine_service_total_ms":457,"engine_iapi_ttft_total_ms":211,"engine_service_ttft_total_ms":233,"engine_iapi_tbt_across_engine_calls_ms":377,"engine_service_tbt_across_engine_calls_ms":399}}"#,
-            r#"{"type":"response.output_item.added","output_index":0,"item":{"id":"fc_1","type":"function_call","call_id":"call_9","name":"run_tests","arguments":""}}"#,
-            r#"{"type":"response.function_call_arguments.delta","item_id":"fc_1","output_index":0,"delta":"{\"x\":1}"}"#,
-            r#"{"type":"response.output_item.done","output_index":0,"item":{"id":"fc_1","type":"function_call","call_id":"call_9","name":"run_tests","arguments":"{\"x\":1}","status":"completed"}}"#,
-            r#"{"type":"response.completed","response":{"id":"resp_1","status":"completed","output":[],"usage":{"input_tokens":5,"output_tokens":4}}}"#,
-        ]);
-        let t = got.iter().find_map(|e| match e { StreamEvent::ServerTiming(t) => Some(t.clone()), _ => None }).unwrap();
+        let got = ws(
+            &mut d,
+            &[
+                TEXT_STREAM[0],
+                r#"{"type":"responsesapi.websocket_timing","timing_metrics":{"responses_duration_excl_engine_and_client_tool_time_ms":124,"engine_service_total_ms":457,"engine_iapi_ttft_total_ms":211,"engine_service_ttft_total_ms":233,"engine_iapi_tbt_across_engine_calls_ms":377,"engine_service_tbt_across_engine_calls_ms":399}}"#,
+                r#"{"type":"response.output_item.added","output_index":0,"item":{"id":"fc_1","type":"function_call","call_id":"call_9","name":"run_tests","arguments":""}}"#,
+                r#"{"type":"response.function_call_arguments.delta","item_id":"fc_1","output_index":0,"delta":"{\"x\":1}"}"#,
+                r#"{"type":"response.output_item.done","output_index":0,"item":{"id":"fc_1","type":"function_call","call_id":"call_9","name":"run_tests","arguments":"{\"x\":1}","status":"completed"}}"#,
+                r#"{"type":"response.completed","response":{"id":"resp_1","status":"completed","output":[],"usage":{"input_tokens":5,"output_tokens":4}}}"#,
+            ],
+        );
+        let t = got
+            .iter()
+            .find_map(|e| match e {
+                StreamEvent::ServerTiming(t) => Some(t.clone()),
+                _ => None,
+            })
+            .unwrap();
         assert_eq!(t.source, "websocket-timing");
         assert_eq!(t.ttft_ms, Some(233.0));
         assert_eq!(t.api_overhead_ms, Some(124.0));
         assert_eq!(t.total_ms, Some(581.0));
-        assert!(got.contains(&StreamEvent::ToolCall(ToolCall { call_id: "call_9".into(), name: "run_tests".into(), arguments: "{\"x\":1}".into() })));
-        assert!(got.contains(&StreamEvent::Content { kind: ContentKind::ToolArguments, text_len: 7, cumulative_usage: None }));
+        assert!(got.contains(&StreamEvent::ToolCall(ToolCall {
+            call_id: "call_9".into(),
+            name: "run_tests".into(),
+            arguments: "{\"x\":1}".into()
+        })));
+        assert!(got.contains(&StreamEvent::Content {
+            kind: ContentKind::ToolArguments,
+            text_len: 7,
+            cumulative_usage: None
+        }));
     }
 
     #[test]
     fn http_error_status_and_garbage() {
         let mut d = ResponsesDecoder::default();
         let mut got = Vec::new();
-        d.decode(&WireEvent::Headers { at_ns: 0, status: 500, headers: Default::default() }, &mut |e| got.push(e));
-        d.decode(&WireEvent::ErrorBody { at_ns: 0, data: Bytes::from_static(b"{\"error\":{\"message\":\"injected\",\"type\":\"server_error\"}}") }, &mut |e| got.push(e));
-        assert_eq!(got, vec![StreamEvent::Error { kind: OutcomeKind::HttpStatus, status: Some(500), message: "injected".into() }]);
+        d.decode(
+            &WireEvent::Headers {
+                at_ns: 0,
+                status: 500,
+                headers: Default::default(),
+            },
+            &mut |e| got.push(e),
+        );
+        d.decode(
+            &WireEvent::ErrorBody {
+                at_ns: 0,
+                data: Bytes::from_static(
+                    b"{\"error\":{\"message\":\"injected\",\"type\":\"server_error\"}}",
+                ),
+            },
+            &mut |e| got.push(e),
+        );
+        assert_eq!(
+            got,
+            vec![StreamEvent::Error {
+                kind: OutcomeKind::HttpStatus,
+                status: Some(500),
+                message: "injected".into()
+            }]
+        );
         let mut d = ResponsesDecoder::default();
         let got = ws(&mut d, &["nope"]);
-        assert!(matches!(got.last(), Some(StreamEvent::Error { kind: OutcomeKind::ProtocolError, .. })));
+        assert!(matches!(
+            got.last(),
+            Some(StreamEvent::Error {
+                kind: OutcomeKind::ProtocolError,
+                ..
+            })
+        ));
     }
 }

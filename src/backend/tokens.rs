@@ -30,12 +30,20 @@ pub fn split(chunks: &[ChunkInfo], usage_output: Option<u32>) -> (Vec<u32>, u32,
                 t
             })
             .collect();
-        return (per, usage_output.unwrap_or(prev).max(prev), TokenSource::ServerUsage);
+        return (
+            per,
+            usage_output.unwrap_or(prev).max(prev),
+            TokenSource::ServerUsage,
+        );
     }
     if let Some(total) = usage_output {
         return (apportion(chunks, total), total, TokenSource::ServerUsage);
     }
-    (vec![1; chunks.len()], chunks.len() as u32, TokenSource::ChunkCount)
+    (
+        vec![1; chunks.len()],
+        chunks.len() as u32,
+        TokenSource::ChunkCount,
+    )
 }
 
 /// Splits `total` over chunks in proportion to their text length (equal weights when all are
@@ -72,7 +80,10 @@ mod tests {
     use super::*;
 
     fn c(b: u32) -> ChunkInfo {
-        ChunkInfo { text_bytes: b, cumulative: None }
+        ChunkInfo {
+            text_bytes: b,
+            cumulative: None,
+        }
     }
 
     #[test]
@@ -92,13 +103,31 @@ mod tests {
     #[test]
     fn prefers_cumulative_then_usage_then_chunk_count() {
         let cum = [
-            ChunkInfo { text_bytes: 2, cumulative: Some(1) },
-            ChunkInfo { text_bytes: 2, cumulative: Some(3) },
-            ChunkInfo { text_bytes: 2, cumulative: Some(4) },
+            ChunkInfo {
+                text_bytes: 2,
+                cumulative: Some(1),
+            },
+            ChunkInfo {
+                text_bytes: 2,
+                cumulative: Some(3),
+            },
+            ChunkInfo {
+                text_bytes: 2,
+                cumulative: Some(4),
+            },
         ];
-        assert_eq!(split(&cum, Some(5)), (vec![1, 2, 1], 5, TokenSource::ServerUsage));
-        assert_eq!(split(&[c(4), c(4)], Some(6)), (vec![3, 3], 6, TokenSource::ServerUsage));
-        assert_eq!(split(&[c(4), c(4)], None), (vec![1, 1], 2, TokenSource::ChunkCount));
+        assert_eq!(
+            split(&cum, Some(5)),
+            (vec![1, 2, 1], 5, TokenSource::ServerUsage)
+        );
+        assert_eq!(
+            split(&[c(4), c(4)], Some(6)),
+            (vec![3, 3], 6, TokenSource::ServerUsage)
+        );
+        assert_eq!(
+            split(&[c(4), c(4)], None),
+            (vec![1, 1], 2, TokenSource::ChunkCount)
+        );
         assert_eq!(split(&[], Some(0)), (vec![], 0, TokenSource::ServerUsage));
     }
 }

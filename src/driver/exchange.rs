@@ -15,7 +15,9 @@ use crate::backend::request::{self, RequestSpec as Spec};
 use crate::backend::tokens::{self, ChunkInfo};
 use crate::backend::{Decoder, StreamEvent};
 use crate::plan::Target;
-use crate::recorder::{Chunk, OutcomeKind, RequestKind, RequestRecord, ServerTiming, TransportKind};
+use crate::recorder::{
+    Chunk, OutcomeKind, RequestKind, RequestRecord, ServerTiming, TransportKind,
+};
 use crate::transport::{Ending, Exchanged, Flow, Limits, WireEvent};
 
 pub use crate::backend::conversation::{Conversation, Reply};
@@ -60,7 +62,11 @@ impl Acc {
             StreamEvent::FirstEvent => {
                 self.first_event_ns.get_or_insert(at_ns);
             }
-            StreamEvent::Content { text_len, cumulative_usage, .. } => self.chunks.push((
+            StreamEvent::Content {
+                text_len,
+                cumulative_usage,
+                ..
+            } => self.chunks.push((
                 at_ns,
                 ChunkInfo {
                     text_bytes: text_len,
@@ -68,7 +74,11 @@ impl Acc {
                 },
             )),
             StreamEvent::ToolCall(c) => self.tool_calls.push(c),
-            StreamEvent::Usage { input, cached, output } => {
+            StreamEvent::Usage {
+                input,
+                cached,
+                output,
+            } => {
                 self.input = input.or(self.input);
                 self.cached = cached.or(self.cached);
                 self.output = output.or(self.output);
@@ -76,10 +86,9 @@ impl Acc {
             StreamEvent::ServerTiming(t) => {
                 // Body timing (provider fields) beats the header, which only covers the time
                 // until the response headers of a stream.
-                let keep_old = self
-                    .timing
-                    .as_ref()
-                    .is_some_and(|old| old.source != "openai-processing-ms" && t.source == "openai-processing-ms");
+                let keep_old = self.timing.as_ref().is_some_and(|old| {
+                    old.source != "openai-processing-ms" && t.source == "openai-processing-ms"
+                });
                 if !keep_old {
                     self.timing = Some(t);
                 }
@@ -270,7 +279,11 @@ fn outcome_of(
             None,
             Some("the response ended unsuccessfully".into()),
         ),
-        Some(StreamEvent::Error { kind, status, message }) => (*kind, *status, Some(message.clone())),
+        Some(StreamEvent::Error {
+            kind,
+            status,
+            message,
+        }) => (*kind, *status, Some(message.clone())),
         _ => match ending {
             Ending::Finished => (
                 OutcomeKind::Truncated,
@@ -301,12 +314,16 @@ fn outcome_of(
             Ending::WsClose(1011, r) => (
                 OutcomeKind::ServerError,
                 None,
-                Some(format!("WebSocket closed by the server with 1011 (internal error) {r}")),
+                Some(format!(
+                    "WebSocket closed by the server with 1011 (internal error) {r}"
+                )),
             ),
             Ending::WsClose(code, r) => (
                 OutcomeKind::Truncated,
                 None,
-                Some(format!("WebSocket closed with code {code} before the terminal event {r}")),
+                Some(format!(
+                    "WebSocket closed with code {code} before the terminal event {r}"
+                )),
             ),
         },
     }

@@ -65,9 +65,9 @@ pub async fn dial(
         let mut addrs = tokio::net::lookup_host((ep.host.as_str(), ep.port))
             .await
             .map_err(|e| DialError::Connect(format!("DNS lookup of {}: {e}", ep.host)))?;
-        let addr = addrs
-            .next()
-            .ok_or_else(|| DialError::Connect(format!("DNS lookup of {} returned no address", ep.host)))?;
+        let addr = addrs.next().ok_or_else(|| {
+            DialError::Connect(format!("DNS lookup of {} returned no address", ep.host))
+        })?;
         setup.dns_ns = Some(t0.elapsed().as_nanos() as u64);
         addr
     };
@@ -80,13 +80,17 @@ pub async fn dial(
         .map_err(|e| DialError::Connect(format!("setting TCP_NODELAY: {e}")))?;
     link.connect_delay().await;
     setup.tcp_connect_ns = Some(t0.elapsed().as_nanos() as u64);
-    let io: BoxIo = link.wrap(Box::pin(tcp), seed ^ connection_id.wrapping_mul(0x9e37_79b9_7f4a_7c15));
+    let io: BoxIo = link.wrap(
+        Box::pin(tcp),
+        seed ^ connection_id.wrapping_mul(0x9e37_79b9_7f4a_7c15),
+    );
 
     let io: BoxIo = match tls {
         None => io,
         Some(connector) => {
-            let name = rustls::pki_types::ServerName::try_from(ep.host.clone())
-                .map_err(|e| DialError::Tls(format!("invalid TLS server name {:?}: {e}", ep.host)))?;
+            let name = rustls::pki_types::ServerName::try_from(ep.host.clone()).map_err(|e| {
+                DialError::Tls(format!("invalid TLS server name {:?}: {e}", ep.host))
+            })?;
             let t0 = Instant::now();
             let stream = connector
                 .connect(name, io)

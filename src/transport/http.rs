@@ -81,9 +81,10 @@ pub async fn h2_handshake(d: Dialed, tls: bool) -> Result<H2Conn, String> {
             d.setup.alpn
         ));
     }
-    let (sender, conn) = hyper::client::conn::http2::handshake(TokioExecutor::new(), TokioIo::new(d.io))
-        .await
-        .map_err(|e| format!("HTTP/2 handshake: {e}"))?;
+    let (sender, conn) =
+        hyper::client::conn::http2::handshake(TokioExecutor::new(), TokioIo::new(d.io))
+            .await
+            .map_err(|e| format!("HTTP/2 handshake: {e}"))?;
     tokio::spawn(async move {
         let _ = conn.await;
     });
@@ -252,7 +253,9 @@ where
                 return out;
             }
             Some(Ok(frame)) => {
-                let Ok(data) = frame.into_data() else { continue };
+                let Ok(data) = frame.into_data() else {
+                    continue;
+                };
                 let at_ns = stats.last_read().max(progress_ns);
                 progress_ns = at_ns;
                 out.body_bytes += data.len() as u64;

@@ -138,7 +138,9 @@ impl MeteredIo {
             self.stats
                 .last_write_ns
                 .store(self.clock.now_ns(), Ordering::Relaxed);
-            self.stats.bytes_written.fetch_add(n as u64, Ordering::Relaxed);
+            self.stats
+                .bytes_written
+                .fetch_add(n as u64, Ordering::Relaxed);
         }
     }
 }

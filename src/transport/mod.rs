@@ -101,7 +101,10 @@ impl Endpoint {
             None => return Err(err("missing scheme (http:// or https://)")),
         };
         let host = uri.host().ok_or_else(|| err("missing host"))?;
-        let host = host.trim_start_matches('[').trim_end_matches(']').to_string();
+        let host = host
+            .trim_start_matches('[')
+            .trim_end_matches(']')
+            .to_string();
         if uri.query().is_some() {
             return Err(err("a query string is not allowed in the base URL"));
         }
@@ -173,13 +176,19 @@ pub enum Trust {
 
 impl Trust {
     /// A rustls client config offering `alpn`.
-    pub fn client_config(&self, alpn: &[&[u8]]) -> anyhow::Result<std::sync::Arc<rustls::ClientConfig>> {
+    pub fn client_config(
+        &self,
+        alpn: &[&[u8]],
+    ) -> anyhow::Result<std::sync::Arc<rustls::ClientConfig>> {
         match self {
             Trust::Sim(cert) => cert.client_config(alpn),
             Trust::PublicRoots => crate::tls::public_client_config(alpn),
             Trust::PemFile(path) => {
                 let pem = std::fs::read(path).map_err(|e| {
-                    anyhow::anyhow!("reading CA file {}: {e}; check the --cacert path", path.display())
+                    anyhow::anyhow!(
+                        "reading CA file {}: {e}; check the --cacert path",
+                        path.display()
+                    )
                 })?;
                 crate::tls::client_config_from_pem(&pem, alpn)
                     .map_err(|e| anyhow::anyhow!("CA file {}: {e}", path.display()))

@@ -16,15 +16,15 @@
 use std::future::Future;
 use std::sync::{Arc, Mutex};
 
-use http_body_util::Full;
 use bytes::Bytes;
+use http_body_util::Full;
 use tokio_rustls::TlsConnector;
 use tokio_util::sync::CancellationToken;
 
 use super::connect::{dial, DialError, Dialed};
 use super::http::{self as h, H1Conn, H2Conn, HttpRequest};
 use super::ws::{self, WsConn};
-use super::{Clock, Endpoint, Ending, Exchanged, Flow, Limits, Scheme, Setup, Trust, WireEvent};
+use super::{Clock, Ending, Endpoint, Exchanged, Flow, Limits, Scheme, Setup, Trust, WireEvent};
 use crate::link::Link;
 use crate::recorder::TransportKind;
 
@@ -111,12 +111,18 @@ impl Connector {
     }
 
     async fn dial(&self) -> Result<Dialed, Ending> {
-        dial(&self.endpoint, self.tls.as_ref(), &self.link, self.clock, self.seed)
-            .await
-            .map_err(|e| match e {
-                DialError::Connect(m) => Ending::Connect(m),
-                DialError::Tls(m) => Ending::Tls(m),
-            })
+        dial(
+            &self.endpoint,
+            self.tls.as_ref(),
+            &self.link,
+            self.clock,
+            self.seed,
+        )
+        .await
+        .map_err(|e| match e {
+            DialError::Connect(m) => Ending::Connect(m),
+            DialError::Tls(m) => Ending::Tls(m),
+        })
     }
 
     fn protocol(&self) -> &'static str {
@@ -211,7 +217,9 @@ impl SessionTransport {
     {
         let c = self.connector.clone();
         match c.kind {
-            TransportKind::Http | TransportKind::HttpPooled => self.http1(req, limits, cancel, sink).await,
+            TransportKind::Http | TransportKind::HttpPooled => {
+                self.http1(req, limits, cancel, sink).await
+            }
             TransportKind::Http2 => self.http2(req, limits, cancel, sink).await,
             TransportKind::Ws => self.failed(
                 Setup::default(),
@@ -240,9 +248,10 @@ impl SessionTransport {
                 }
                 // Ready resolves at once on a live idle connection; an error means the server
                 // closed it while idle.
-                let ok = tokio::time::timeout(std::time::Duration::from_millis(50), idle.sender.ready())
-                    .await
-                    .is_ok_and(|r| r.is_ok());
+                let ok =
+                    tokio::time::timeout(std::time::Duration::from_millis(50), idle.sender.ready())
+                        .await
+                        .is_ok_and(|r| r.is_ok());
                 if ok {
                     idle.setup = Setup {
                         reused: true,
@@ -296,7 +305,8 @@ impl SessionTransport {
         let last_write = stats.last_write();
         let out = Exchanged {
             setup,
-            request_written_ns: (last_write >= start_ns && stats.written() > w0).then_some(last_write),
+            request_written_ns: (last_write >= start_ns && stats.written() > w0)
+                .then_some(last_write),
             bytes_sent: stats.written() - w0,
             bytes_received: stats.read() - r0,
             ending: pumped.ending,
@@ -338,7 +348,9 @@ impl SessionTransport {
                     }
                 }
                 let d = c.dial().await?;
-                let conn = h::h2_handshake(d, c.tls.is_some()).await.map_err(Ending::Tls)?;
+                let conn = h::h2_handshake(d, c.tls.is_some())
+                    .await
+                    .map_err(Ending::Tls)?;
                 *slot = Some(conn.clone());
                 Ok(conn)
             },

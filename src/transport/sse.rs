@@ -177,10 +177,19 @@ event: response.completed\rdata: {\"type\":\"response.completed\"}\r\r";
 
     fn expected() -> Vec<(Option<String>, String)> {
         vec![
-            (Some("response.created".into()), "{\"type\":\"response.created\"}".into()),
-            (Some("response.output_text.delta".into()), "{\"delta\":\"fn\"}".into()),
+            (
+                Some("response.created".into()),
+                "{\"type\":\"response.created\"}".into(),
+            ),
+            (
+                Some("response.output_text.delta".into()),
+                "{\"delta\":\"fn\"}".into(),
+            ),
             (None, "line one\nline two\n".into()),
-            (Some("response.completed".into()), "{\"type\":\"response.completed\"}".into()),
+            (
+                Some("response.completed".into()),
+                "{\"type\":\"response.completed\"}".into(),
+            ),
         ]
     }
 
@@ -218,7 +227,10 @@ event: response.completed\rdata: {\"type\":\"response.completed\"}\r\r";
     #[test]
     fn chat_done_and_events_without_data() {
         let got = parse_chunks(&[b"data: {\"a\":1}\n\nevent: ping\n\ndata: [DONE]\n\n"]);
-        assert_eq!(got, vec![(None, "{\"a\":1}".into()), (None, "[DONE]".into())]);
+        assert_eq!(
+            got,
+            vec![(None, "{\"a\":1}".into()), (None, "[DONE]".into())]
+        );
     }
 
     #[test]

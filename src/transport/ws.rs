@@ -41,9 +41,12 @@ pub async fn upgrade(
     url: &str,
     headers: &[(http::HeaderName, http::HeaderValue)],
 ) -> Result<WsConn, (Option<u16>, String)> {
-    let mut req = url
-        .into_client_request()
-        .map_err(|e| (None, format!("building the WebSocket request for {url}: {e}")))?;
+    let mut req = url.into_client_request().map_err(|e| {
+        (
+            None,
+            format!("building the WebSocket request for {url}: {e}"),
+        )
+    })?;
     for (k, v) in headers {
         req.headers_mut().insert(k.clone(), v.clone());
     }
@@ -58,7 +61,10 @@ pub async fn upgrade(
                     .as_deref()
                     .map(|b| String::from_utf8_lossy(&b[..b.len().min(512)]).into_owned())
                     .unwrap_or_default();
-                (Some(status), format!("WebSocket upgrade to {url} refused with HTTP {status}: {body}"))
+                (
+                    Some(status),
+                    format!("WebSocket upgrade to {url} refused with HTTP {status}: {body}"),
+                )
             }
             other => (None, format!("WebSocket upgrade to {url}: {other}")),
         })?;

@@ -17,10 +17,14 @@ use tokio_tungstenite::tungstenite::Message;
 use tokio_util::sync::CancellationToken;
 
 use spark_bench::backend::ToolChoice;
-use spark_bench::driver::exchange::{exchange, Clock, Connector, Conversation, RecordMeta, RequestSpec, Trust};
+use spark_bench::driver::exchange::{
+    exchange, Clock, Connector, Conversation, RecordMeta, RequestSpec, Trust,
+};
 use spark_bench::link::Link;
 use spark_bench::plan::Target;
-use spark_bench::recorder::{ApiFlavour, Chaining, OutcomeKind, RequestRecord, TokenSource, TransportKind};
+use spark_bench::recorder::{
+    ApiFlavour, Chaining, OutcomeKind, RequestRecord, TokenSource, TransportKind,
+};
 use spark_bench::tls::SelfSigned;
 
 /// What the peer saw and did.
@@ -55,7 +59,12 @@ fn full(status: u16, s: String) -> hyper::Response<Body> {
 
 /// Responses events for one answer, as (is_delta, json).
 fn responses_events(id: &str, tool: Option<&str>) -> Vec<(bool, String)> {
-    let mut v = vec![(false, format!(r#"{{"type":"response.created","sequence_number":0,"response":{{"id":"{id}","status":"in_progress","output":[],"usage":null}}}}"#))];
+    let mut v = vec![(
+        false,
+        format!(
+            r#"{{"type":"response.created","sequence_number":0,"response":{{"id":"{id}","status":"in_progress","output":[],"usage":null}}}}"#
+        ),
+    )];
     if let Some(name) = tool {
         v.push((true, r#"{"type":"response.function_call_arguments.delta","item_id":"fc_1","output_index":0,"delta":"{\"input\":\"x\"}"}"#.to_string()));
         v.push((false, format!(r#"{{"type":"response.output_item.done","output_index":0,"item":{{"id":"fc_1","type":"function_call","call_id":"call_{id}","name":"{name}","arguments":"{{\"input\":\"x\"}}"}}}}"#)));
@@ -80,34 +89,68 @@ fn chat_events() -> Vec<(bool, String)> {
     v
 }
 
-async fn handle(req: hyper::Request<Incoming>, log: Arc<Mutex<PeerLog>>, n: Arc<Mutex<u64>>) -> Result<hyper::Response<Body>, Infallible> {
+async fn handle(
+    req: hyper::Request<Incoming>,
+    log: Arc<Mutex<PeerLog>>,
+    n: Arc<Mutex<u64>>,
+) -> Result<hyper::Response<Body>, Infallible> {
     if req.headers().contains_key("sec-websocket-key") {
         let key = req.headers()["sec-websocket-key"].as_bytes().to_vec();
         tokio::spawn(async move {
-            let Ok(up) = hyper::upgrade::on(req).await else { return };
-            let mut ws = tokio_tungstenite::WebSocketStream::from_raw_socket(TokioIo::new(up), Role::Server, None).await;
+            let Ok(up) = hyper::upgrade::on(req).await else {
+                return;
+            };
+            let mut ws = tokio_tungstenite::WebSocketStream::from_raw_socket(
+                TokioIo::new(up),
+                Role::Server,
+                None,
+            )
+            .await;
             while let Some(Ok(msg)) = ws.next().await {
                 let Message::Text(t) = msg else { continue };
                 let body: serde_json::Value = serde_json::from_str(&t).unwrap();
-                let id = { let mut g = n.lock().unwrap(); *g += 1; format!("resp_{}", *g) };
+                let id = {
+                    let mut g = n.lock().unwrap();
+                    *g += 1;
+                    format!("resp_{}", *g)
+                };
                 log.lock().unwrap().bodies.push(body.clone());
                 let events = if body["generate"] == false {
                     vec![
-                        (false, format!(r#"{{"type":"response.created","response":{{"id":"{id}","output":[]}}}}"#)),
-                        (false, format!(r#"{{"type":"response.completed","response":{{"id":"{id}","output":[],"usage":{{"input_tokens":0,"output_tokens":0}}}}}}"#)),
+                        (
+                            false,
+                            format!(
+                                r#"{{"type":"response.created","response":{{"id":"{id}","output":[]}}}}"#
+                            ),
+                        ),
+                        (
+                            false,
+                            format!(
+                                r#"{{"type":"response.completed","response":{{"id":"{id}","output":[],"usage":{{"input_tokens":0,"output_tokens":0}}}}}}"#
+                            ),
+                        ),
                     ]
                 } else if body["sim_fault"] == "status=500" {
                     vec![(false, r#"{"type":"error","status":500,"error":{"type":"server_error","code":"injected","message":"injected fault"}}"#.to_string())]
                 } else {
                     let tool = body["tool_choice"]["name"].as_str().map(str::to_string);
                     let mut e = responses_events(&id, tool.as_deref());
-                    e.push((false, format!(r#"{{"type":"response.done","response":{{"id":"{id}"}}}}"#)));
+                    e.push((
+                        false,
+                        format!(r#"{{"type":"response.done","response":{{"id":"{id}"}}}}"#),
+                    ));
                     e
                 };
                 for (is_delta, e) in events {
-                    if is_delta { tokio::time::sleep(DELTA_GAP).await; }
-                    if ws.send(Message::text(e)).await.is_err() { return; }
-                    if is_delta { log.lock().unwrap().delta_writes.push(Instant::now()); }
+                    if is_delta {
+                        tokio::time::sleep(DELTA_GAP).await;
+                    }
+                    if ws.send(Message::text(e)).await.is_err() {
+                        return;
+                    }
+                    if is_delta {
+                        log.lock().unwrap().delta_writes.push(Instant::now());
+                    }
                 }
             }
         });
@@ -115,29 +158,50 @@ async fn handle(req: hyper::Request<Incoming>, log: Arc<Mutex<PeerLog>>, n: Arc<
             .status(101)
             .header("connection", "upgrade")
             .header("upgrade", "websocket")
-            .header("sec-websocket-accept", tokio_tungstenite::tungstenite::handshake::derive_accept_key(&key))
+            .header(
+                "sec-websocket-accept",
+                tokio_tungstenite::tungstenite::handshake::derive_accept_key(&key),
+            )
             .body(Full::new(Bytes::new()).boxed())
             .unwrap();
         return Ok(resp);
     }
     let path = req.uri().path().to_string();
-    let fault = req.headers().get("x-sim-fault").map(|v| v.to_str().unwrap().to_string());
+    let fault = req
+        .headers()
+        .get("x-sim-fault")
+        .map(|v| v.to_str().unwrap().to_string());
     let body = req.into_body().collect().await.unwrap().to_bytes();
     let json: serde_json::Value = serde_json::from_slice(&body).unwrap();
     log.lock().unwrap().bodies.push(json.clone());
     if fault.as_deref() == Some("status=500") {
-        return Ok(full(500, r#"{"error":{"message":"injected fault","type":"server_error"}}"#.into()));
+        return Ok(full(
+            500,
+            r#"{"error":{"message":"injected fault","type":"server_error"}}"#.into(),
+        ));
     }
-    let id = { let mut g = n.lock().unwrap(); *g += 1; format!("resp_{}", *g) };
+    let id = {
+        let mut g = n.lock().unwrap();
+        *g += 1;
+        format!("resp_{}", *g)
+    };
     let mut events = match path.as_str() {
         "/v1/responses" => {
             let tool = json["tool_choice"]["name"].as_str().map(str::to_string);
             responses_events(&id, tool.as_deref())
                 .into_iter()
-                .map(|(d, e)| (d, format!("event: {}\ndata: {e}\n\n", e.split('"').nth(3).unwrap())))
+                .map(|(d, e)| {
+                    (
+                        d,
+                        format!("event: {}\ndata: {e}\n\n", e.split('"').nth(3).unwrap()),
+                    )
+                })
                 .collect::<Vec<_>>()
         }
-        "/v1/chat/completions" => chat_events().into_iter().map(|(d, e)| (d, format!("data: {e}\n\n"))).collect(),
+        "/v1/chat/completions" => chat_events()
+            .into_iter()
+            .map(|(d, e)| (d, format!("data: {e}\n\n")))
+            .collect(),
         _ => return Ok(full(404, r#"{"error":{"message":"no such path"}}"#.into())),
     };
     match fault.as_deref() {
@@ -149,14 +213,23 @@ async fn handle(req: hyper::Request<Incoming>, log: Arc<Mutex<PeerLog>>, n: Arc<
     let (tx, rx) = mpsc::channel::<Result<Frame<Bytes>, Infallible>>(16);
     tokio::spawn(async move {
         for (is_delta, e) in events {
-            if is_delta { tokio::time::sleep(DELTA_GAP).await; }
-            if tx.send(Ok(Frame::data(Bytes::from(e)))).await.is_err() { return; }
-            if is_delta { log.lock().unwrap().delta_writes.push(Instant::now()); }
+            if is_delta {
+                tokio::time::sleep(DELTA_GAP).await;
+            }
+            if tx.send(Ok(Frame::data(Bytes::from(e)))).await.is_err() {
+                return;
+            }
+            if is_delta {
+                log.lock().unwrap().delta_writes.push(Instant::now());
+            }
         }
-        if stall { tokio::time::sleep(Duration::from_secs(30)).await; }
+        if stall {
+            tokio::time::sleep(Duration::from_secs(30)).await;
+        }
         // Dropping `tx` ends the body (a truncated stream when events were cut).
     });
-    let stream = futures_util::stream::unfold(rx, |mut rx| async move { rx.recv().await.map(|f| (f, rx)) });
+    let stream =
+        futures_util::stream::unfold(rx, |mut rx| async move { rx.recv().await.map(|f| (f, rx)) });
     Ok(hyper::Response::builder()
         .status(200)
         .header("content-type", "text/event-stream")
@@ -174,20 +247,29 @@ async fn start_peer() -> Peer {
     let l2 = log.clone();
     tokio::spawn(async move {
         loop {
-            let Ok((tcp, _)) = listener.accept().await else { return };
+            let Ok((tcp, _)) = listener.accept().await else {
+                return;
+            };
             tcp.set_nodelay(true).unwrap();
             l2.lock().unwrap().connections += 1;
             let (acceptor, log, n) = (acceptor.clone(), l2.clone(), n.clone());
             tokio::spawn(async move {
-                let Ok(tls) = acceptor.accept(tcp).await else { return };
-                let svc = hyper::service::service_fn(move |req| handle(req, log.clone(), n.clone()));
+                let Ok(tls) = acceptor.accept(tcp).await else {
+                    return;
+                };
+                let svc =
+                    hyper::service::service_fn(move |req| handle(req, log.clone(), n.clone()));
                 let _ = hyper_util::server::conn::auto::Builder::new(TokioExecutor::new())
                     .serve_connection_with_upgrades(TokioIo::new(tls), svc)
                     .await;
             });
         }
     });
-    Peer { base_url: format!("https://127.0.0.1:{}/v1", addr.port()), cert, log }
+    Peer {
+        base_url: format!("https://127.0.0.1:{}/v1", addr.port()),
+        cert,
+        log,
+    }
 }
 
 fn target(peer: &Peer, api: ApiFlavour) -> Target {
@@ -210,7 +292,10 @@ fn target(peer: &Peer, api: ApiFlavour) -> Target {
 }
 
 fn spec(max: u32) -> RequestSpec {
-    RequestSpec { max_output_tokens: max, ..Default::default() }
+    RequestSpec {
+        max_output_tokens: max,
+        ..Default::default()
+    }
 }
 
 async fn conversation(
@@ -221,14 +306,21 @@ async fn conversation(
     turns: u32,
 ) -> Vec<RequestRecord> {
     let clock = Clock::start();
-    let connector = Arc::new(Connector::new(t, kind, Trust::Sim(peer.cert.clone()), link, clock, 1).unwrap());
+    let connector =
+        Arc::new(Connector::new(t, kind, Trust::Sim(peer.cert.clone()), link, clock, 1).unwrap());
     let mut session = connector.session();
     let mut conv = Conversation::new("be brief", t.api, kind, t.store);
     let cancel = CancellationToken::new();
     let mut recs = Vec::new();
     for turn in 0..turns {
         conv.add_user_message(&format!("question {turn}"));
-        let meta = RecordMeta { id: turn as u64, session: 0, turn, intended_ns: clock.now_ns(), warmup: false };
+        let meta = RecordMeta {
+            id: turn as u64,
+            session: 0,
+            turn,
+            intended_ns: clock.now_ns(),
+            warmup: false,
+        };
         let (rec, reply) = exchange(&mut session, t, &mut conv, &spec(32), &meta, &cancel).await;
         assert_eq!(reply.ok, rec.outcome == OutcomeKind::Ok);
         recs.push(rec);
@@ -241,9 +333,20 @@ fn assert_ok_stream(r: &RequestRecord, expected_tokens: u32) {
     assert_eq!(r.chunks.len(), DELTAS);
     assert_eq!(r.output_tokens, expected_tokens);
     assert_eq!(r.token_source, TokenSource::ServerUsage);
-    assert_eq!(r.chunks.iter().map(|c| c.tokens).sum::<u32>(), expected_tokens);
-    let (fe, ft, lt, end) = (r.first_event_ns.unwrap(), r.first_token_ns.unwrap(), r.last_token_ns.unwrap(), r.end_ns.unwrap());
-    assert!(r.dispatch_ns <= fe && fe <= ft && ft <= lt && lt <= end, "{r:?}");
+    assert_eq!(
+        r.chunks.iter().map(|c| c.tokens).sum::<u32>(),
+        expected_tokens
+    );
+    let (fe, ft, lt, end) = (
+        r.first_event_ns.unwrap(),
+        r.first_token_ns.unwrap(),
+        r.last_token_ns.unwrap(),
+        r.end_ns.unwrap(),
+    );
+    assert!(
+        r.dispatch_ns <= fe && fe <= ft && ft <= lt && lt <= end,
+        "{r:?}"
+    );
     assert!(r.chunks.windows(2).all(|w| w[0].at_ns <= w[1].at_ns));
     assert!(r.bytes_sent > 0 && r.bytes_received > 0);
 }
@@ -284,7 +387,11 @@ async fn http_pooled_and_http2_reuse_one_connection() {
             assert_eq!(r.tcp_connect_ns.is_some(), i == 0);
             assert_eq!(r.connection_id, recs[0].connection_id);
         }
-        let (proto, alpn) = if kind == TransportKind::Http2 { ("HTTP/2", "h2") } else { ("HTTP/1.1", "http/1.1") };
+        let (proto, alpn) = if kind == TransportKind::Http2 {
+            ("HTTP/2", "h2")
+        } else {
+            ("HTTP/1.1", "http/1.1")
+        };
         assert_eq!(recs[0].protocol, proto);
         assert_eq!(recs[0].alpn.as_deref(), Some(alpn));
         assert_eq!(peer.log.lock().unwrap().connections, 1, "{kind}");
@@ -302,8 +409,18 @@ async fn ws_pays_the_upgrade_once_and_chains_incrementally() {
         assert_eq!(r.tls_handshake_ns.is_some(), i == 0);
         assert_eq!(r.connection_reused, i > 0);
         assert_eq!(r.protocol, "WebSocket");
-        assert_eq!(r.chaining, if i == 0 { Chaining::FullHistory } else { Chaining::PreviousResponseId });
-        assert_eq!(r.response_id.as_deref(), Some(format!("resp_{}", i + 1).as_str()));
+        assert_eq!(
+            r.chaining,
+            if i == 0 {
+                Chaining::FullHistory
+            } else {
+                Chaining::PreviousResponseId
+            }
+        );
+        assert_eq!(
+            r.response_id.as_deref(),
+            Some(format!("resp_{}", i + 1).as_str())
+        );
     }
     let log = peer.log.lock().unwrap();
     assert_eq!(log.connections, 1);
@@ -317,19 +434,56 @@ async fn ws_warmup_then_tool_call_turn() {
     let peer = start_peer().await;
     let t = target(&peer, ApiFlavour::Responses);
     let clock = Clock::start();
-    let connector = Arc::new(Connector::new(&t, TransportKind::Ws, Trust::Sim(peer.cert.clone()), Link::default(), clock, 1).unwrap());
+    let connector = Arc::new(
+        Connector::new(
+            &t,
+            TransportKind::Ws,
+            Trust::Sim(peer.cert.clone()),
+            Link::default(),
+            clock,
+            1,
+        )
+        .unwrap(),
+    );
     let mut s = connector.session();
     let mut conv = Conversation::new("sys", t.api, TransportKind::Ws, false);
     let cancel = CancellationToken::new();
     assert!(!s.ws_warm());
-    let warm = RequestSpec { kind: spark_bench::recorder::RequestKind::Warmup, ..Default::default() };
-    let (r, _) = exchange(&mut s, &t, &mut conv, &warm, &RecordMeta::default(), &cancel).await;
+    let warm = RequestSpec {
+        kind: spark_bench::recorder::RequestKind::Warmup,
+        ..Default::default()
+    };
+    let (r, _) = exchange(
+        &mut s,
+        &t,
+        &mut conv,
+        &warm,
+        &RecordMeta::default(),
+        &cancel,
+    )
+    .await;
     assert_eq!(r.outcome, OutcomeKind::Ok, "{r:?}");
     assert!(r.ws_upgrade_ns.is_some());
     assert!(s.ws_warm());
     conv.add_user_message("read the file");
-    let sp = RequestSpec { max_output_tokens: 10, tools: vec!["read_file".into()], tool_choice: ToolChoice::Function("read_file".into()), ..Default::default() };
-    let (r, reply) = exchange(&mut s, &t, &mut conv, &sp, &RecordMeta { turn: 1, ..Default::default() }, &cancel).await;
+    let sp = RequestSpec {
+        max_output_tokens: 10,
+        tools: vec!["read_file".into()],
+        tool_choice: ToolChoice::Function("read_file".into()),
+        ..Default::default()
+    };
+    let (r, reply) = exchange(
+        &mut s,
+        &t,
+        &mut conv,
+        &sp,
+        &RecordMeta {
+            turn: 1,
+            ..Default::default()
+        },
+        &cancel,
+    )
+    .await;
     assert_eq!(r.outcome, OutcomeKind::Ok, "{r:?}");
     assert_eq!(r.ws_upgrade_ns, None, "the warm-up paid for the socket");
     assert_eq!(r.chaining, Chaining::PreviousResponseId);
@@ -338,7 +492,18 @@ async fn ws_warmup_then_tool_call_turn() {
     assert_eq!(r.tool_calls, 1);
     assert_eq!(r.output_tokens, 5);
     conv.add_tool_output(&reply.tool_calls[0].call_id, "fn main() {}");
-    let (r, _) = exchange(&mut s, &t, &mut conv, &spec(10), &RecordMeta { turn: 2, ..Default::default() }, &cancel).await;
+    let (r, _) = exchange(
+        &mut s,
+        &t,
+        &mut conv,
+        &spec(10),
+        &RecordMeta {
+            turn: 2,
+            ..Default::default()
+        },
+        &cancel,
+    )
+    .await;
     assert_eq!(r.outcome, OutcomeKind::Ok);
     let log = peer.log.lock().unwrap();
     assert_eq!(log.bodies[2]["input"][0]["type"], "function_call_output");
@@ -361,20 +526,46 @@ async fn chat_completions_over_pooled_http() {
 
 #[tokio::test]
 async fn faults_become_outcomes_and_the_session_continues() {
-    for kind in [TransportKind::HttpPooled, TransportKind::Http2, TransportKind::Http] {
+    for kind in [
+        TransportKind::HttpPooled,
+        TransportKind::Http2,
+        TransportKind::Http,
+    ] {
         let peer = start_peer().await;
         let mut t = target(&peer, ApiFlavour::Responses);
         t.stall_timeout = Duration::from_millis(300);
         let clock = Clock::start();
-        let connector = Arc::new(Connector::new(&t, kind, Trust::Sim(peer.cert.clone()), Link::default(), clock, 1).unwrap());
+        let connector = Arc::new(
+            Connector::new(
+                &t,
+                kind,
+                Trust::Sim(peer.cert.clone()),
+                Link::default(),
+                clock,
+                1,
+            )
+            .unwrap(),
+        );
         let mut s = connector.session();
         let mut conv = Conversation::new("", t.api, kind, false);
         let cancel = CancellationToken::new();
         let mut outcomes = Vec::new();
-        for fault in [Some("status=500"), None, Some("stall"), None, Some("truncate"), None] {
+        for fault in [
+            Some("status=500"),
+            None,
+            Some("stall"),
+            None,
+            Some("truncate"),
+            None,
+        ] {
             conv.add_user_message("q");
-            let sp = RequestSpec { fault: fault.map(str::to_string), max_output_tokens: 8, ..Default::default() };
-            let (r, _) = exchange(&mut s, &t, &mut conv, &sp, &RecordMeta::default(), &cancel).await;
+            let sp = RequestSpec {
+                fault: fault.map(str::to_string),
+                max_output_tokens: 8,
+                ..Default::default()
+            };
+            let (r, _) =
+                exchange(&mut s, &t, &mut conv, &sp, &RecordMeta::default(), &cancel).await;
             outcomes.push((r.outcome, r.http_status));
         }
         assert_eq!(
@@ -397,15 +588,33 @@ async fn ws_error_envelope_keeps_the_socket_and_resends_full_history() {
     let peer = start_peer().await;
     let t = target(&peer, ApiFlavour::Responses);
     let clock = Clock::start();
-    let connector = Arc::new(Connector::new(&t, TransportKind::Ws, Trust::Sim(peer.cert.clone()), Link::default(), clock, 1).unwrap());
+    let connector = Arc::new(
+        Connector::new(
+            &t,
+            TransportKind::Ws,
+            Trust::Sim(peer.cert.clone()),
+            Link::default(),
+            clock,
+            1,
+        )
+        .unwrap(),
+    );
     let mut s = connector.session();
     let mut conv = Conversation::new("", t.api, TransportKind::Ws, false);
     let cancel = CancellationToken::new();
     let mut recs = Vec::new();
     for fault in [None, Some("status=500"), None] {
         conv.add_user_message("q");
-        let sp = RequestSpec { fault: fault.map(str::to_string), max_output_tokens: 8, ..Default::default() };
-        recs.push(exchange(&mut s, &t, &mut conv, &sp, &RecordMeta::default(), &cancel).await.0);
+        let sp = RequestSpec {
+            fault: fault.map(str::to_string),
+            max_output_tokens: 8,
+            ..Default::default()
+        };
+        recs.push(
+            exchange(&mut s, &t, &mut conv, &sp, &RecordMeta::default(), &cancel)
+                .await
+                .0,
+        );
     }
     assert_eq!(recs[1].outcome, OutcomeKind::ServerError);
     assert_eq!(recs[1].http_status, Some(500));
@@ -419,29 +628,83 @@ async fn cancellation_and_connect_errors_are_records() {
     let peer = start_peer().await;
     let mut t = target(&peer, ApiFlavour::Responses);
     let clock = Clock::start();
-    let connector = Arc::new(Connector::new(&t, TransportKind::Http, Trust::Sim(peer.cert.clone()), Link::default(), clock, 1).unwrap());
+    let connector = Arc::new(
+        Connector::new(
+            &t,
+            TransportKind::Http,
+            Trust::Sim(peer.cert.clone()),
+            Link::default(),
+            clock,
+            1,
+        )
+        .unwrap(),
+    );
     let mut s = connector.session();
     let mut conv = Conversation::new("", t.api, TransportKind::Http, false);
     let cancel = CancellationToken::new();
     cancel.cancel();
     conv.add_user_message("q");
-    let (r, _) = exchange(&mut s, &t, &mut conv, &spec(4), &RecordMeta::default(), &cancel).await;
+    let (r, _) = exchange(
+        &mut s,
+        &t,
+        &mut conv,
+        &spec(4),
+        &RecordMeta::default(),
+        &cancel,
+    )
+    .await;
     assert_eq!(r.outcome, OutcomeKind::Cancelled);
     // A port nobody listens on.
     let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
     let port = l.local_addr().unwrap().port();
     drop(l);
     t.base_url = Some(format!("https://127.0.0.1:{port}/v1"));
-    let connector = Arc::new(Connector::new(&t, TransportKind::HttpPooled, Trust::Sim(peer.cert.clone()), Link::default(), clock, 1).unwrap());
+    let connector = Arc::new(
+        Connector::new(
+            &t,
+            TransportKind::HttpPooled,
+            Trust::Sim(peer.cert.clone()),
+            Link::default(),
+            clock,
+            1,
+        )
+        .unwrap(),
+    );
     let mut s = connector.session();
-    let (r, _) = exchange(&mut s, &t, &mut conv, &spec(4), &RecordMeta::default(), &CancellationToken::new()).await;
+    let (r, _) = exchange(
+        &mut s,
+        &t,
+        &mut conv,
+        &spec(4),
+        &RecordMeta::default(),
+        &CancellationToken::new(),
+    )
+    .await;
     assert_eq!(r.outcome, OutcomeKind::ConnectError, "{r:?}");
     // A client that does not trust the peer's certificate.
     t.base_url = Some(peer.base_url.clone());
     let other = SelfSigned::generate().unwrap();
-    let connector = Arc::new(Connector::new(&t, TransportKind::Http, Trust::Sim(other), Link::default(), clock, 1).unwrap());
+    let connector = Arc::new(
+        Connector::new(
+            &t,
+            TransportKind::Http,
+            Trust::Sim(other),
+            Link::default(),
+            clock,
+            1,
+        )
+        .unwrap(),
+    );
     let mut s = connector.session();
-    let (r, _) = exchange(&mut s, &t, &mut conv, &spec(4), &RecordMeta::default(), &CancellationToken::new()).await;
+    let (r, _) = exchange(
+        &mut s,
+        &t,
+        &mut conv,
+        &spec(4),
+        &RecordMeta::default(),
+        &CancellationToken::new(),
+    )
+    .await;
     assert_eq!(r.outcome, OutcomeKind::TlsError, "{r:?}");
 }
 
@@ -455,22 +718,49 @@ async fn link_delays_match_the_ground_truth() {
     let clock = Clock::start();
     for kind in [TransportKind::Http, TransportKind::Ws] {
         peer.log.lock().unwrap().delta_writes.clear();
-        let connector = Arc::new(Connector::new(&t, kind, Trust::Sim(peer.cert.clone()), link, clock, 1).unwrap());
+        let connector = Arc::new(
+            Connector::new(&t, kind, Trust::Sim(peer.cert.clone()), link, clock, 1).unwrap(),
+        );
         let mut s = connector.session();
         let mut conv = Conversation::new("", t.api, kind, false);
         let cancel = CancellationToken::new();
         let mut recs = Vec::new();
         for _ in 0..2 {
             conv.add_user_message("q");
-            recs.push(exchange(&mut s, &t, &mut conv, &spec(8), &RecordMeta::default(), &cancel).await.0);
+            recs.push(
+                exchange(
+                    &mut s,
+                    &t,
+                    &mut conv,
+                    &spec(8),
+                    &RecordMeta::default(),
+                    &cancel,
+                )
+                .await
+                .0,
+            );
         }
-        let writes: Vec<u64> = peer.log.lock().unwrap().delta_writes.iter().map(|w| clock.ns(*w)).collect();
-        let chunks: Vec<u64> = recs.iter().flat_map(|r| r.chunks.iter().map(|c| c.at_ns)).collect();
+        let writes: Vec<u64> = peer
+            .log
+            .lock()
+            .unwrap()
+            .delta_writes
+            .iter()
+            .map(|w| clock.ns(*w))
+            .collect();
+        let chunks: Vec<u64> = recs
+            .iter()
+            .flat_map(|r| r.chunks.iter().map(|c| c.at_ns))
+            .collect();
         assert_eq!(writes.len(), chunks.len());
         // The link's delay line sleeps on the shared precise timer, which wakes ~0.1-0.7 ms
         // late on a loaded 2-core machine; every chunk must still be within 2 ms and the
         // mean within 1 ms of write + RTT/2.
-        let lags: Vec<i64> = writes.iter().zip(&chunks).map(|(w, c)| *c as i64 - *w as i64 - 20_000_000).collect();
+        let lags: Vec<i64> = writes
+            .iter()
+            .zip(&chunks)
+            .map(|(w, c)| *c as i64 - *w as i64 - 20_000_000)
+            .collect();
         let mean = lags.iter().sum::<i64>() / lags.len() as i64;
         eprintln!("{kind}: chunk lag vs write + RTT/2, ns: mean {mean}, all {lags:?}");
         assert!(lags.iter().all(|l| l.abs() < 2_000_000), "{kind}: {lags:?}");
@@ -489,7 +779,10 @@ async fn link_delays_match_the_ground_truth() {
                 // Fresh connection again: 3 RTT to the first event.
                 assert!((120.0..150.0).contains(&fe), "http first event {fe}");
                 let setup = ms(warm.connection_setup_ns());
-                assert!((fe - setup - 40.0).abs() < 3.0, "request after setup: {fe} - {setup}");
+                assert!(
+                    (fe - setup - 40.0).abs() < 3.0,
+                    "request after setup: {fe} - {setup}"
+                );
             }
             _ => {
                 let up = ms(first.ws_upgrade_ns.unwrap());
