@@ -204,6 +204,23 @@ async fn handle(
             .collect(),
         _ => return Ok(full(404, r#"{"error":{"message":"no such path"}}"#.into())),
     };
+    if let Some(n) = fault.as_deref().and_then(|f| f.strip_prefix("bulk=")) {
+        // Many deltas, no gaps, 200 events per body frame: a client-throughput probe.
+        let n: usize = n.parse().unwrap();
+        let delta = r#"{"type":"response.output_text.delta","sequence_number":1,"item_id":"msg_1","output_index":0,"content_index":0,"delta":"tok ","logprobs":[]}"#;
+        let mut frames = vec![format!("event: response.created\ndata: {{\"type\":\"response.created\",\"response\":{{\"id\":\"{id}\"}}}}\n\n")];
+        for c in 0..n.div_ceil(200) {
+            let k = 200.min(n - c * 200);
+            frames.push(format!("event: response.output_text.delta\ndata: {delta}\n\n").repeat(k));
+        }
+        frames.push(format!("event: response.completed\ndata: {{\"type\":\"response.completed\",\"response\":{{\"id\":\"{id}\",\"usage\":{{\"input_tokens\":1,\"output_tokens\":{n}}}}}}}\n\n"));
+        let stream = futures_util::stream::iter(frames.into_iter().map(|f| Ok::<_, Infallible>(Frame::data(Bytes::from(f)))));
+        return Ok(hyper::Response::builder()
+            .status(200)
+            .header("content-type", "text/event-stream")
+            .body(BodyExt::boxed(StreamBody::new(stream)))
+            .unwrap());
+    }
     match fault.as_deref() {
         Some("truncate") => events.truncate(3),
         Some("stall") => events.truncate(1),
@@ -792,4 +809,42 @@ async fn link_delays_match_the_ground_truth() {
         }
         eprintln!("{kind}: tcp {tcp:.2} ms, tls {tls:.2} ms, warm first event {fe:.2} ms");
     }
+}
+
+/// Client ingest rate (chunks/s through transport + SSE + decoder + record), printed, not
+/// asserted: run with `cargo test --release --test integration ingest_rate -- --ignored --nocapture`.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore]
+async fn ingest_rate() {
+    let peer = start_peer().await;
+    let t = target(&peer, ApiFlavour::Responses);
+    let clock = Clock::start();
+    let connector = Arc::new(Connector::new(&t, TransportKind::HttpPooled, Trust::Sim(peer.cert.clone()), Link::default(), clock, 1).unwrap());
+    let per_request = 50_000u32;
+    let sessions = 4;
+    let t0 = Instant::now();
+    let mut tasks = Vec::new();
+    for _ in 0..sessions {
+        let (c, t) = (connector.clone(), t.clone());
+        tasks.push(tokio::spawn(async move {
+            let mut s = c.session();
+            let mut conv = Conversation::new("", t.api, TransportKind::HttpPooled, false);
+            let mut n = 0u64;
+            for _ in 0..2 {
+                conv.add_user_message("q");
+                let sp = RequestSpec { fault: Some(format!("bulk={per_request}")), ..Default::default() };
+                let (r, _) = exchange(&mut s, &t, &mut conv, &sp, &RecordMeta::default(), &CancellationToken::new()).await;
+                assert_eq!(r.outcome, OutcomeKind::Ok, "{r:?}");
+                assert_eq!(r.output_tokens, per_request);
+                n += r.chunks.len() as u64;
+            }
+            n
+        }));
+    }
+    let mut total = 0;
+    for t in tasks {
+        total += t.await.unwrap();
+    }
+    let secs = t0.elapsed().as_secs_f64();
+    eprintln!("ingested {total} chunks in {secs:.3} s: {:.0} chunks/s (peer on the same 2 cores)", total as f64 / secs);
 }
