@@ -92,10 +92,15 @@ pub async fn dial(
                 DialError::Tls(format!("invalid TLS server name {:?}: {e}", ep.host))
             })?;
             let t0 = Instant::now();
-            let stream = connector
-                .connect(name, io)
-                .await
-                .map_err(|e| DialError::Tls(format!("TLS handshake with {}: {e}", ep.host)))?;
+            let stream = connector.connect(name, io).await.map_err(|e| {
+                let hint = if e.to_string().contains("NoApplicationProtocol") {
+                    "; the server accepts none of the offered ALPN protocols \
+                         (the http2 transport offers only h2: use http-pooled for this target)"
+                } else {
+                    ""
+                };
+                DialError::Tls(format!("TLS handshake with {}: {e}{hint}", ep.host))
+            })?;
             setup.tls_handshake_ns = Some(t0.elapsed().as_nanos() as u64);
             let conn = stream.get_ref().1;
             setup.alpn = conn
