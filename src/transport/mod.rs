@@ -332,3 +332,52 @@ pub struct Exchanged {
     /// `HTTP/1.1`, `HTTP/2` or `WebSocket`.
     pub protocol: &'static str,
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn parses_base_urls() {
+        let e = Endpoint::parse("https://api.openai.com/v1").unwrap();
+        assert_eq!(
+            (e.scheme, e.host.as_str(), e.port, e.prefix.as_str()),
+            (Scheme::Https, "api.openai.com", 443, "/v1")
+        );
+        assert!(!e.is_ip_literal());
+        assert_eq!(e.ws_url("/responses"), "wss://api.openai.com/v1/responses");
+        let e = Endpoint::parse("http://127.0.0.1:8080/v1/").unwrap();
+        assert_eq!(
+            (e.scheme, e.port, e.prefix.as_str()),
+            (Scheme::Http, 8080, "/v1")
+        );
+        assert!(e.is_ip_literal());
+        assert_eq!(e.authority(), "127.0.0.1:8080");
+        assert_eq!(
+            e.http_url("/responses"),
+            "http://127.0.0.1:8080/v1/responses"
+        );
+        assert_eq!(e.ws_url("/responses"), "ws://127.0.0.1:8080/v1/responses");
+        let e = Endpoint::parse("http://[::1]:9/").unwrap();
+        assert_eq!((e.host.as_str(), e.prefix.as_str()), ("::1", ""));
+        assert_eq!(e.authority(), "[::1]:9");
+        for bad in [
+            "ftp://x/v1",
+            "127.0.0.1:80/v1",
+            "https://x/v1?a=b",
+            "not a url",
+        ] {
+            let msg = Endpoint::parse(bad).unwrap_err().to_string();
+            assert!(msg.contains("https://api.openai.com/v1"), "{bad}: {msg}");
+        }
+    }
+
+    #[test]
+    fn clock_converts_both_ways() {
+        let c = Clock::start();
+        let t = c.origin + Duration::from_micros(1500);
+        assert_eq!(c.ns(t), 1_500_000);
+        assert_eq!(c.instant(1_500_000), t);
+        assert_eq!(c.ns(c.origin - Duration::from_secs(1)), 0);
+    }
+}

@@ -1013,3 +1013,66 @@ async fn http2_fails_clearly_without_h2_alpn() {
     let e = r.error.unwrap();
     assert!(e.contains("use http-pooled"), "{e}");
 }
+
+/// Cancelling mid-request ends it as Cancelled at once, and the session goes on.
+#[tokio::test]
+async fn cancel_mid_stream() {
+    let peer = start_peer().await;
+    let t = target(&peer, ApiFlavour::Responses);
+    for kind in [TransportKind::HttpPooled, TransportKind::Ws] {
+        let connector = Arc::new(
+            Connector::new(
+                &t,
+                kind,
+                Trust::Sim(peer.cert.clone()),
+                Link::default(),
+                Clock::start(),
+                1,
+            )
+            .unwrap(),
+        );
+        let mut s = connector.session();
+        let mut conv = Conversation::new("", t.api, kind, false);
+        conv.add_user_message("q");
+        let cancel = CancellationToken::new();
+        let c2 = cancel.clone();
+        let sp = RequestSpec {
+            fault: Some("stall".into()),
+            ..Default::default()
+        };
+        let sp = if kind == TransportKind::Ws {
+            // The peer's WebSocket has no stall fault: cancel before the answer completes.
+            RequestSpec {
+                max_output_tokens: 8,
+                ..Default::default()
+            }
+        } else {
+            sp
+        };
+        // Cancel once the peer has the request: the answer is then in flight (or stalled).
+        let seen = peer.log.lock().unwrap().bodies.len();
+        let log = peer.log.clone();
+        let canceller = tokio::spawn(async move {
+            while log.lock().unwrap().bodies.len() == seen {
+                tokio::time::sleep(Duration::from_millis(1)).await;
+            }
+            c2.cancel();
+        });
+        let (r, reply) =
+            exchange(&mut s, &t, &mut conv, &sp, &RecordMeta::default(), &cancel).await;
+        canceller.await.unwrap();
+        assert_eq!(r.outcome, OutcomeKind::Cancelled, "{kind}: {r:?}");
+        assert!(!reply.ok);
+        conv.add_user_message("again");
+        let (r, _) = exchange(
+            &mut s,
+            &t,
+            &mut conv,
+            &spec(8),
+            &RecordMeta::default(),
+            &CancellationToken::new(),
+        )
+        .await;
+        assert_eq!(r.outcome, OutcomeKind::Ok, "{kind}: {r:?}");
+    }
+}
