@@ -164,6 +164,10 @@ where
     };
     let deadline = tokio::time::sleep_until(limits.deadline.into());
     tokio::pin!(deadline);
+    // Created once: polling a fresh `cancelled()` per chunk would register (and drop) a
+    // waiter under the token's lock on every chunk.
+    let cancelled = cancel.cancelled();
+    tokio::pin!(cancelled);
     // The stall timer is re-armed lazily: it fires at (last progress + stall) and, if
     // bytes arrived meanwhile, is pushed forward once. No timer work per chunk.
     let stall = tokio::time::sleep_until((Instant::now() + limits.stall).into());
@@ -174,7 +178,7 @@ where
     let resp = loop {
         tokio::select! {
             biased;
-            _ = cancel.cancelled() => { out.ending = Ending::Cancelled; return out; }
+            _ = &mut cancelled => { out.ending = Ending::Cancelled; return out; }
             r = &mut send => break r,
             _ = &mut deadline => { out.ending = Ending::Deadline; return out; }
             _ = &mut stall => {
@@ -217,7 +221,7 @@ where
     loop {
         let frame = tokio::select! {
             biased;
-            _ = cancel.cancelled() => { if flow == Flow::Continue { out.ending = Ending::Cancelled; } return out; }
+            _ = &mut cancelled => { if flow == Flow::Continue { out.ending = Ending::Cancelled; } return out; }
             f = body.frame() => f,
             _ = &mut deadline => { if flow == Flow::Continue { out.ending = Ending::Deadline; } return out; }
             _ = &mut stall => {

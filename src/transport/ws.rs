@@ -116,10 +116,14 @@ where
     };
     let deadline = tokio::time::sleep_until(limits.deadline.into());
     tokio::pin!(deadline);
+    // Created once: polling a fresh `cancelled()` per chunk would register (and drop) a
+    // waiter under the token's lock on every chunk.
+    let cancelled = cancel.cancelled();
+    tokio::pin!(cancelled);
     let send = conn.ws.send(Message::Text(text.into()));
     let sent = tokio::select! {
         biased;
-        _ = cancel.cancelled() => { out.ending = Ending::Cancelled; return out; }
+        _ = &mut cancelled => { out.ending = Ending::Cancelled; return out; }
         r = send => r,
         _ = &mut deadline => { out.ending = Ending::Deadline; return out; }
     };
@@ -134,7 +138,7 @@ where
     loop {
         let msg = tokio::select! {
             biased;
-            _ = cancel.cancelled() => { out.ending = Ending::Cancelled; return out; }
+            _ = &mut cancelled => { out.ending = Ending::Cancelled; return out; }
             m = conn.ws.next() => m,
             _ = &mut deadline => { out.ending = Ending::Deadline; return out; }
             _ = &mut stall => {
