@@ -260,6 +260,16 @@ pub async fn exchange(
         tool_calls: acc.tool_calls,
         text: decoder.take_text(),
     };
+    if kind == TransportKind::Ws
+        && rec
+            .error
+            .as_deref()
+            .is_some_and(|e| e.contains("websocket_connection_limit_reached"))
+    {
+        // The server closes the socket after this envelope (60-minute limit): reconnect on
+        // the next turn instead of failing it on a dead socket.
+        conn.close_ws();
+    }
     conv.on_reply(&reply);
     if reply.ok && spec.kind == RequestKind::Warmup {
         conn.set_ws_warmed();

@@ -1,3 +1,4 @@
 //! The single integration-test binary.
 
+mod client_interop;
 mod client_peer;
