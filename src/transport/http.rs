@@ -32,6 +32,9 @@ pub struct HttpRequest {
     pub body: Bytes,
 }
 
+/// How long a finished response's body may take to end before its connection is given up.
+const DRAIN_GRACE: std::time::Duration = std::time::Duration::from_millis(250);
+
 /// The most of a non-2xx body kept for its error message.
 const ERROR_BODY_LIMIT: usize = 64 * 1024;
 
@@ -226,11 +229,13 @@ where
             _ = &mut deadline => { if flow == Flow::Continue { out.ending = Ending::Deadline; } return out; }
             _ = &mut stall => {
                 let last = stats.last_read().max(progress_ns);
-                if last > progress_ns {
+                if last > progress_ns && flow == Flow::Continue {
                     progress_ns = last;
                     stall.as_mut().reset((clock.instant(progress_ns) + limits.stall).into());
                     continue;
                 }
+                // Stalled, or a finished response whose body did not end within the drain
+                // grace (the connection is then not reused).
                 if flow == Flow::Continue { out.ending = Ending::Stall; }
                 return out;
             }
@@ -279,8 +284,13 @@ where
                     });
                     flow == Flow::Continue
                 });
-                if flow == Flow::Stop && !drain {
-                    return out;
+                if flow == Flow::Stop {
+                    if !drain {
+                        return out;
+                    }
+                    // The terminal event arrived: the body should end right after it. Give
+                    // it a short grace to do so (keep-alive reuse), not the stall timeout.
+                    stall.as_mut().reset((Instant::now() + DRAIN_GRACE).into());
                 }
             }
         }

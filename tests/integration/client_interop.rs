@@ -15,8 +15,9 @@ use spark_bench::plan::Target;
 use spark_bench::recorder::{ApiFlavour, Chaining, OutcomeKind, RequestRecord, TransportKind};
 
 fn target(api: ApiFlavour) -> Target {
-    let base = std::env::var("SPARK_BENCH_LLMSIM_URL")
-        .expect("set SPARK_BENCH_LLMSIM_URL to a running llmsim, e.g. http://127.0.0.1:8080/openai/v1");
+    let base = std::env::var("SPARK_BENCH_LLMSIM_URL").expect(
+        "set SPARK_BENCH_LLMSIM_URL to a running llmsim, e.g. http://127.0.0.1:8080/openai/v1",
+    );
     Target {
         name: "llmsim".into(),
         base_url: Some(base),
@@ -37,15 +38,34 @@ fn target(api: ApiFlavour) -> Target {
 
 async fn conversation(t: &Target, kind: TransportKind, turns: u32) -> Vec<RequestRecord> {
     let clock = Clock::start();
-    let c = Arc::new(Connector::new(t, kind, Trust::PublicRoots, Link::default(), clock, 1).unwrap());
+    let c =
+        Arc::new(Connector::new(t, kind, Trust::PublicRoots, Link::default(), clock, 1).unwrap());
     let mut s = c.session();
     let mut conv = Conversation::new("You are terse.", t.api, kind, false);
     let mut recs = Vec::new();
     for turn in 0..turns {
         conv.add_user_message(&format!("Say something about step {turn}."));
-        let spec = RequestSpec { max_output_tokens: 40, ..Default::default() };
-        let meta = RecordMeta { turn, intended_ns: clock.now_ns(), ..Default::default() };
-        recs.push(exchange(&mut s, t, &mut conv, &spec, &meta, &CancellationToken::new()).await.0);
+        let spec = RequestSpec {
+            max_output_tokens: 40,
+            ..Default::default()
+        };
+        let meta = RecordMeta {
+            turn,
+            intended_ns: clock.now_ns(),
+            ..Default::default()
+        };
+        recs.push(
+            exchange(
+                &mut s,
+                t,
+                &mut conv,
+                &spec,
+                &meta,
+                &CancellationToken::new(),
+            )
+            .await
+            .0,
+        );
     }
     recs
 }
@@ -87,6 +107,8 @@ async fn llmsim_responses_sse_and_websocket() {
     let recs = conversation(&t, TransportKind::Ws, 3).await;
     recs.iter().for_each(check);
     assert!(recs[0].ws_upgrade_ns.is_some());
-    assert!(recs[1..].iter().all(|r| r.connection_reused && r.ws_upgrade_ns.is_none()));
+    assert!(recs[1..]
+        .iter()
+        .all(|r| r.connection_reused && r.ws_upgrade_ns.is_none()));
     assert_eq!(recs[2].chaining, Chaining::PreviousResponseId);
 }
