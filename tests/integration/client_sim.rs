@@ -239,7 +239,7 @@ async fn timings_match_the_simulator_trace_over_a_40ms_link() {
             };
             // The count of round trips must be exact; the remainder is timer slack of the link
             // emulation (0.1-0.7 ms per leg idle, several ms when the 2 cores are saturated).
-            assert!((ms(ttft - server) - setup_cpu - expected * 40.0).abs() < 10.0, "{kind} turn {i}: {rtts} RTT");
+            assert!((ms(ttft - server) - setup_cpu - expected * 40.0).abs() < 15.0, "{kind} turn {i}: {rtts} RTT");
         }
         let mean = lags.iter().sum::<i64>() / lags.len() as i64;
         let mut sorted = lags.clone();
