@@ -23,4 +23,4 @@ for _ in $(seq 1 100); do
   sleep 0.1
 done
 SPARK_BENCH_LLMSIM_URL="http://127.0.0.1:$PORT/openai/v1" \
-  timeout 300 cargo test --quiet --test integration client_interop -- --ignored --test-threads 1
+  timeout 300 cargo test --quiet --test integration client_interop -- --ignored --test-threads 1 --nocapture

@@ -202,7 +202,9 @@ fn responses_items(item: &Item) -> Vec<Value> {
         Item::Assistant { text, calls } => {
             let mut v = Vec::new();
             if !text.is_empty() {
-                v.push(json!({"type": "message", "role": "assistant", "content": [{"type": "output_text", "text": text}]}));
+                // The EasyInputMessage form (string content): accepted by the API and by servers
+                // that do not model `output_text` parts in input (llmsim 0.6).
+                v.push(json!({"type": "message", "role": "assistant", "content": text}));
             }
             for c in calls {
                 v.push(json!({"type": "function_call", "call_id": c.call_id, "name": c.name, "arguments": c.arguments}));
