@@ -83,6 +83,16 @@ pub enum TokenSource {
     ChunkCount,
 }
 
+impl TokenSource {
+    /// The name used in files and tables.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            TokenSource::ServerUsage => "server-usage",
+            TokenSource::ChunkCount => "chunk-count",
+        }
+    }
+}
+
 /// How a request ended. Failures are data: counted by kind, never folded into latencies.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize, Default)]
 #[serde(rename_all = "kebab-case")]
@@ -263,6 +273,28 @@ pub struct RequestRecord {
     pub error: Option<String>,
 }
 
+/// One session (a scripted conversation) as it ran: written to `sessions.csv` and the
+/// source of the `session_wall` metric.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, Default)]
+pub struct SessionRecord {
+    /// Target name.
+    pub target: String,
+    /// Transport name.
+    pub transport: String,
+    /// Session index within its cell (warm-up sessions first).
+    pub session: u32,
+    /// True for warm-up sessions: recorded, excluded from statistics.
+    pub warmup: bool,
+    /// Intended start of the session's first request, ns since run start.
+    pub start_ns: u64,
+    /// End of the session's last request, ns since run start.
+    pub end_ns: u64,
+    /// Requests the session sent.
+    pub requests: u32,
+    /// Requests that did not end `ok` (cancelled ones included).
+    pub failed: u32,
+}
+
 /// Where a request's round-trip overhead figure came from.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "kebab-case")]
@@ -272,6 +304,16 @@ pub enum OverheadSource {
     /// No server timing: time to the first protocol event (connection setup, upload, API
     /// work and one RTT, but no model time). An estimate; flagged in reports.
     FirstEventEstimate,
+}
+
+impl OverheadSource {
+    /// The name used in files and tables.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            OverheadSource::ServerTiming => "server-timing",
+            OverheadSource::FirstEventEstimate => "first-event-estimate",
+        }
+    }
 }
 
 impl RequestRecord {
