@@ -37,6 +37,14 @@ pub struct Plan {
     pub link: Link,
     /// Gate thresholds from the scenario's `[gate]`, for `compare`.
     pub gate: BTreeMap<String, String>,
+    /// Things the plan builder adjusted or skipped (e.g. a `ws` cell dropped for a
+    /// chat-completions target); shown before the run and kept in the manifest.
+    #[serde(default)]
+    pub warnings: Vec<String>,
+    /// The scenario file's text, for the manifest (`manifest.json` → `scenario.source`);
+    /// not repeated inside the serialized plan.
+    #[serde(skip)]
+    pub scenario_source: String,
 }
 
 /// One target × transport combination.

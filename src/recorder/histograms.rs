@@ -36,7 +36,10 @@ pub struct CellKey {
 impl CellKey {
     /// A key from borrowed names.
     pub fn new(target: &str, transport: &str) -> Self {
-        CellKey { target: target.to_string(), transport: transport.to_string() }
+        CellKey {
+            target: target.to_string(),
+            transport: transport.to_string(),
+        }
     }
 }
 
@@ -101,7 +104,10 @@ impl CellStats {
 
     /// Measured requests cancelled by Ctrl-C or the run deadline.
     pub fn cancelled(&self) -> u64 {
-        self.by_outcome.get(&OutcomeKind::Cancelled).copied().unwrap_or(0)
+        self.by_outcome
+            .get(&OutcomeKind::Cancelled)
+            .copied()
+            .unwrap_or(0)
     }
 
     /// The histogram of `metric`, if it has any samples.
@@ -186,7 +192,10 @@ impl Recorder {
 
     /// Adds one finished request.
     pub fn add_request(&mut self, r: &RequestRecord) {
-        let cell = self.cells.entry(CellKey::new(&r.target, &r.transport)).or_default();
+        let cell = self
+            .cells
+            .entry(CellKey::new(&r.target, &r.transport))
+            .or_default();
         if r.warmup {
             cell.warmup_requests += 1;
             return;
@@ -199,9 +208,15 @@ impl Recorder {
         cell.extend_span(r.intended_ns, r.end_ns.or(r.last_token_ns));
         cell.output_tokens += u64::from(r.output_tokens);
         cell.chunks += r.chunks.len() as u64;
-        *cell.token_sources.entry(r.token_source.as_str().to_string()).or_default() += 1;
+        *cell
+            .token_sources
+            .entry(r.token_source.as_str().to_string())
+            .or_default() += 1;
         if let Some((_, src)) = r.overhead_ns() {
-            *cell.overhead_sources.entry(src.as_str().to_string()).or_default() += 1;
+            *cell
+                .overhead_sources
+                .entry(src.as_str().to_string())
+                .or_default() += 1;
         }
         for m in Metric::ALL {
             for v in m.request_samples(r) {
@@ -212,7 +227,10 @@ impl Recorder {
 
     /// Adds one finished session.
     pub fn add_session(&mut self, s: &SessionRecord) {
-        let cell = self.cells.entry(CellKey::new(&s.target, &s.transport)).or_default();
+        let cell = self
+            .cells
+            .entry(CellKey::new(&s.target, &s.transport))
+            .or_default();
         if s.warmup {
             cell.warmup_sessions += 1;
             return;
@@ -299,7 +317,12 @@ mod tests {
     use super::*;
     use crate::recorder::{Chunk, TokenSource};
 
-    pub(crate) fn ok_request(target: &str, transport: &str, ttft_ms: u64, tokens: u32) -> RequestRecord {
+    pub(crate) fn ok_request(
+        target: &str,
+        transport: &str,
+        ttft_ms: u64,
+        tokens: u32,
+    ) -> RequestRecord {
         let ms = 1_000_000;
         let first = ttft_ms * ms;
         let last = first + u64::from(tokens.saturating_sub(1)) * 10 * ms;
@@ -315,7 +338,11 @@ mod tests {
             output_tokens: tokens,
             token_source: TokenSource::ServerUsage,
             chunks: (0..tokens)
-                .map(|i| Chunk { at_ns: first + u64::from(i) * 10 * ms, tokens: 1, text_bytes: 4 })
+                .map(|i| Chunk {
+                    at_ns: first + u64::from(i) * 10 * ms,
+                    tokens: 1,
+                    text_bytes: 4,
+                })
                 .collect(),
             ..Default::default()
         }
@@ -325,13 +352,19 @@ mod tests {
     fn warmup_and_failures_are_counted_but_not_in_histograms() {
         let mut rec = Recorder::new();
         rec.add_request(&ok_request("sim", "http", 100, 11));
-        rec.add_request(&RequestRecord { warmup: true, ..ok_request("sim", "http", 5, 11) });
+        rec.add_request(&RequestRecord {
+            warmup: true,
+            ..ok_request("sim", "http", 5, 11)
+        });
         rec.add_request(&RequestRecord {
             outcome: OutcomeKind::HttpStatus,
             http_status: Some(500),
             ..ok_request("sim", "http", 1, 11)
         });
-        rec.add_request(&RequestRecord { outcome: OutcomeKind::Cancelled, ..ok_request("sim", "http", 1, 2) });
+        rec.add_request(&RequestRecord {
+            outcome: OutcomeKind::Cancelled,
+            ..ok_request("sim", "http", 1, 2)
+        });
         let c = rec.cell(&CellKey::new("sim", "http")).unwrap();
         assert_eq!(c.requests, 3);
         assert_eq!(c.warmup_requests, 1);
@@ -355,12 +388,25 @@ mod tests {
     #[test]
     fn sessions_with_failures_stay_out_of_session_wall() {
         let mut rec = Recorder::new();
-        let s = SessionRecord { target: "t".into(), transport: "ws".into(), start_ns: 10, end_ns: 2_000_010, requests: 3, ..Default::default() };
+        let s = SessionRecord {
+            target: "t".into(),
+            transport: "ws".into(),
+            start_ns: 10,
+            end_ns: 2_000_010,
+            requests: 3,
+            ..Default::default()
+        };
         rec.add_session(&s);
-        rec.add_session(&SessionRecord { failed: 1, ..s.clone() });
+        rec.add_session(&SessionRecord {
+            failed: 1,
+            ..s.clone()
+        });
         rec.add_session(&SessionRecord { warmup: true, ..s });
         let c = rec.cell(&CellKey::new("t", "ws")).unwrap();
-        assert_eq!((c.sessions, c.failed_sessions, c.warmup_sessions), (2, 1, 1));
+        assert_eq!(
+            (c.sessions, c.failed_sessions, c.warmup_sessions),
+            (2, 1, 1)
+        );
         let h = c.histogram(Metric::SessionWall).unwrap();
         assert_eq!(h.len(), 1);
         assert!(h.equivalent(h.max(), 2_000_000));
@@ -368,7 +414,9 @@ mod tests {
 
     #[test]
     fn merge_equals_recording_everything_in_one() {
-        let reqs: Vec<RequestRecord> = (1..=20).map(|i| ok_request("a", if i % 2 == 0 { "http" } else { "ws" }, i * 7, 5)).collect();
+        let reqs: Vec<RequestRecord> = (1..=20)
+            .map(|i| ok_request("a", if i % 2 == 0 { "http" } else { "ws" }, i * 7, 5))
+            .collect();
         let mut whole = Recorder::new();
         reqs.iter().for_each(|r| whole.add_request(r));
         let (mut left, mut right) = (Recorder::new(), Recorder::new());
@@ -381,7 +429,10 @@ mod tests {
             assert_eq!(c.by_outcome, m.by_outcome);
             assert_eq!(c.histograms, m.histograms);
             assert_eq!(c.output_tokens, m.output_tokens);
-            assert_eq!((c.first_intended_ns, c.last_end_ns), (m.first_intended_ns, m.last_end_ns));
+            assert_eq!(
+                (c.first_intended_ns, c.last_end_ns),
+                (m.first_intended_ns, m.last_end_ns)
+            );
         }
     }
 }

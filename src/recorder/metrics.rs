@@ -11,9 +11,7 @@ use serde::{Deserialize, Serialize};
 use super::record::{RequestRecord, SessionRecord};
 
 /// One measured quantity. Histograms store `u64`; see [`Metric::storage`] for the scaling.
-#[derive(
-    Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize,
-)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum Metric {
     /// Time to first content token, from the intended start (includes client queueing), ns.
@@ -179,14 +177,19 @@ impl Metric {
     /// `SessionWall` comes from sessions, not requests, and yields nothing here.
     pub fn request_samples(self, r: &RequestRecord) -> Vec<u64> {
         let one = |v: Option<u64>| v.into_iter().collect::<Vec<_>>();
-        let milli = |v: Option<f64>| one(v.filter(|x| x.is_finite()).map(|x| (x * 1e3).round() as u64));
+        let milli = |v: Option<f64>| {
+            one(v
+                .filter(|x| x.is_finite())
+                .map(|x| (x * 1e3).round() as u64))
+        };
         match self {
             Metric::Ttft => one(r.ttft_ns()),
-            Metric::TtftDispatch => {
-                one(r.first_token_ns.map(|t| t.saturating_sub(r.dispatch_ns)))
-            }
+            Metric::TtftDispatch => one(r.first_token_ns.map(|t| t.saturating_sub(r.dispatch_ns))),
             Metric::Itl => r.itl_ns().collect(),
-            Metric::Tpot => one(r.tpot_ns().filter(|x| x.is_finite()).map(|x| x.round() as u64)),
+            Metric::Tpot => one(r
+                .tpot_ns()
+                .filter(|x| x.is_finite())
+                .map(|x| x.round() as u64)),
             Metric::E2e => one(r.e2e_ns()),
             Metric::Overhead => one(r.overhead_ns().map(|(o, _)| o)),
             Metric::ConnectionSetup => {
@@ -239,9 +242,15 @@ mod tests {
     fn names_round_trip_and_serde_matches() {
         for m in Metric::ALL {
             assert_eq!(Metric::from_name(m.name()), Some(m));
-            assert_eq!(serde_json::to_string(&m).unwrap(), format!("\"{}\"", m.name()));
+            assert_eq!(
+                serde_json::to_string(&m).unwrap(),
+                format!("\"{}\"", m.name())
+            );
         }
-        assert!("thing".parse::<Metric>().unwrap_err().contains("ttft_dispatch"));
+        assert!("thing"
+            .parse::<Metric>()
+            .unwrap_err()
+            .contains("ttft_dispatch"));
     }
 
     #[test]
@@ -258,9 +267,21 @@ mod tests {
             bytes_sent: 10,
             bytes_received: 20,
             chunks: vec![
-                Chunk { at_ns: 100_000, tokens: 1, text_bytes: 3 },
-                Chunk { at_ns: 200_000, tokens: 2, text_bytes: 6 },
-                Chunk { at_ns: 400_000, tokens: 1, text_bytes: 3 },
+                Chunk {
+                    at_ns: 100_000,
+                    tokens: 1,
+                    text_bytes: 3,
+                },
+                Chunk {
+                    at_ns: 200_000,
+                    tokens: 2,
+                    text_bytes: 6,
+                },
+                Chunk {
+                    at_ns: 400_000,
+                    tokens: 1,
+                    text_bytes: 3,
+                },
             ],
             ..Default::default()
         };
@@ -273,7 +294,17 @@ mod tests {
         assert_eq!(Metric::DecodeTokS.request_samples(&r), vec![10_000_000]); // 10 000 tok/s
         assert_eq!(Metric::TokensPerChunk.request_samples(&r), vec![1_333]);
         assert_eq!(Metric::BytesReceived.request_samples(&r), vec![20]);
-        let reused = RequestRecord { connection_reused: true, ..r };
-        assert_eq!(Metric::ConnectionSetup.request_samples(&RequestRecord { tcp_connect_ns: None, tls_handshake_ns: None, ..reused }), Vec::<u64>::new());
+        let reused = RequestRecord {
+            connection_reused: true,
+            ..r
+        };
+        assert_eq!(
+            Metric::ConnectionSetup.request_samples(&RequestRecord {
+                tcp_connect_ns: None,
+                tls_handshake_ns: None,
+                ..reused
+            }),
+            Vec::<u64>::new()
+        );
     }
 }

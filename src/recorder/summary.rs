@@ -18,8 +18,13 @@ use super::metrics::Metric;
 pub const SUMMARY_SCHEMA_VERSION: u32 = 1;
 
 /// Metrics whose p50 is compared against the same target's `http` cell.
-pub const VS_HTTP_METRICS: [Metric; 5] =
-    [Metric::Ttft, Metric::Overhead, Metric::Tpot, Metric::E2e, Metric::SessionWall];
+pub const VS_HTTP_METRICS: [Metric; 5] = [
+    Metric::Ttft,
+    Metric::Overhead,
+    Metric::Tpot,
+    Metric::E2e,
+    Metric::SessionWall,
+];
 
 /// The whole run, summarised (`summary.json`).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -128,34 +133,46 @@ impl MetricSummary {
 impl Summary {
     /// Summarises every cell of a recorder.
     pub fn from_recorder(rec: &Recorder) -> Summary {
-        let mut cells: Vec<CellSummary> =
-            rec.cells().iter().map(|(k, c)| cell_summary(&k.target, &k.transport, c)).collect();
+        let mut cells: Vec<CellSummary> = rec
+            .cells()
+            .iter()
+            .map(|(k, c)| cell_summary(&k.target, &k.transport, c))
+            .collect();
         // vs http: a second pass, once every cell's p50s are known.
         let http_p50: BTreeMap<(String, String), f64> = cells
             .iter()
             .filter(|c| c.transport == "http")
             .flat_map(|c| {
-                c.metrics.iter().map(|(m, s)| ((c.target.clone(), m.clone()), s.p50))
+                c.metrics
+                    .iter()
+                    .map(|(m, s)| ((c.target.clone(), m.clone()), s.p50))
             })
             .collect();
         for c in cells.iter_mut().filter(|c| c.transport != "http") {
             for m in VS_HTTP_METRICS {
-                let (Some(base), Some(s)) =
-                    (http_p50.get(&(c.target.clone(), m.name().to_string())), c.metrics.get(m.name()))
-                else {
+                let (Some(base), Some(s)) = (
+                    http_p50.get(&(c.target.clone(), m.name().to_string())),
+                    c.metrics.get(m.name()),
+                ) else {
                     continue;
                 };
                 if *base > 0.0 {
-                    c.vs_http.insert(m.name().to_string(), (s.p50 - base) / base * 100.0);
+                    c.vs_http
+                        .insert(m.name().to_string(), (s.p50 - base) / base * 100.0);
                 }
             }
         }
-        Summary { schema_version: SUMMARY_SCHEMA_VERSION, cells }
+        Summary {
+            schema_version: SUMMARY_SCHEMA_VERSION,
+            cells,
+        }
     }
 
     /// The cell for `target` × `transport`.
     pub fn cell(&self, target: &str, transport: &str) -> Option<&CellSummary> {
-        self.cells.iter().find(|c| c.target == target && c.transport == transport)
+        self.cells
+            .iter()
+            .find(|c| c.target == target && c.transport == transport)
     }
 }
 
@@ -175,12 +192,20 @@ fn cell_summary(target: &str, transport: &str, c: &CellStats) -> CellSummary {
         ok: c.ok(),
         failed: c.failed(),
         cancelled: c.cancelled(),
-        error_rate: if denominator == 0 { 0.0 } else { c.failed() as f64 / denominator as f64 },
+        error_rate: if denominator == 0 {
+            0.0
+        } else {
+            c.failed() as f64 / denominator as f64
+        },
         warmup_requests: c.warmup_requests,
         sessions: c.sessions,
         failed_sessions: c.failed_sessions,
         warmup_sessions: c.warmup_sessions,
-        by_outcome: c.by_outcome.iter().map(|(k, n)| (k.as_str().to_string(), *n)).collect(),
+        by_outcome: c
+            .by_outcome
+            .iter()
+            .map(|(k, n)| (k.as_str().to_string(), *n))
+            .collect(),
         output_tokens: c.output_tokens,
         chunks: c.chunks,
         metrics: Metric::ALL
@@ -221,7 +246,8 @@ pub fn table(summary: &Summary) -> String {
             )
         };
         let p50 = |m: Metric, scale: f64| {
-            c.metric(m).map_or_else(|| "-".to_string(), |s| num(s.p50 / scale))
+            c.metric(m)
+                .map_or_else(|| "-".to_string(), |s| num(s.p50 / scale))
         };
         let err = if c.cancelled > 0 {
             format!("{} (+{} cancelled)", c.failed, c.cancelled)
@@ -282,7 +308,11 @@ fn vs_http_text(c: &CellSummary) -> String {
         (Metric::SessionWall, "session"),
     ]
     .iter()
-    .filter_map(|(m, label)| c.vs_http.get(m.name()).map(|p| format!("{label} {}", percent(*p))))
+    .filter_map(|(m, label)| {
+        c.vs_http
+            .get(m.name())
+            .map(|p| format!("{label} {}", percent(*p)))
+    })
     .collect();
     if parts.is_empty() {
         "-".to_string()
@@ -321,10 +351,20 @@ mod tests {
     use crate::recorder::{Chunk, OutcomeKind, RequestRecord, SessionRecord, TokenSource};
 
     /// A request with exact integer-ms phases on an `intended = dispatch = 0` origin.
-    fn req(transport: &str, first_event_ms: u64, ttft_ms: u64, tokens: u32, gap_ms: u64) -> RequestRecord {
+    fn req(
+        transport: &str,
+        first_event_ms: u64,
+        ttft_ms: u64,
+        tokens: u32,
+        gap_ms: u64,
+    ) -> RequestRecord {
         let ms = 1_000_000;
         let chunks: Vec<Chunk> = (0..u64::from(tokens))
-            .map(|i| Chunk { at_ns: (ttft_ms + i * gap_ms) * ms, tokens: 1, text_bytes: 4 })
+            .map(|i| Chunk {
+                at_ns: (ttft_ms + i * gap_ms) * ms,
+                tokens: 1,
+                text_bytes: 4,
+            })
             .collect();
         let last = chunks.last().map_or(0, |c| c.at_ns);
         RequestRecord {
@@ -361,7 +401,11 @@ mod tests {
         assert_eq!(s.mean, 250.0);
         assert_eq!(s.p50, 200.0);
         assert_eq!(s.p90, 400.0);
-        assert!((s.stdev - 111.803_398_874_989_5).abs() < 1e-9, "{}", s.stdev);
+        assert!(
+            (s.stdev - 111.803_398_874_989_5).abs() < 1e-9,
+            "{}",
+            s.stdev
+        );
         let mut t = crate::recorder::new_histogram();
         t.record(1500).unwrap(); // 1.5 tok/s stored as milli-tokens/s
         assert_eq!(MetricSummary::of(Metric::OutputTokS, &t).unwrap().p50, 1.5);
@@ -373,8 +417,19 @@ mod tests {
         // http: first event 100 ms, TTFT 200 ms; ws: 20 ms and 100 ms. 11 tokens 10 ms apart.
         rec.add_request(&req("http", 100, 200, 11, 10));
         rec.add_request(&req("ws", 20, 100, 11, 10));
-        rec.add_request(&RequestRecord { outcome: OutcomeKind::Timeout, ..req("ws", 1, 1, 1, 1) });
-        rec.add_session(&SessionRecord { target: "sim".into(), transport: "ws".into(), start_ns: 0, end_ns: 3_000_000_000, requests: 2, failed: 0, ..Default::default() });
+        rec.add_request(&RequestRecord {
+            outcome: OutcomeKind::Timeout,
+            ..req("ws", 1, 1, 1, 1)
+        });
+        rec.add_session(&SessionRecord {
+            target: "sim".into(),
+            transport: "ws".into(),
+            start_ns: 0,
+            end_ns: 3_000_000_000,
+            requests: 2,
+            failed: 0,
+            ..Default::default()
+        });
         let s = Summary::from_recorder(&rec);
         assert_eq!(s.schema_version, 1);
         assert_eq!(s.cells.len(), 2);
@@ -393,16 +448,26 @@ mod tests {
         assert!(close(ws.metric(Metric::DecodeTokS).unwrap().p50, 100.0));
         assert!(http.vs_http.is_empty());
         // overhead 20 vs 100 ms → −80 %; TTFT 100 vs 200 → −50 %; e2e 200 vs 300 → −33.3 %.
-        assert!((ws.vs_http["overhead"] + 80.0).abs() < 0.2, "{:?}", ws.vs_http);
+        assert!(
+            (ws.vs_http["overhead"] + 80.0).abs() < 0.2,
+            "{:?}",
+            ws.vs_http
+        );
         assert!((ws.vs_http["ttft"] + 50.0).abs() < 0.2);
         assert!((ws.vs_http["e2e"] + 33.33).abs() < 0.2);
         assert!((ws.vs_http["tpot"]).abs() < 0.2);
-        assert!(!ws.vs_http.contains_key("session_wall"), "http has no sessions");
+        assert!(
+            !ws.vs_http.contains_key("session_wall"),
+            "http has no sessions"
+        );
 
         let t = table(&s);
         println!("{t}");
         assert!(t.contains("overhead \u{2212}80%, TTFT \u{2212}50%"), "{t}");
-        assert!(t.lines().nth(2).unwrap().starts_with("sim     http "), "{t}");
+        assert!(
+            t.lines().nth(2).unwrap().starts_with("sim     http "),
+            "{t}"
+        );
         assert!(t.contains("baseline"));
         // JSON round trip keeps everything.
         let back: Summary = serde_json::from_str(&serde_json::to_string(&s).unwrap()).unwrap();

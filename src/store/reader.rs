@@ -1,0 +1,278 @@
+//! Reading a run back: manifest, summary, histograms, and streaming CSV rows. This is what
+//! `report` and `compare` build on.
+//!
+//! A run that died before `finish` (status `running`, no `summary.json`) is still readable:
+//! the summary and histograms are recomputed from the CSV rows, and `rebuilt` says so.
+
+use std::collections::{BTreeMap, HashMap};
+use std::fs::File;
+use std::path::{Path, PathBuf};
+
+use hdrhistogram::Histogram;
+
+use super::manifest::{Manifest, MANIFEST_SCHEMA_VERSION};
+use super::rows::{ChunkRow, RequestRow, SessionRow};
+use super::{
+    hlog, read_json, Result, StoreError, CHUNKS_FILE, HISTOGRAMS_DIR, MANIFEST_FILE, REQUESTS_FILE,
+    SESSIONS_FILE, SUMMARY_FILE,
+};
+use crate::plan::Plan;
+use crate::recorder::{CellKey, Chunk, Metric, Recorder, RequestRecord, SessionRecord, Summary};
+
+/// A results directory, loaded.
+#[derive(Debug, Clone)]
+pub struct LoadedRun {
+    /// The directory.
+    pub dir: PathBuf,
+    /// `manifest.json`.
+    pub manifest: Manifest,
+    /// `summary.json` (or recomputed, see `rebuilt`).
+    pub summary: Summary,
+    /// Every histogram, keyed by cell and metric, in stored units (see
+    /// [`Metric::storage`]); auto-resizing, so they can be merged into.
+    pub histograms: BTreeMap<(CellKey, Metric), Histogram<u64>>,
+    /// True when `summary.json` was missing (the run did not finish) and the summary and
+    /// histograms were recomputed from `requests.csv`/`chunks.csv`/`sessions.csv`.
+    pub rebuilt: bool,
+}
+
+impl LoadedRun {
+    /// Loads `dir` (a `results/<run-id>/` or `results/baselines/<name>/` directory).
+    pub fn open(dir: &Path) -> Result<LoadedRun> {
+        let mpath = dir.join(MANIFEST_FILE);
+        if !mpath.is_file() {
+            return Err(StoreError::NotARun {
+                path: dir.to_path_buf(),
+            });
+        }
+        // Check the version before the full shape, so an old/new run gets the clear error.
+        let raw: serde_json::Value = read_json(&mpath)?;
+        let found = raw
+            .get("schema_version")
+            .and_then(|v| v.as_u64())
+            .unwrap_or(0) as u32;
+        if found != MANIFEST_SCHEMA_VERSION {
+            return Err(StoreError::SchemaVersion {
+                path: mpath,
+                found,
+                expected: MANIFEST_SCHEMA_VERSION,
+            });
+        }
+        let manifest: Manifest = serde_json::from_value(raw).map_err(|e| StoreError::Parse {
+            path: mpath.clone(),
+            message: format!("not a spark-bench manifest: {e}"),
+        })?;
+        let mut run = LoadedRun {
+            dir: dir.to_path_buf(),
+            manifest,
+            summary: Summary {
+                schema_version: crate::recorder::SUMMARY_SCHEMA_VERSION,
+                cells: Vec::new(),
+            },
+            histograms: BTreeMap::new(),
+            rebuilt: false,
+        };
+        let spath = dir.join(SUMMARY_FILE);
+        if spath.is_file() {
+            run.summary = read_json(&spath)?;
+            run.histograms = read_histograms(&dir.join(HISTOGRAMS_DIR))?;
+        } else {
+            let rec = run.recorder()?;
+            run.summary = Summary::from_recorder(&rec);
+            run.histograms = rec
+                .histograms()
+                .map(|(k, m, h)| ((k.clone(), m), h.clone()))
+                .collect();
+            run.rebuilt = true;
+        }
+        Ok(run)
+    }
+
+    /// The resolved plan the run executed.
+    pub fn plan(&self) -> Result<Plan> {
+        self.manifest.plan().map_err(|e| StoreError::Parse {
+            path: self.dir.join(MANIFEST_FILE),
+            message: format!("`plan` is not a plan this version understands: {e}"),
+        })
+    }
+
+    /// The histogram of `metric` in a cell.
+    pub fn histogram(
+        &self,
+        target: &str,
+        transport: &str,
+        metric: Metric,
+    ) -> Option<&Histogram<u64>> {
+        self.histograms
+            .get(&(CellKey::new(target, transport), metric))
+    }
+
+    /// Streams `requests.csv`, one row at a time.
+    pub fn request_rows(&self) -> Result<RequestRows> {
+        let path = self.dir.join(REQUESTS_FILE);
+        let reader = open_csv(&path)?;
+        Ok(RequestRows {
+            inner: reader.into_deserialize(),
+            path,
+        })
+    }
+
+    /// Streams `chunks.csv`, one row at a time.
+    pub fn chunk_rows(&self) -> Result<ChunkRows> {
+        let path = self.dir.join(CHUNKS_FILE);
+        let reader = open_csv(&path)?;
+        Ok(ChunkRows {
+            inner: reader.into_deserialize(),
+            path,
+        })
+    }
+
+    /// Every session of `sessions.csv`.
+    pub fn sessions(&self) -> Result<Vec<SessionRecord>> {
+        let path = self.dir.join(SESSIONS_FILE);
+        let reader = open_csv(&path)?;
+        reader
+            .into_deserialize::<SessionRow>()
+            .map(|r| {
+                r.map(SessionRow::into_record)
+                    .map_err(|e| csv_read_err(&path, e))
+            })
+            .collect()
+    }
+
+    /// Every request with its chunks, rebuilt from `requests.csv` and `chunks.csv` (holds the
+    /// whole run in memory; use [`LoadedRun::request_rows`] to stream).
+    pub fn records(&self) -> Result<Vec<RequestRecord>> {
+        let mut chunks: HashMap<u64, Vec<(u32, Chunk)>> = HashMap::new();
+        for row in self.chunk_rows()? {
+            let row = row?;
+            chunks
+                .entry(row.request_id)
+                .or_default()
+                .push((row.index, row.chunk()));
+        }
+        let mut out = Vec::new();
+        for row in self.request_rows()? {
+            let row = row?;
+            let mut cs = chunks.remove(&row.id).unwrap_or_default();
+            cs.sort_by_key(|(i, _)| *i);
+            out.push(row.into_record(cs.into_iter().map(|(_, c)| c).collect()));
+        }
+        Ok(out)
+    }
+
+    /// A recorder recomputed from the CSV rows (what `finish` would have summarised).
+    pub fn recorder(&self) -> Result<Recorder> {
+        let mut rec = Recorder::new();
+        for r in self.records()? {
+            rec.add_request(&r);
+        }
+        for s in self.sessions()? {
+            rec.add_session(&s);
+        }
+        Ok(rec)
+    }
+}
+
+/// Streaming rows of `requests.csv`.
+pub struct RequestRows {
+    inner: csv::DeserializeRecordsIntoIter<File, RequestRow>,
+    path: PathBuf,
+}
+
+impl Iterator for RequestRows {
+    type Item = Result<RequestRow>;
+    fn next(&mut self) -> Option<Self::Item> {
+        Some(self.inner.next()?.map_err(|e| csv_read_err(&self.path, e)))
+    }
+}
+
+/// Streaming rows of `chunks.csv`.
+pub struct ChunkRows {
+    inner: csv::DeserializeRecordsIntoIter<File, ChunkRow>,
+    path: PathBuf,
+}
+
+impl Iterator for ChunkRows {
+    type Item = Result<ChunkRow>;
+    fn next(&mut self) -> Option<Self::Item> {
+        Some(self.inner.next()?.map_err(|e| csv_read_err(&self.path, e)))
+    }
+}
+
+fn open_csv(path: &Path) -> Result<csv::Reader<File>> {
+    let f = File::open(path).map_err(|source| StoreError::Read {
+        path: path.to_path_buf(),
+        source,
+    })?;
+    Ok(csv::ReaderBuilder::new().has_headers(true).from_reader(f))
+}
+
+fn csv_read_err(path: &Path, e: csv::Error) -> StoreError {
+    let line = e
+        .position()
+        .map(|p| format!(" at line {}", p.line()))
+        .unwrap_or_default();
+    match e.into_kind() {
+        csv::ErrorKind::Io(source) => StoreError::Read {
+            path: path.to_path_buf(),
+            source,
+        },
+        other => StoreError::Parse {
+            path: path.to_path_buf(),
+            message: format!("bad row{line}: {other:?}"),
+        },
+    }
+}
+
+/// Reads `histograms/<target>/<transport>/<metric>.hlog`. Files whose name is not a known
+/// metric are skipped (a newer version may write more).
+fn read_histograms(root: &Path) -> Result<BTreeMap<(CellKey, Metric), Histogram<u64>>> {
+    let mut out = BTreeMap::new();
+    if !root.is_dir() {
+        return Ok(out);
+    }
+    for target in read_dir_sorted(root)? {
+        if !target.is_dir() {
+            continue;
+        }
+        for transport in read_dir_sorted(&target)? {
+            if !transport.is_dir() {
+                continue;
+            }
+            for file in read_dir_sorted(&transport)? {
+                let Some(metric) = file
+                    .file_name()
+                    .and_then(|n| n.to_str())
+                    .and_then(|n| n.strip_suffix(".hlog"))
+                    .and_then(Metric::from_name)
+                else {
+                    continue;
+                };
+                let key = CellKey::new(&file_name(&target), &file_name(&transport));
+                out.insert((key, metric), hlog::read_hlog(&file)?);
+            }
+        }
+    }
+    Ok(out)
+}
+
+fn file_name(p: &Path) -> String {
+    p.file_name()
+        .map(|n| n.to_string_lossy().into_owned())
+        .unwrap_or_default()
+}
+
+fn read_dir_sorted(dir: &Path) -> Result<Vec<PathBuf>> {
+    let rerr = |source| StoreError::Read {
+        path: dir.to_path_buf(),
+        source,
+    };
+    let mut v: Vec<PathBuf> = std::fs::read_dir(dir)
+        .map_err(rerr)?
+        .map(|e| e.map(|e| e.path()))
+        .collect::<Result<_, _>>()
+        .map_err(rerr)?;
+    v.sort();
+    Ok(v)
+}
