@@ -25,6 +25,7 @@ pub mod link;
 pub mod plan;
 pub mod recorder;
 pub mod rng;
+pub mod scenario;
 pub mod store;
 pub mod timer;
 pub mod tls;
