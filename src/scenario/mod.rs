@@ -35,7 +35,10 @@ pub fn parse(path: &str, text: &str) -> Result<Scenario, ScenarioError> {
 
 /// Parses a `--targets FILE` text.
 pub fn parse_targets(path: &str, text: &str) -> Result<TargetsFile, ScenarioError> {
-    toml::from_str(text).map_err(|e| error::from_toml(path, text, &e))
+    let mut file: TargetsFile =
+        toml::from_str(text).map_err(|e| error::from_toml(path, text, &e))?;
+    file.path = path.to_string();
+    Ok(file)
 }
 
 /// Reads and parses a scenario file.

@@ -55,6 +55,8 @@ pub(crate) fn test_plan() -> Plan {
             session_interval: None,
         },
         link: "rtt=40ms".parse::<Link>().unwrap(),
+        link_for_real_targets: false,
+        description: "a test".into(),
         gate: BTreeMap::new(),
         warnings: vec!["a warning".into()],
         scenario_source: "name = \"smoke test\"\n".into(),
