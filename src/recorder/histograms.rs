@@ -13,7 +13,7 @@ use hdrhistogram::Histogram;
 use serde::{Deserialize, Serialize};
 
 use super::metrics::Metric;
-use super::record::{OutcomeKind, RequestRecord, SessionRecord};
+use super::record::{OutcomeKind, RequestKind, RequestRecord, SessionRecord};
 
 /// Significant decimal digits kept by every histogram (0.1 % value resolution).
 pub const SIGNIFICANT_DIGITS: u8 = 3;
@@ -60,7 +60,9 @@ pub struct CellStats {
     pub requests: u64,
     /// Measured requests by outcome (`ok` included).
     pub by_outcome: BTreeMap<OutcomeKind, u64>,
-    /// Warm-up requests (any outcome); never in histograms.
+    /// Warm-up requests: every request of a warm-up session (any outcome), plus successful
+    /// `generate:false` WebSocket warm-ups in measured sessions (whose connection setup is
+    /// still recorded; a failed one counts as a failed request). Never in latency histograms.
     pub warmup_requests: u64,
     /// Measured sessions.
     pub sessions: u64,
@@ -199,6 +201,18 @@ impl Recorder {
         if r.warmup {
             cell.warmup_requests += 1;
             return;
+        }
+        if r.kind == RequestKind::Warmup {
+            // A `generate:false` warm-up inside a measured session: it produces no output,
+            // so it stays out of the latency histograms, but the connection it opened is a
+            // real cost of the session, and a failed warm-up is a real failure.
+            if r.is_ok() {
+                cell.warmup_requests += 1;
+                for v in Metric::ConnectionSetup.request_samples(r) {
+                    cell.record(Metric::ConnectionSetup, v);
+                }
+                return;
+            }
         }
         cell.requests += 1;
         *cell.by_outcome.entry(r.outcome).or_default() += 1;
@@ -383,6 +397,31 @@ mod tests {
         assert!((live.ttft_p50_ms.unwrap() - 100.0).abs() < 0.1);
         // 11 tokens over 0 .. 200 ms
         assert!((live.output_tok_s.unwrap() - 55.0).abs() < 1e-9);
+    }
+
+    #[test]
+    fn ws_warmup_requests_only_contribute_connection_setup() {
+        let mut rec = Recorder::new();
+        let warm = RequestRecord {
+            target: "sim".into(),
+            transport: "ws".into(),
+            kind: RequestKind::Warmup,
+            tcp_connect_ns: Some(40_000_000),
+            ws_upgrade_ns: Some(40_000_000),
+            first_event_ns: Some(41_000_000),
+            end_ns: Some(42_000_000),
+            ..Default::default()
+        };
+        rec.add_request(&warm);
+        rec.add_request(&RequestRecord {
+            outcome: OutcomeKind::UpgradeError,
+            ..warm.clone()
+        });
+        let c = rec.cell(&CellKey::new("sim", "ws")).unwrap();
+        assert_eq!((c.warmup_requests, c.requests, c.failed()), (1, 1, 1));
+        assert_eq!(c.histogram(Metric::ConnectionSetup).unwrap().len(), 1);
+        assert!(c.histogram(Metric::E2e).is_none());
+        assert!(c.histogram(Metric::FirstEvent).is_none());
     }
 
     #[test]
