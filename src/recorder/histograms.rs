@@ -161,6 +161,34 @@ impl CellStats {
     }
 }
 
+/// The histogram samples (metric, stored value) one request contributes, under the
+/// recorder's rules: nothing for warm-up sessions or failed requests, only
+/// `connection_setup` for a `generate:false` WebSocket warm-up, every metric otherwise.
+/// Shared with readers that want raw samples (e.g. `compare`'s resampling), so both see
+/// exactly the same population.
+pub fn request_statistics(r: &RequestRecord) -> Vec<(Metric, u64)> {
+    if r.warmup || !r.is_ok() {
+        return Vec::new();
+    }
+    if r.kind == RequestKind::Warmup {
+        let m = Metric::ConnectionSetup;
+        return m.request_samples(r).into_iter().map(|v| (m, v)).collect();
+    }
+    Metric::ALL
+        .into_iter()
+        .flat_map(|m| m.request_samples(r).into_iter().map(move |v| (m, v)))
+        .collect()
+}
+
+/// The `session_wall` sample of a session, ns: `None` for warm-up sessions and sessions
+/// with a failed request.
+pub fn session_statistics(s: &SessionRecord) -> Option<u64> {
+    if s.warmup || s.failed > 0 {
+        return None;
+    }
+    Metric::SessionWall.session_sample(s)
+}
+
 /// Records → histograms and counters, per cell. Pure and mergeable.
 #[derive(Debug, Clone, Default)]
 pub struct Recorder {
@@ -208,8 +236,8 @@ impl Recorder {
             // real cost of the session, and a failed warm-up is a real failure.
             if r.is_ok() {
                 cell.warmup_requests += 1;
-                for v in Metric::ConnectionSetup.request_samples(r) {
-                    cell.record(Metric::ConnectionSetup, v);
+                for (m, v) in request_statistics(r) {
+                    cell.record(m, v);
                 }
                 return;
             }
@@ -232,10 +260,8 @@ impl Recorder {
                 .entry(src.as_str().to_string())
                 .or_default() += 1;
         }
-        for m in Metric::ALL {
-            for v in m.request_samples(r) {
-                cell.record(m, v);
-            }
+        for (m, v) in request_statistics(r) {
+            cell.record(m, v);
         }
     }
 
@@ -254,7 +280,7 @@ impl Recorder {
             cell.failed_sessions += 1;
             return;
         }
-        if let Some(v) = Metric::SessionWall.session_sample(s) {
+        if let Some(v) = session_statistics(s) {
             cell.record(Metric::SessionWall, v);
         }
     }

@@ -17,7 +17,10 @@ use super::{
     SESSIONS_FILE, SUMMARY_FILE,
 };
 use crate::plan::Plan;
-use crate::recorder::{CellKey, Chunk, Metric, Recorder, RequestRecord, SessionRecord, Summary};
+use crate::recorder::{
+    request_statistics, session_statistics, CellKey, Chunk, Metric, Recorder, RequestRecord,
+    SessionRecord, Summary,
+};
 
 /// A results directory, loaded.
 #[derive(Debug, Clone)]
@@ -157,6 +160,27 @@ impl LoadedRun {
             let mut cs = chunks.remove(&row.id).unwrap_or_default();
             cs.sort_by_key(|(i, _)| *i);
             out.push(row.into_record(cs.into_iter().map(|(_, c)| c).collect()));
+        }
+        Ok(out)
+    }
+
+    /// Every raw sample per cell and metric, in stored units, with exactly the recorder's
+    /// inclusion rules ([`request_statistics`], [`session_statistics`]); for resampling
+    /// statistics that histograms cannot give (e.g. bootstrap confidence intervals).
+    pub fn samples(&self) -> Result<BTreeMap<(CellKey, Metric), Vec<u64>>> {
+        let mut out: BTreeMap<(CellKey, Metric), Vec<u64>> = BTreeMap::new();
+        for r in self.records()? {
+            let key = CellKey::new(&r.target, &r.transport);
+            for (m, v) in request_statistics(&r) {
+                out.entry((key.clone(), m)).or_default().push(v);
+            }
+        }
+        for s in self.sessions()? {
+            if let Some(v) = session_statistics(&s) {
+                out.entry((CellKey::new(&s.target, &s.transport), Metric::SessionWall))
+                    .or_default()
+                    .push(v);
+            }
         }
         Ok(out)
     }

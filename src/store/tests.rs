@@ -227,6 +227,14 @@ fn round_trip_rows_histograms_summary_manifest() {
     assert_eq!(run.records().unwrap(), records());
     assert_eq!(run.sessions().unwrap(), sessions());
     assert_eq!(run.chunk_rows().unwrap().count(), 16);
+    // Raw samples hold exactly what the histograms hold.
+    let samples = run.samples().unwrap();
+    assert_eq!(samples.len(), run.histograms.len());
+    for (k, vs) in &samples {
+        let mut h = crate::recorder::new_histogram();
+        vs.iter().for_each(|v| h.record(*v).unwrap());
+        assert_eq!(&h, &run.histograms[k], "{k:?}");
+    }
     // A recorder rebuilt from the CSVs summarises to the same numbers.
     assert_eq!(
         Summary::from_recorder(&run.recorder().unwrap()),
