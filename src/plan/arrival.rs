@@ -4,7 +4,7 @@
 //! Poisson offsets (exponential gaps with a given mean, seeded). The driver measures every
 //! request from these intended times, so a late dispatch shows up as dispatch lag and in
 //! TTFT instead of being hidden (coordinated omission).
-//! Depends only on the seeded [`Rng`](crate::rng::Rng).
+//! Depends only on the seeded `crate::rng::Rng`.
 
 use std::time::Duration;
 

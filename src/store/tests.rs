@@ -299,8 +299,29 @@ fn interrupted_status_and_unfinished_runs() {
     drop(w);
     let died = LoadedRun::open(&died_dir).unwrap();
     assert!(died.rebuilt);
+    assert_eq!(died.skipped_rows, 0);
     assert_eq!(died.manifest.status, RunStatus::Running);
     assert_eq!(died.summary, Summary::from_recorder(&rec));
+
+    // Killed mid-row: half a row at the end of requests.csv is skipped and counted; the
+    // same damage in a finished run is an error.
+    let csv_path = died_dir.join(REQUESTS_FILE);
+    let mut text = std::fs::read_to_string(&csv_path).unwrap();
+    text.push_str("99,sim-wafer,ht");
+    std::fs::write(&csv_path, &text).unwrap();
+    let torn = LoadedRun::open(&died_dir).unwrap();
+    assert_eq!(torn.skipped_rows, 1);
+    assert_eq!(torn.summary, Summary::from_recorder(&rec));
+    let finished_csv = dir.join(REQUESTS_FILE);
+    let mut text = std::fs::read_to_string(&finished_csv).unwrap();
+    text.push_str("99,sim-wafer,ht");
+    std::fs::write(&finished_csv, &text).unwrap();
+    let run = LoadedRun::open(&dir).unwrap();
+    let err = run.records().unwrap_err().to_string();
+    assert!(
+        err.contains("requests.csv") && err.contains("bad row"),
+        "{err}"
+    );
 }
 
 #[test]
