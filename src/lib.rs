@@ -25,6 +25,7 @@ pub mod recorder;
 pub mod rng;
 pub mod timer;
 pub mod tls;
+pub mod sim;
 pub mod units;
 pub mod cli;
 pub mod commands;
