@@ -3,3 +3,5 @@
 mod common;
 mod sim_client;
 mod sim_wire;
+mod sim_faults;
+mod sim_ws;
