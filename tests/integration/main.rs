@@ -5,3 +5,5 @@ mod sim_client;
 mod sim_wire;
 mod sim_faults;
 mod sim_ws;
+mod sim_rates;
+mod sim_link;
