@@ -7,3 +7,4 @@ mod sim_faults;
 mod sim_ws;
 mod sim_rates;
 mod sim_link;
+mod sim_cli;
