@@ -19,13 +19,13 @@
 //! Shared infrastructure: [`link`] (user-space WAN emulation), [`timer`] (sub-ms sleeps),
 //! [`tls`], [`rng`], [`units`].
 
+pub mod cli;
+pub mod commands;
 pub mod link;
 pub mod plan;
 pub mod recorder;
 pub mod rng;
+pub mod sim;
 pub mod timer;
 pub mod tls;
-pub mod sim;
 pub mod units;
-pub mod cli;
-pub mod commands;

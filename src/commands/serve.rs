@@ -32,6 +32,23 @@ pub async fn execute(args: ServeArgs) -> anyhow::Result<u8> {
     let addr = listener.local_addr()?;
     let scheme = if args.tls { "https" } else { "http" };
     let base = format!("{scheme}://{addr}/v1");
+    // Printing is best effort: a closed stdout (e.g. a parent that read the URL and went
+    // away) must not stop the server.
+    let _ = print_banner(&cfg, &addr, &base, args.tls);
+    sim::serve(listener, cfg, async {
+        let _ = tokio::signal::ctrl_c().await;
+    })
+    .await?;
+    Ok(super::EXIT_OK)
+}
+
+fn print_banner(
+    cfg: &SimConfig,
+    addr: &std::net::SocketAddr,
+    base: &str,
+    tls: bool,
+) -> anyhow::Result<()> {
+    let _ = tls;
     let mut out = std::io::stdout().lock();
     writeln!(
         out,
@@ -40,8 +57,9 @@ pub async fn execute(args: ServeArgs) -> anyhow::Result<u8> {
     )?;
     if let Some(cert) = &cfg.tls {
         let path = std::env::temp_dir().join(format!("spark-bench-sim-{}.pem", addr.port()));
-        std::fs::write(&path, &cert.cert_pem)
-            .map_err(|e| anyhow::anyhow!("cannot write the certificate to {}: {e}", path.display()))?;
+        std::fs::write(&path, &cert.cert_pem).map_err(|e| {
+            anyhow::anyhow!("cannot write the certificate to {}: {e}", path.display())
+        })?;
         writeln!(out, "certificate (PEM): {}", path.display())?;
         writeln!(
             out,
@@ -57,10 +75,5 @@ pub async fn execute(args: ServeArgs) -> anyhow::Result<u8> {
         )?;
     }
     out.flush()?;
-    drop(out);
-    sim::serve(listener, cfg, async {
-        let _ = tokio::signal::ctrl_c().await;
-    })
-    .await?;
-    Ok(super::EXIT_OK)
+    Ok(())
 }

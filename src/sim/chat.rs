@@ -4,6 +4,9 @@
 //! Owns: the Chat Completions wire format. Does not own: timing (`model`) or HTTP plumbing
 //! (`http`).
 
+// Handlers return a ready error `Response` on their (cold) error path; boxing it buys nothing.
+#![allow(clippy::result_large_err)]
+
 use std::time::Duration;
 
 use http::{Response, StatusCode};
@@ -150,7 +153,10 @@ impl Encoder for ChatEncoder {
             Some((call_id, name)) => {
                 let delta = json!({"tool_calls": [{"index": 0, "id": call_id, "type": "function",
                     "function": {"name": name, "arguments": ""}}]});
-                vec![(String::new(), Value::Object(self.chunk(delta, None)).to_string())]
+                vec![(
+                    String::new(),
+                    Value::Object(self.chunk(delta, None)).to_string(),
+                )]
             }
             None => Vec::new(),
         }
@@ -221,7 +227,10 @@ async fn handle_inner(ctx: Ctx, body: &[u8]) -> Result<Response<Body>, Response<
     let mut last_user = String::new();
     for (i, m) in messages.iter().enumerate() {
         let Some(role) = m.get("role").and_then(Value::as_str) else {
-            return Err(bad(&format!("Missing required parameter: 'messages[{i}].role'."), &format!("messages[{i}].role")));
+            return Err(bad(
+                &format!("Missing required parameter: 'messages[{i}].role'."),
+                &format!("messages[{i}].role"),
+            ));
         };
         let text = m.get("content").map(content_text).unwrap_or_default();
         if role == "user" {
@@ -230,8 +239,16 @@ async fn handle_inner(ctx: Ctx, body: &[u8]) -> Result<Response<Body>, Response<
         prompt.push_str(&text);
         if let Some(calls) = m.get("tool_calls").and_then(Value::as_array) {
             for c in calls {
-                prompt.push_str(c.pointer("/function/name").and_then(Value::as_str).unwrap_or(""));
-                prompt.push_str(c.pointer("/function/arguments").and_then(Value::as_str).unwrap_or(""));
+                prompt.push_str(
+                    c.pointer("/function/name")
+                        .and_then(Value::as_str)
+                        .unwrap_or(""),
+                );
+                prompt.push_str(
+                    c.pointer("/function/arguments")
+                        .and_then(Value::as_str)
+                        .unwrap_or(""),
+                );
             }
         }
         prompt.push('\n');
@@ -243,15 +260,23 @@ async fn handle_inner(ctx: Ctx, body: &[u8]) -> Result<Response<Body>, Response<
     };
     let stream = opt_bool(&ctx, &req, "stream")?.unwrap_or(false);
     let opts = req.get("stream_options");
-    let flag = |k: &str| opts.and_then(|o| o.get(k)).and_then(Value::as_bool).unwrap_or(false);
+    let flag = |k: &str| {
+        opts.and_then(|o| o.get(k))
+            .and_then(Value::as_bool)
+            .unwrap_or(false)
+    };
     let max_output = match opt_u32(&ctx, &req, "max_completion_tokens")? {
         Some(n) => n,
         None => opt_u32(&ctx, &req, "max_tokens")?.unwrap_or(DEFAULT_MAX_OUTPUT),
     };
     let engine = ctx.conn.engine.clone();
     let timing = match ctx.header("x-sim-timing-flavour") {
-        Some(v) => ChatTiming::parse(v)
-            .ok_or_else(|| bad("x-sim-timing-flavour must be none, cerebras or llamacpp.", "x-sim-timing-flavour"))?,
+        Some(v) => ChatTiming::parse(v).ok_or_else(|| {
+            bad(
+                "x-sim-timing-flavour must be none, cerebras or llamacpp.",
+                "x-sim-timing-flavour",
+            )
+        })?,
         None => engine.profile.chat_timing,
     };
     let tool = forced_tool(req.get("tool_choice"), req.get("tools"));
@@ -260,7 +285,11 @@ async fn handle_inner(ctx: Ctx, body: &[u8]) -> Result<Response<Body>, Response<
     let mut fault = ctx.fault()?;
     if fault.is_none() {
         let expected = (max_output as f64 * 0.85 / 2.0) as u32;
-        fault = Fault::draw(&engine.profile.faults, &mut Rng::derive(engine.seed, hash ^ 0xfa17), expected);
+        fault = Fault::draw(
+            &engine.profile.faults,
+            &mut Rng::derive(engine.seed, hash ^ 0xfa17),
+            expected,
+        );
     }
     if let Some(Fault::Status(s)) = fault {
         return Ok(ctx.status_fault(s));
@@ -297,8 +326,14 @@ async fn handle_inner(ctx: Ctx, body: &[u8]) -> Result<Response<Body>, Response<
         });
         return Ok(resp);
     }
-    let RunEnd::Completed(done) = model::run(&engine, &spec, &id, &mut NullSink, &mut enc).await else {
-        return Ok(ctx.error(StatusCode::INTERNAL_SERVER_ERROR, "Simulated failure.", None, Some("server_error")));
+    let RunEnd::Completed(done) = model::run(&engine, &spec, &id, &mut NullSink, &mut enc).await
+    else {
+        return Ok(ctx.error(
+            StatusCode::INTERNAL_SERVER_ERROR,
+            "Simulated failure.",
+            None,
+            Some("server_error"),
+        ));
     };
     let message = match &enc.tool {
         Some((call_id, name)) => json!({"role": "assistant", "content": null, "tool_calls": [

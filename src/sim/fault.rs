@@ -102,7 +102,14 @@ mod tests {
 
     #[test]
     fn parses_every_kind_and_round_trips() {
-        for s in ["status=429", "status=500", "reset-after=3", "stall=5s", "malformed-after=2", "ws-close-1011-after=4"] {
+        for s in [
+            "status=429",
+            "status=500",
+            "reset-after=3",
+            "stall=5s",
+            "malformed-after=2",
+            "ws-close-1011-after=4",
+        ] {
             assert_eq!(Fault::parse(s).unwrap().spec(), s);
         }
         for bad in ["", "status=200", "reset-after=x", "boom=1"] {

@@ -4,6 +4,9 @@
 //! switch), the JSON error shape, common headers (`x-request-id`, `openai-processing-ms`),
 //! and the SSE [`Sink`]. Does not own: the APIs' semantics (`chat`, `responses`, `ws`).
 
+// Handlers return a ready error `Response` on their (cold) error path; boxing it buys nothing.
+#![allow(clippy::result_large_err)]
+
 use std::convert::Infallible;
 use std::pin::Pin;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -96,7 +99,13 @@ impl Ctx {
     }
 
     /// The provider's error shape `{"error":{message,type,param,code}}`.
-    pub fn error(&self, status: StatusCode, message: &str, param: Option<&str>, code: Option<&str>) -> Response<Body> {
+    pub fn error(
+        &self,
+        status: StatusCode,
+        message: &str,
+        param: Option<&str>,
+        code: Option<&str>,
+    ) -> Response<Body> {
         let kind = match status.as_u16() {
             429 => "rate_limit_exceeded",
             401 => "authentication_error",
@@ -104,7 +113,11 @@ impl Ctx {
             s if s >= 500 => "server_error",
             _ => "invalid_request_error",
         };
-        let kind = if status == StatusCode::BAD_REQUEST { "invalid_request_error" } else { kind };
+        let kind = if status == StatusCode::BAD_REQUEST {
+            "invalid_request_error"
+        } else {
+            kind
+        };
         self.json(
             status,
             &json!({"error": {"message": message, "type": kind, "param": param, "code": code}}),
@@ -120,20 +133,39 @@ impl Ctx {
                 None,
                 Some("rate_limit_exceeded"),
             );
-            r.headers_mut().insert("retry-after", HeaderValue::from_static("1"));
+            r.headers_mut()
+                .insert("retry-after", HeaderValue::from_static("1"));
             r
         } else {
             let s = StatusCode::from_u16(status).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR);
-            self.error(s, "The server had an error while processing your request (simulated).", None, Some("server_error"))
+            self.error(
+                s,
+                "The server had an error while processing your request (simulated).",
+                None,
+                Some("server_error"),
+            )
         }
     }
 
     /// An SSE response whose body is fed by the returned sink.
     pub fn sse(&self) -> (Response<Body>, SseSink) {
         let (tx, rx) = mpsc::channel(SSE_BUFFER);
-        let mut r = self.respond(StatusCode::OK, "text/event-stream; charset=utf-8", ChannelBody(rx).boxed());
-        r.headers_mut().insert(http::header::CACHE_CONTROL, HeaderValue::from_static("no-cache"));
-        (r, SseSink { tx, conn: self.conn.clone() })
+        let mut r = self.respond(
+            StatusCode::OK,
+            "text/event-stream; charset=utf-8",
+            ChannelBody(rx).boxed(),
+        );
+        r.headers_mut().insert(
+            http::header::CACHE_CONTROL,
+            HeaderValue::from_static("no-cache"),
+        );
+        (
+            r,
+            SseSink {
+                tx,
+                conn: self.conn.clone(),
+            },
+        )
     }
 }
 
@@ -149,7 +181,10 @@ impl hyper::body::Body for ChannelBody {
     type Data = Bytes;
     type Error = Infallible;
 
-    fn poll_frame(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Option<Result<Frame<Bytes>, Infallible>>> {
+    fn poll_frame(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+    ) -> Poll<Option<Result<Frame<Bytes>, Infallible>>> {
         self.0.poll_recv(cx).map(|o| o.map(|b| Ok(Frame::data(b))))
     }
 }
@@ -172,7 +207,10 @@ impl Sink for SseSink {
     }
 
     async fn send_raw(&mut self, data: String) -> Result<Instant, ()> {
-        self.tx.send(Bytes::from(format!("data: {data}\n\n"))).await.map_err(|_| ())?;
+        self.tx
+            .send(Bytes::from(format!("data: {data}\n\n")))
+            .await
+            .map_err(|_| ())?;
         Ok(Instant::now())
     }
 
@@ -184,6 +222,9 @@ impl Sink for SseSink {
             tokio::time::sleep(Duration::from_millis(2)).await;
             self.conn.reset.store(true, Ordering::SeqCst);
             self.conn.kill.cancel();
+            // Keep the body open until the connection is gone, or hyper could still end
+            // the body cleanly when this sender is dropped.
+            self.tx.closed().await;
         }
     }
 }
@@ -202,10 +243,18 @@ impl Sink for NullSink {
 }
 
 /// Parses a JSON body; the error is a ready 400 response.
-pub(crate) fn parse_json(ctx: &Ctx, body: &[u8]) -> Result<serde_json::Map<String, Value>, Response<Body>> {
+pub(crate) fn parse_json(
+    ctx: &Ctx,
+    body: &[u8],
+) -> Result<serde_json::Map<String, Value>, Response<Body>> {
     match serde_json::from_slice::<Value>(body) {
         Ok(Value::Object(m)) => Ok(m),
-        Ok(_) => Err(ctx.error(StatusCode::BAD_REQUEST, "The request body must be a JSON object.", None, None)),
+        Ok(_) => Err(ctx.error(
+            StatusCode::BAD_REQUEST,
+            "The request body must be a JSON object.",
+            None,
+            None,
+        )),
         Err(e) => Err(ctx.error(
             StatusCode::BAD_REQUEST,
             &format!("We could not parse the JSON body of your request: {e}"),
@@ -216,7 +265,10 @@ pub(crate) fn parse_json(ctx: &Ctx, body: &[u8]) -> Result<serde_json::Map<Strin
 }
 
 /// The hyper service: one call per request.
-pub(crate) async fn handle(conn: Arc<Conn>, req: Request<Incoming>) -> Result<Response<Body>, Infallible> {
+pub(crate) async fn handle(
+    conn: Arc<Conn>,
+    req: Request<Incoming>,
+) -> Result<Response<Body>, Infallible> {
     let (parts, body) = req.into_parts();
     let request_id = conn.engine.next_id("req_");
     let is_upgrade = parts
@@ -231,12 +283,27 @@ pub(crate) async fn handle(conn: Arc<Conn>, req: Request<Incoming>) -> Result<Re
         match Limited::new(body, MAX_BODY).collect().await {
             Ok(c) => c.to_bytes(),
             Err(_) => {
-                let ctx = Ctx { conn, request_id, received_at: Instant::now(), headers: parts.headers.clone() };
-                return Ok(ctx.error(StatusCode::PAYLOAD_TOO_LARGE, "Request body too large or unreadable.", None, None));
+                let ctx = Ctx {
+                    conn,
+                    request_id,
+                    received_at: Instant::now(),
+                    headers: parts.headers.clone(),
+                };
+                return Ok(ctx.error(
+                    StatusCode::PAYLOAD_TOO_LARGE,
+                    "Request body too large or unreadable.",
+                    None,
+                    None,
+                ));
             }
         }
     };
-    let ctx = Ctx { conn, request_id, received_at: Instant::now(), headers: parts.headers.clone() };
+    let ctx = Ctx {
+        conn,
+        request_id,
+        received_at: Instant::now(),
+        headers: parts.headers.clone(),
+    };
     if ctx.conn.engine.profile.require_api_key && ctx.header("authorization").is_none() {
         return Ok(ctx.error(
             StatusCode::UNAUTHORIZED,
@@ -256,7 +323,12 @@ pub(crate) async fn handle(conn: Arc<Conn>, req: Request<Incoming>) -> Result<Re
             let trace = &ctx.conn.engine.trace;
             match trace.get(id) {
                 Some(t) => ctx.json(StatusCode::OK, &t.to_json(trace.origin())),
-                None => ctx.error(StatusCode::NOT_FOUND, &format!("No trace for response id '{id}'."), Some("response_id"), Some("not_found")),
+                None => ctx.error(
+                    StatusCode::NOT_FOUND,
+                    &format!("No trace for response id '{id}'."),
+                    Some("response_id"),
+                    Some("not_found"),
+                ),
             }
         }
         (&Method::POST, "/v1/chat/completions") => super::chat::handle(ctx, &bytes).await,
@@ -270,19 +342,29 @@ pub(crate) async fn handle(conn: Arc<Conn>, req: Request<Incoming>) -> Result<Re
             None,
             None,
         ),
-        (_, p) if ["/v1/models", "/v1/chat/completions", "/v1/responses"].contains(&p) => ctx.error(
-            StatusCode::METHOD_NOT_ALLOWED,
-            &format!("Method {} not allowed on {p}.", parts.method),
+        (_, p) if ["/v1/models", "/v1/chat/completions", "/v1/responses"].contains(&p) => ctx
+            .error(
+                StatusCode::METHOD_NOT_ALLOWED,
+                &format!("Method {} not allowed on {p}.", parts.method),
+                None,
+                None,
+            ),
+        (_, p) => ctx.error(
+            StatusCode::NOT_FOUND,
+            &format!("Unknown path {p}."),
             None,
-            None,
+            Some("unknown_url"),
         ),
-        (_, p) => ctx.error(StatusCode::NOT_FOUND, &format!("Unknown path {p}."), None, Some("unknown_url")),
     };
     Ok(resp)
 }
 
 /// Reads an optional u32 field; wrong types are a 400 naming the field.
-pub(crate) fn opt_u32(ctx: &Ctx, m: &serde_json::Map<String, Value>, key: &str) -> Result<Option<u32>, Response<Body>> {
+pub(crate) fn opt_u32(
+    ctx: &Ctx,
+    m: &serde_json::Map<String, Value>,
+    key: &str,
+) -> Result<Option<u32>, Response<Body>> {
     match m.get(key) {
         None | Some(Value::Null) => Ok(None),
         Some(v) => match v.as_u64() {
@@ -298,7 +380,11 @@ pub(crate) fn opt_u32(ctx: &Ctx, m: &serde_json::Map<String, Value>, key: &str) 
 }
 
 /// Reads an optional bool field; wrong types are a 400 naming the field.
-pub(crate) fn opt_bool(ctx: &Ctx, m: &serde_json::Map<String, Value>, key: &str) -> Result<Option<bool>, Response<Body>> {
+pub(crate) fn opt_bool(
+    ctx: &Ctx,
+    m: &serde_json::Map<String, Value>,
+    key: &str,
+) -> Result<Option<bool>, Response<Body>> {
     match m.get(key) {
         None | Some(Value::Null) => Ok(None),
         Some(Value::Bool(b)) => Ok(Some(*b)),

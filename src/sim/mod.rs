@@ -101,13 +101,21 @@ impl Drop for ConnIo {
 }
 
 impl AsyncRead for ConnIo {
-    fn poll_read(mut self: Pin<&mut Self>, cx: &mut Context<'_>, buf: &mut ReadBuf<'_>) -> Poll<std::io::Result<()>> {
+    fn poll_read(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        buf: &mut ReadBuf<'_>,
+    ) -> Poll<std::io::Result<()>> {
         Pin::new(&mut self.tcp).poll_read(cx, buf)
     }
 }
 
 impl AsyncWrite for ConnIo {
-    fn poll_write(mut self: Pin<&mut Self>, cx: &mut Context<'_>, buf: &[u8]) -> Poll<std::io::Result<usize>> {
+    fn poll_write(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        buf: &[u8],
+    ) -> Poll<std::io::Result<usize>> {
         Pin::new(&mut self.tcp).poll_write(cx, buf)
     }
     fn poll_flush(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<std::io::Result<()>> {
@@ -185,8 +193,9 @@ async fn serve_with_trace(
             let builder = hyper_util::server::conn::auto::Builder::new(TokioExecutor::new());
             let served = builder.serve_connection_with_upgrades(TokioIo::new(io), svc);
             tokio::select! {
-                _ = served => {}
+                biased;
                 _ = kill.cancelled() => {}
+                _ = served => {}
             }
         });
     }

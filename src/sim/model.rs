@@ -154,7 +154,11 @@ pub(crate) enum Break {
 pub(crate) trait Sink: Send {
     /// Sends one event (`event` is the SSE event name, or empty for `data:`-only framing).
     /// Returns the instant the bytes were handed to the connection, or `Err` if it is gone.
-    fn send(&mut self, event: &str, data: String) -> impl Future<Output = Result<Instant, ()>> + Send;
+    fn send(
+        &mut self,
+        event: &str,
+        data: String,
+    ) -> impl Future<Output = Result<Instant, ()>> + Send;
     /// Sends raw bytes that are not a valid event (the `malformed-after` fault).
     fn send_raw(&mut self, data: String) -> impl Future<Output = Result<Instant, ()>> + Send;
     /// Breaks the stream on purpose.
@@ -277,7 +281,11 @@ pub(crate) async fn run<S: Sink, E: Encoder>(
         api_overhead: api_overhead(profile, spec),
         queue: Duration::ZERO,
         prefill: prefill(profile, spec),
-        session_init: if spec.session_init { profile.session_init } else { Duration::ZERO },
+        session_init: if spec.session_init {
+            profile.session_init
+        } else {
+            Duration::ZERO
+        },
         fault: spec.fault.map(|f| f.spec()),
     };
     let end = run_inner(engine, spec, chunks, sink, enc, &mut trace).await;
@@ -357,12 +365,18 @@ async fn run_inner<S: Sink, E: Encoder>(
     RunEnd::Completed(done)
 }
 
-async fn break_stream<S: Sink>(spec: &TurnSpec, sink: &mut S, _trace: &mut ResponseTrace) -> RunEnd {
+async fn break_stream<S: Sink>(
+    spec: &TurnSpec,
+    sink: &mut S,
+    _trace: &mut ResponseTrace,
+) -> RunEnd {
     match spec.fault {
         Some(Fault::ResetAfter(_)) => sink.break_stream(Break::Reset).await,
         Some(Fault::WsClose1011After(_)) => sink.break_stream(Break::Close1011).await,
         Some(Fault::MalformedAfter(_)) => {
-            let _ = sink.send_raw("{\"type\":\"response.output_text.delta\",\"delta\":".to_string()).await;
+            let _ = sink
+                .send_raw("{\"type\":\"response.output_text.delta\",\"delta\":".to_string())
+                .await;
         }
         _ => {}
     }
@@ -422,6 +436,9 @@ mod tests {
         }
         let p = Profile::builtin("wafer").unwrap();
         let a = plan_chunks(&p, &spec(2000), &mut Rng::new(5));
-        assert!(a.iter().any(|c| c.tokens >= 3), "wafer sends several tokens per chunk");
+        assert!(
+            a.iter().any(|c| c.tokens >= 3),
+            "wafer sends several tokens per chunk"
+        );
     }
 }

@@ -219,7 +219,10 @@ impl Profile {
         anyhow::ensure!(pos(self.decode_tok_s), "decode_tok_s must be > 0");
         anyhow::ensure!(pos(self.prefill_tok_s), "prefill_tok_s must be > 0");
         anyhow::ensure!(pos(self.burst_tok_s), "burst_tok_s must be > 0");
-        anyhow::ensure!((0.0..=1.0).contains(&self.burst_prob), "burst_prob must be in [0, 1]");
+        anyhow::ensure!(
+            (0.0..=1.0).contains(&self.burst_prob),
+            "burst_prob must be in [0, 1]"
+        );
         anyhow::ensure!(
             self.step_jitter.is_finite() && (0.0..=2.0).contains(&self.step_jitter),
             "step_jitter must be in [0, 2]"

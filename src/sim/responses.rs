@@ -4,6 +4,9 @@
 //! Owns: the Responses wire format, conversation history and `store=true` chaining over
 //! HTTP. Does not own: the WebSocket connection cache and busy policy (`ws`), timing (`model`).
 
+// Handlers return a ready error `Response` on their (cold) error path; boxing it buys nothing.
+#![allow(clippy::result_large_err)]
+
 use std::time::{Duration, Instant};
 
 use http::{Response, StatusCode};
@@ -45,7 +48,12 @@ impl ApiError {
 
     fn into_http(self, ctx: &Ctx) -> Response<Body> {
         let s = StatusCode::from_u16(self.status).unwrap_or(StatusCode::BAD_REQUEST);
-        ctx.error(s, &self.message, self.param.as_deref(), self.code.as_deref())
+        ctx.error(
+            s,
+            &self.message,
+            self.param.as_deref(),
+            self.code.as_deref(),
+        )
     }
 }
 
@@ -73,22 +81,46 @@ pub(crate) fn parse_create(m: &Map<String, Value>) -> Result<CreateReq, ApiError
     let generate = match m.get("generate") {
         None | Some(Value::Null) => true,
         Some(Value::Bool(b)) => *b,
-        Some(_) => return Err(ApiError::bad("Invalid 'generate': expected a boolean.", Some("generate"), Some("invalid_type"))),
+        Some(_) => {
+            return Err(ApiError::bad(
+                "Invalid 'generate': expected a boolean.",
+                Some("generate"),
+                Some("invalid_type"),
+            ))
+        }
     };
     let input = match m.get("input") {
-        None | Some(Value::Null) if !generate || m.contains_key("previous_response_id") => Vec::new(),
-        None | Some(Value::Null) => return Err(ApiError::bad("Missing required parameter: 'input'.", Some("input"), Some("missing_required_parameter"))),
-        Some(Value::String(s)) => vec![json!({"type": "message", "role": "user", "content": [{"type": "input_text", "text": s}]})],
+        None | Some(Value::Null) if !generate || m.contains_key("previous_response_id") => {
+            Vec::new()
+        }
+        None | Some(Value::Null) => {
+            return Err(ApiError::bad(
+                "Missing required parameter: 'input'.",
+                Some("input"),
+                Some("missing_required_parameter"),
+            ))
+        }
+        Some(Value::String(s)) => vec![
+            json!({"type": "message", "role": "user", "content": [{"type": "input_text", "text": s}]}),
+        ],
         Some(Value::Array(items)) => {
             let mut out = Vec::with_capacity(items.len());
             for (i, it) in items.iter().enumerate() {
                 let Value::Object(o) = it else {
-                    return Err(ApiError::bad(format!("Invalid 'input[{i}]': expected an object."), Some(&format!("input[{i}]")), Some("invalid_type")));
+                    return Err(ApiError::bad(
+                        format!("Invalid 'input[{i}]': expected an object."),
+                        Some(&format!("input[{i}]")),
+                        Some("invalid_type"),
+                    ));
                 };
                 let mut o = o.clone();
                 if !o.contains_key("type") {
                     if !o.contains_key("role") {
-                        return Err(ApiError::bad(format!("Invalid 'input[{i}]': missing 'type'."), Some(&format!("input[{i}].type")), Some("missing_required_parameter")));
+                        return Err(ApiError::bad(
+                            format!("Invalid 'input[{i}]': missing 'type'."),
+                            Some(&format!("input[{i}].type")),
+                            Some("missing_required_parameter"),
+                        ));
                     }
                     o.insert("type".into(), json!("message"));
                 }
@@ -96,27 +128,47 @@ pub(crate) fn parse_create(m: &Map<String, Value>) -> Result<CreateReq, ApiError
             }
             out
         }
-        Some(_) => return Err(ApiError::bad("Invalid 'input': expected a string or an array of items.", Some("input"), Some("invalid_type"))),
+        Some(_) => {
+            return Err(ApiError::bad(
+                "Invalid 'input': expected a string or an array of items.",
+                Some("input"),
+                Some("invalid_type"),
+            ))
+        }
     };
     let str_field = |k: &str| -> Result<Option<String>, ApiError> {
         match m.get(k) {
             None | Some(Value::Null) => Ok(None),
             Some(Value::String(s)) => Ok(Some(s.clone())),
-            Some(_) => Err(ApiError::bad(format!("Invalid '{k}': expected a string."), Some(k), Some("invalid_type"))),
+            Some(_) => Err(ApiError::bad(
+                format!("Invalid '{k}': expected a string."),
+                Some(k),
+                Some("invalid_type"),
+            )),
         }
     };
     let bool_field = |k: &str, default: bool| -> Result<bool, ApiError> {
         match m.get(k) {
             None | Some(Value::Null) => Ok(default),
             Some(Value::Bool(b)) => Ok(*b),
-            Some(_) => Err(ApiError::bad(format!("Invalid '{k}': expected a boolean."), Some(k), Some("invalid_type"))),
+            Some(_) => Err(ApiError::bad(
+                format!("Invalid '{k}': expected a boolean."),
+                Some(k),
+                Some("invalid_type"),
+            )),
         }
     };
     let max_output = match m.get("max_output_tokens") {
         None | Some(Value::Null) => DEFAULT_MAX_OUTPUT,
         Some(v) => match v.as_u64() {
             Some(n) if n >= 1 => n.min(1_000_000) as u32,
-            _ => return Err(ApiError::bad("Invalid 'max_output_tokens': expected a positive integer.", Some("max_output_tokens"), Some("invalid_value"))),
+            _ => {
+                return Err(ApiError::bad(
+                    "Invalid 'max_output_tokens': expected a positive integer.",
+                    Some("max_output_tokens"),
+                    Some("invalid_value"),
+                ))
+            }
         },
     };
     let mut hashed = m.clone();
@@ -142,7 +194,12 @@ pub(crate) fn parse_create(m: &Map<String, Value>) -> Result<CreateReq, ApiError
 pub(crate) fn item_text(item: &Value) -> String {
     match item.get("type").and_then(Value::as_str) {
         Some("function_call") => {
-            let s = |k: &str| item.get(k).and_then(Value::as_str).unwrap_or("").to_string();
+            let s = |k: &str| {
+                item.get(k)
+                    .and_then(Value::as_str)
+                    .unwrap_or("")
+                    .to_string()
+            };
             s("name") + &s("arguments")
         }
         Some("function_call_output") => match item.get("output") {
@@ -177,13 +234,24 @@ pub(crate) struct Continuation<'a> {
 }
 
 /// Builds the spec and encoder of a turn.
-pub(crate) fn prepare(engine: &Engine, req: &CreateReq, cont: Continuation<'_>, received_at: Instant, fault: Option<Fault>, timing_metrics: bool) -> Prepared {
+pub(crate) fn prepare(
+    engine: &Engine,
+    req: &CreateReq,
+    cont: Continuation<'_>,
+    received_at: Instant,
+    fault: Option<Fault>,
+    timing_metrics: bool,
+) -> Prepared {
     let mut history: Vec<Value> = cont.prev.map(<[Value]>::to_vec).unwrap_or_default();
     history.extend(req.input.iter().cloned());
     let instr = text::count(&req.instructions);
     let input_tokens = instr + tokens_of(&history);
     let new_tokens = tokens_of(&req.input);
-    let cached = if cont.prev.is_some() { input_tokens - new_tokens } else { 0 };
+    let cached = if cont.prev.is_some() {
+        input_tokens - new_tokens
+    } else {
+        0
+    };
     let last_user = history
         .iter()
         .rev()
@@ -193,17 +261,26 @@ pub(crate) fn prepare(engine: &Engine, req: &CreateReq, cont: Continuation<'_>, 
     let mut fault = fault;
     if fault.is_none() && req.generate {
         let expected = (req.max_output as f64 * 0.85 / 2.0) as u32;
-        fault = Fault::draw(&engine.profile.faults, &mut Rng::derive(engine.seed, req.hash ^ 0xfa17), expected);
+        fault = Fault::draw(
+            &engine.profile.faults,
+            &mut Rng::derive(engine.seed, req.hash ^ 0xfa17),
+            expected,
+        );
     }
     let id = engine.next_id("resp_");
     let spec = TurnSpec {
         received_at,
-        api_tokens: if cont.incremental_api { new_tokens } else { input_tokens },
+        api_tokens: if cont.incremental_api {
+            new_tokens
+        } else {
+            input_tokens
+        },
         input_tokens,
         cached_tokens: cached,
         session_init: cont.session_init,
         max_output: req.max_output,
-        content_hash: req.hash ^ content_hash(&[Value::Array(history.clone()).to_string().as_bytes()]),
+        content_hash: req.hash
+            ^ content_hash(&[Value::Array(history.clone()).to_string().as_bytes()]),
         style: Style::for_prompt(&last_user),
         tool: req.tool.clone(),
         fault,
@@ -211,11 +288,17 @@ pub(crate) fn prepare(engine: &Engine, req: &CreateReq, cont: Continuation<'_>, 
     };
     let enc = RespEncoder {
         id: id.clone(),
-        model: req.model.clone().unwrap_or_else(|| engine.profile.model.clone()),
+        model: req
+            .model
+            .clone()
+            .unwrap_or_else(|| engine.profile.model.clone()),
         created_at: unix_now() as u64,
         seq: 0,
         msg_id: engine.next_id("msg_"),
-        tool: req.tool.clone().map(|n| (engine.next_id("call_"), engine.next_id("fc_"), n)),
+        tool: req
+            .tool
+            .clone()
+            .map(|n| (engine.next_id("call_"), engine.next_id("fc_"), n)),
         timing_metrics,
         generate: req.generate,
         echo: json!({
@@ -229,7 +312,12 @@ pub(crate) fn prepare(engine: &Engine, req: &CreateReq, cont: Continuation<'_>, 
         output_item: None,
         usage: Value::Null,
     };
-    Prepared { spec, enc, history, id }
+    Prepared {
+        spec,
+        enc,
+        history,
+        id,
+    }
 }
 
 /// Encodes a response as Responses API events (the same JSON over SSE and WebSocket).
@@ -280,7 +368,9 @@ impl RespEncoder {
 
     fn message_item(&self, status: &str, text: Option<&str>) -> Value {
         let content = match text {
-            Some(t) => json!([{"type": "output_text", "text": t, "annotations": [], "logprobs": []}]),
+            Some(t) => {
+                json!([{"type": "output_text", "text": t, "annotations": [], "logprobs": []}])
+            }
             None => json!([]),
         };
         json!({"id": self.msg_id, "type": "message", "status": status, "role": "assistant", "content": content})
@@ -304,7 +394,10 @@ impl RespEncoder {
             "engine_service_tbt_across_engine_calls_ms": tbt,
             "engine_iapi_tbt_across_engine_calls_ms": tbt,
         }});
-        ("responsesapi.websocket_timing".to_string(), body.to_string())
+        (
+            "responsesapi.websocket_timing".to_string(),
+            body.to_string(),
+        )
     }
 }
 
@@ -322,20 +415,32 @@ impl Encoder for RespEncoder {
     fn before_first(&mut self) -> Vec<(String, String)> {
         if self.tool.is_some() {
             let item = self.call_item("in_progress", "");
-            return vec![self.ev("response.output_item.added", json!({"output_index": 0, "item": item}))];
+            return vec![self.ev(
+                "response.output_item.added",
+                json!({"output_index": 0, "item": item}),
+            )];
         }
         let item = self.message_item("in_progress", None);
         let id = self.msg_id.clone();
         vec![
-            self.ev("response.output_item.added", json!({"output_index": 0, "item": item})),
-            self.ev("response.content_part.added", json!({"item_id": id, "output_index": 0, "content_index": 0,
-                "part": {"type": "output_text", "text": "", "annotations": []}})),
+            self.ev(
+                "response.output_item.added",
+                json!({"output_index": 0, "item": item}),
+            ),
+            self.ev(
+                "response.content_part.added",
+                json!({"item_id": id, "output_index": 0, "content_index": 0,
+                "part": {"type": "output_text", "text": "", "annotations": []}}),
+            ),
         ]
     }
 
     fn delta(&mut self, text: &str, _tokens: u32, _cumulative: u32) -> (String, String) {
         if let Some((_, item_id, _)) = self.tool.clone() {
-            return self.ev("response.function_call_arguments.delta", json!({"item_id": item_id, "output_index": 0, "delta": text}));
+            return self.ev(
+                "response.function_call_arguments.delta",
+                json!({"item_id": item_id, "output_index": 0, "delta": text}),
+            );
         }
         let id = self.msg_id.clone();
         self.ev("response.output_text.delta", json!({"item_id": id, "output_index": 0, "content_index": 0, "delta": text, "logprobs": []}))
@@ -346,16 +451,25 @@ impl Encoder for RespEncoder {
         let mut output = Vec::new();
         if self.generate {
             let item = if let Some((_, item_id, _)) = self.tool.clone() {
-                out.push(self.ev("response.function_call_arguments.done", json!({"item_id": item_id, "output_index": 0, "arguments": d.text})));
+                out.push(self.ev(
+                    "response.function_call_arguments.done",
+                    json!({"item_id": item_id, "output_index": 0, "arguments": d.text}),
+                ));
                 self.call_item("completed", &d.text)
             } else {
                 let id = self.msg_id.clone();
                 out.push(self.ev("response.output_text.done", json!({"item_id": id, "output_index": 0, "content_index": 0, "text": d.text, "logprobs": []})));
-                out.push(self.ev("response.content_part.done", json!({"item_id": id, "output_index": 0, "content_index": 0,
-                    "part": {"type": "output_text", "text": d.text, "annotations": []}})));
+                out.push(self.ev(
+                    "response.content_part.done",
+                    json!({"item_id": id, "output_index": 0, "content_index": 0,
+                    "part": {"type": "output_text", "text": d.text, "annotations": []}}),
+                ));
                 self.message_item("completed", Some(&d.text))
             };
-            out.push(self.ev("response.output_item.done", json!({"output_index": 0, "item": item})));
+            out.push(self.ev(
+                "response.output_item.done",
+                json!({"output_index": 0, "item": item}),
+            ));
             self.output_item = Some(item.clone());
             output.push(item);
         }
@@ -387,13 +501,20 @@ async fn handle_inner(ctx: Ctx, body: &[u8]) -> Result<Response<Body>, Response<
     let req = parse_create(&m).map_err(|e| e.into_http(&ctx))?;
     let engine = ctx.conn.engine.clone();
     let prev = match &req.previous_response_id {
-        Some(id) => Some(engine.store_get(id).ok_or_else(|| ApiError::prev_not_found(id).into_http(&ctx))?),
+        Some(id) => Some(
+            engine
+                .store_get(id)
+                .ok_or_else(|| ApiError::prev_not_found(id).into_http(&ctx))?,
+        ),
         None => None,
     };
     let mut fault = ctx.fault()?;
     if fault.is_none() {
         if let Some(s) = &req.sim_fault {
-            fault = Some(Fault::parse(s).map_err(|e| ApiError::bad(e, Some("sim_fault"), None).into_http(&ctx))?);
+            fault = Some(
+                Fault::parse(s)
+                    .map_err(|e| ApiError::bad(e, Some("sim_fault"), None).into_http(&ctx))?,
+            );
         }
     }
     if let Some(Fault::Status(s)) = fault {
@@ -406,7 +527,19 @@ async fn handle_inner(ctx: Ctx, body: &[u8]) -> Result<Response<Body>, Response<
         incremental_api: false,
         session_init: prev.is_none(),
     };
-    let Prepared { spec, mut enc, history, id } = prepare(&engine, &req, cont, ctx.received_at, fault, ctx.timing_metrics());
+    let Prepared {
+        spec,
+        mut enc,
+        history,
+        id,
+    } = prepare(
+        &engine,
+        &req,
+        cont,
+        ctx.received_at,
+        fault,
+        ctx.timing_metrics(),
+    );
     if let Some(Fault::Status(s)) = spec.fault {
         return Ok(ctx.status_fault(s));
     }
@@ -414,7 +547,8 @@ async fn handle_inner(ctx: Ctx, body: &[u8]) -> Result<Response<Body>, Response<
     if req.stream {
         let (resp, mut sink) = ctx.sse();
         tokio::spawn(async move {
-            if let RunEnd::Completed(_) = model::run(&engine, &spec, &id, &mut sink, &mut enc).await {
+            if let RunEnd::Completed(_) = model::run(&engine, &spec, &id, &mut sink, &mut enc).await
+            {
                 if store {
                     remember(&engine, &id, history, &enc);
                 }
@@ -422,8 +556,14 @@ async fn handle_inner(ctx: Ctx, body: &[u8]) -> Result<Response<Body>, Response<
         });
         return Ok(resp);
     }
-    let RunEnd::Completed(done) = model::run(&engine, &spec, &id, &mut NullSink, &mut enc).await else {
-        return Ok(ctx.error(StatusCode::INTERNAL_SERVER_ERROR, "Simulated failure.", None, Some("server_error")));
+    let RunEnd::Completed(done) = model::run(&engine, &spec, &id, &mut NullSink, &mut enc).await
+    else {
+        return Ok(ctx.error(
+            StatusCode::INTERNAL_SERVER_ERROR,
+            "Simulated failure.",
+            None,
+            Some("server_error"),
+        ));
     };
     let output: Vec<Value> = enc.output_item.iter().cloned().collect();
     let obj = enc.response("completed", output, enc.usage.clone());

@@ -76,8 +76,22 @@ impl Style {
     pub fn for_prompt(prompt: &str) -> Style {
         let p = prompt.to_ascii_lowercase();
         const HINTS: [&str; 16] = [
-            "code", "function", "write", "implement", "rust", "python", "javascript", "fn ",
-            "def ", "class", "bug", "fix", "test", "script", "program", "snake",
+            "code",
+            "function",
+            "write",
+            "implement",
+            "rust",
+            "python",
+            "javascript",
+            "fn ",
+            "def ",
+            "class",
+            "bug",
+            "fix",
+            "test",
+            "script",
+            "program",
+            "snake",
         ];
         if p.trim().is_empty() || HINTS.iter().any(|h| p.contains(h)) {
             Style::Code
@@ -119,7 +133,12 @@ pub fn generate(rng: &mut Rng, n: u32, style: Style) -> Vec<String> {
 
 /// The arguments of a simulated function call, as a JSON string and its tokens.
 pub fn tool_arguments(rng: &mut Rng, function: &str) -> Vec<String> {
-    const PATHS: [&str; 4] = ["src/main.rs", "snake.py", "src/lib/debounce.js", "README.md"];
+    const PATHS: [&str; 4] = [
+        "src/main.rs",
+        "snake.py",
+        "src/lib/debounce.js",
+        "README.md",
+    ];
     const PATTERNS: [&str; 4] = ["fn main", "def step", "debounce", "TODO"];
     let path = PATHS[rng.below(PATHS.len() as u64) as usize];
     let pattern = PATTERNS[rng.below(PATTERNS.len() as u64) as usize];
@@ -146,7 +165,10 @@ mod tests {
         let t = tokenize(corpus::PROSE);
         let avg = corpus::PROSE.len() as f64 / t.len() as f64;
         assert!((3.0..5.0).contains(&avg), "{avg} chars per token");
-        assert_eq!(tokenize("fn main() {"), vec!["fn", " main", "(", ")", " ", "{"]);
+        assert_eq!(
+            tokenize("fn main() {"),
+            vec!["fn", " main", "(", ")", " ", "{"]
+        );
     }
 
     #[test]

@@ -108,7 +108,10 @@ impl Trace {
     /// All kept traces, oldest first.
     pub fn all(&self) -> Vec<ResponseTrace> {
         let g = self.inner.lock().unwrap_or_else(|e| e.into_inner());
-        g.order.iter().filter_map(|id| g.map.get(id).cloned()).collect()
+        g.order
+            .iter()
+            .filter_map(|id| g.map.get(id).cloned())
+            .collect()
     }
 
     pub(crate) fn insert(&self, t: ResponseTrace) {

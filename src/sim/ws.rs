@@ -40,7 +40,10 @@ struct ConnOpts {
 
 /// Answers the upgrade request with 101 and serves the socket in a task.
 pub(crate) fn upgrade(ctx: Ctx, mut req: Request<()>) -> Response<Body> {
-    let key = req.headers().get("sec-websocket-key").map(|k| derive_accept_key(k.as_bytes()));
+    let key = req
+        .headers()
+        .get("sec-websocket-key")
+        .map(|k| derive_accept_key(k.as_bytes()));
     let version_ok = req
         .headers()
         .get("sec-websocket-version")
@@ -54,14 +57,18 @@ pub(crate) fn upgrade(ctx: Ctx, mut req: Request<()>) -> Response<Body> {
         );
     };
     let opts = match ctx.fault() {
-        Ok(fault) => ConnOpts { timing_metrics: ctx.timing_metrics(), fault },
+        Ok(fault) => ConnOpts {
+            timing_metrics: ctx.timing_metrics(),
+            fault,
+        },
         Err(resp) => return resp,
     };
     let on_upgrade = hyper::upgrade::on(&mut req);
     let conn = ctx.conn.clone();
     tokio::spawn(async move {
         if let Ok(upgraded) = on_upgrade.await {
-            let ws = WebSocketStream::from_raw_socket(TokioIo::new(upgraded), Role::Server, None).await;
+            let ws =
+                WebSocketStream::from_raw_socket(TokioIo::new(upgraded), Role::Server, None).await;
             serve_socket(conn, ws, opts).await;
         }
     });
@@ -69,7 +76,10 @@ pub(crate) fn upgrade(ctx: Ctx, mut req: Request<()>) -> Response<Body> {
     let h = r.headers_mut();
     h.remove(http::header::CONTENT_TYPE);
     h.insert(http::header::UPGRADE, HeaderValue::from_static("websocket"));
-    h.insert(http::header::CONNECTION, HeaderValue::from_static("Upgrade"));
+    h.insert(
+        http::header::CONNECTION,
+        HeaderValue::from_static("Upgrade"),
+    );
     if let Ok(v) = HeaderValue::from_str(&accept) {
         h.insert("sec-websocket-accept", v);
     }
@@ -173,17 +183,30 @@ fn fmt_minutes(m: f64) -> String {
     }
 }
 
-async fn on_text(shared: &Arc<Shared>, jobs: &mpsc::UnboundedSender<(Instant, Value)>, received_at: Instant, text: &str) {
+async fn on_text(
+    shared: &Arc<Shared>,
+    jobs: &mpsc::UnboundedSender<(Instant, Value)>,
+    received_at: Instant,
+    text: &str,
+) {
     let v: Value = match serde_json::from_str(text) {
         Ok(v @ Value::Object(_)) => v,
         _ => {
-            let e = ApiError::bad("Invalid JSON in client event; expected an object with a 'type'.", None, Some("invalid_json"));
+            let e = ApiError::bad(
+                "Invalid JSON in client event; expected an object with a 'type'.",
+                None,
+                Some("invalid_json"),
+            );
             let _ = send_text(&shared.tx, envelope(&e)).await;
             return;
         }
     };
     if v.get("type").and_then(Value::as_str) != Some("response.create") {
-        let e = ApiError::bad("Unsupported client event type; expected 'response.create'.", Some("type"), Some("invalid_value"));
+        let e = ApiError::bad(
+            "Unsupported client event type; expected 'response.create'.",
+            Some("type"),
+            Some("invalid_value"),
+        );
         let _ = send_text(&shared.tx, envelope(&e)).await;
         return;
     }
@@ -219,7 +242,13 @@ async fn worker(shared: Arc<Shared>, mut jobs: mpsc::UnboundedReceiver<(Instant,
 }
 
 /// One turn. `Err(Some(e))`: answer with the error envelope; `Err(None)`: the stream broke.
-async fn turn(shared: &Arc<Shared>, cache: &mut Option<Cache>, warm: &mut bool, received_at: Instant, v: Value) -> Result<(), Option<ApiError>> {
+async fn turn(
+    shared: &Arc<Shared>,
+    cache: &mut Option<Cache>,
+    warm: &mut bool,
+    received_at: Instant,
+    v: Value,
+) -> Result<(), Option<ApiError>> {
     let body = match v.get("response") {
         Some(Value::Object(inner)) => inner.clone(),
         _ => match v {
@@ -229,7 +258,9 @@ async fn turn(shared: &Arc<Shared>, cache: &mut Option<Cache>, warm: &mut bool, 
     };
     let req = parse_create(&body).map_err(Some)?;
     let fault = match &req.sim_fault {
-        Some(s) => Some(Fault::parse(s).map_err(|e| Some(ApiError::bad(e, Some("sim_fault"), None)))?),
+        Some(s) => {
+            Some(Fault::parse(s).map_err(|e| Some(ApiError::bad(e, Some("sim_fault"), None)))?)
+        }
         None => shared.opts.fault,
     };
     if let Some(Fault::Status(s)) = fault {
@@ -248,17 +279,39 @@ async fn turn(shared: &Arc<Shared>, cache: &mut Option<Cache>, warm: &mut bool, 
             // responses only), paying the full API processing like HTTP does.
             stored = engine.store_get(id).filter(|_| req.store);
             match &stored {
-                Some(s) => Continuation { prev: Some(s.history.as_slice()), incremental_api: false, session_init: !*warm },
+                Some(s) => Continuation {
+                    prev: Some(s.history.as_slice()),
+                    incremental_api: false,
+                    session_init: !*warm,
+                },
                 None => return Err(Some(ApiError::prev_not_found(id))),
             }
         }
-        None => Continuation { prev: None, incremental_api: false, session_init: !*warm },
+        None => Continuation {
+            prev: None,
+            incremental_api: false,
+            session_init: !*warm,
+        },
     };
-    let Prepared { spec, mut enc, history, id } = prepare(&engine, &req, cont, received_at, fault, shared.opts.timing_metrics);
+    let Prepared {
+        spec,
+        mut enc,
+        history,
+        id,
+    } = prepare(
+        &engine,
+        &req,
+        cont,
+        received_at,
+        fault,
+        shared.opts.timing_metrics,
+    );
     if let Some(Fault::Status(s)) = spec.fault {
         return Err(Some(status_error(s)));
     }
-    let mut sink = WsSink { shared: shared.clone() };
+    let mut sink = WsSink {
+        shared: shared.clone(),
+    };
     match model::run(&engine, &spec, &id, &mut sink, &mut enc).await {
         RunEnd::Completed(_) => {
             *warm = true;
@@ -276,9 +329,19 @@ async fn turn(shared: &Arc<Shared>, cache: &mut Option<Cache>, warm: &mut bool, 
 
 fn status_error(s: u16) -> ApiError {
     if s == 429 {
-        ApiError { status: 429, message: "Rate limit reached (simulated). Please try again in 1s.".into(), param: None, code: Some("rate_limit_exceeded".into()) }
+        ApiError {
+            status: 429,
+            message: "Rate limit reached (simulated). Please try again in 1s.".into(),
+            param: None,
+            code: Some("rate_limit_exceeded".into()),
+        }
     } else {
-        ApiError { status: s, message: "The server had an error while processing your request (simulated).".into(), param: None, code: Some("server_error".into()) }
+        ApiError {
+            status: s,
+            message: "The server had an error while processing your request (simulated).".into(),
+            param: None,
+            code: Some("server_error".into()),
+        }
     }
 }
 
@@ -302,7 +365,10 @@ impl Sink for WsSink {
             }
             Break::Close1011 => {
                 let mut g = self.shared.tx.lock().await;
-                let frame = CloseFrame { code: CloseCode::Error, reason: "simulated internal error".into() };
+                let frame = CloseFrame {
+                    code: CloseCode::Error,
+                    reason: "simulated internal error".into(),
+                };
                 let _ = g.send(Message::Close(Some(frame))).await;
             }
         }

@@ -17,28 +17,60 @@ impl Drop for Kill {
 #[tokio::test]
 async fn serve_prints_a_url_and_answers_chat_and_responses() {
     let mut child = Command::new(env!("CARGO_BIN_EXE_spark-bench"))
-        .args(["serve", "--profile", "wafer", "--listen", "127.0.0.1:0", "--seed", "3"])
+        .args([
+            "serve",
+            "--profile",
+            "wafer",
+            "--listen",
+            "127.0.0.1:0",
+            "--seed",
+            "3",
+        ])
         .stdout(Stdio::piped())
         .stderr(Stdio::inherit())
         .spawn()
         .unwrap();
     let stdout = child.stdout.take().unwrap();
     let child = Kill(child);
+    let mut reader = BufReader::new(stdout);
     let mut line = String::new();
-    BufReader::new(stdout).read_line(&mut line).unwrap();
-    assert!(line.starts_with("spark-bench simulator (profile wafer) listening on http://127.0.0.1:"), "{line}");
+    reader.read_line(&mut line).unwrap();
+    // Keep draining stdout: closing the pipe early would make the server's later prints fail.
+    std::thread::spawn(move || std::io::copy(&mut reader, &mut std::io::sink()));
+    assert!(
+        line.starts_with("spark-bench simulator (profile wafer) listening on http://127.0.0.1:"),
+        "{line}"
+    );
     let url = line.trim().rsplit(' ').next().unwrap().to_string();
-    let addr: std::net::SocketAddr = url.trim_start_matches("http://").trim_end_matches("/v1").parse().unwrap();
+    let addr: std::net::SocketAddr = url
+        .trim_start_matches("http://")
+        .trim_end_matches("/v1")
+        .parse()
+        .unwrap();
     let mut c = h1(open(addr, None, None, &[]).await.io).await;
     let r = post(&mut c, "/chat/completions", r#"{"model":"sim","stream":true,"max_tokens":30,"messages":[{"role":"user","content":"hi"}]}"#, &[]).await;
     assert_eq!(r.status, 200);
     assert_eq!(r.events.last().unwrap().data, "[DONE]");
-    let r = post(&mut c, "/responses", r#"{"model":"sim","stream":true,"max_output_tokens":30,"input":"hi"}"#, &[]).await;
-    assert_eq!(r.events.last().unwrap().event.as_deref(), Some("response.completed"));
+    let r = post(
+        &mut c,
+        "/responses",
+        r#"{"model":"sim","stream":true,"max_output_tokens":30,"input":"hi"}"#,
+        &[],
+    )
+    .await;
+    assert_eq!(
+        r.events.last().unwrap().event.as_deref(),
+        Some("response.completed")
+    );
     // The trace is reachable out of process.
-    let id = r.data().last().unwrap()["response"]["id"].as_str().unwrap().to_string();
+    let id = r.data().last().unwrap()["response"]["id"]
+        .as_str()
+        .unwrap()
+        .to_string();
     let t = get(&mut c, &format!("/sim/trace/{id}")).await.json();
     assert!(t["chunk_writes"].as_array().unwrap().len() >= 5);
-    assert!(t["received_at_ns"].as_u64().unwrap() < t["chunk_writes"][0]["at_ns"].as_u64().unwrap());
+    assert!(
+        t["received_at_ns"].as_u64().unwrap() < t["chunk_writes"][0]["at_ns"].as_u64().unwrap()
+    );
     drop(child);
 }

@@ -15,8 +15,14 @@ use spark_bench::sim::{self, Profile, SimConfig, SimHandle};
 use spark_bench::tls::SelfSigned;
 use tokio_tungstenite::tungstenite::Message;
 
+/// Timing-sensitive tests (rates, link phases) hold this so they do not share the two CI
+/// cores with each other.
+pub static SERIAL: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
+
 pub async fn sim(profile: &str) -> SimHandle {
-    sim::spawn(SimConfig::new(Profile::builtin(profile).unwrap())).await.unwrap()
+    sim::spawn(SimConfig::new(Profile::builtin(profile).unwrap()))
+        .await
+        .unwrap()
 }
 
 /// Opens a TCP (+ client-side link) (+ TLS) connection; returns it with the phase times.
@@ -26,7 +32,12 @@ pub struct Opened {
     pub tls: Duration,
 }
 
-pub async fn open(addr: std::net::SocketAddr, cert: Option<&SelfSigned>, link: Option<Link>, alpn: &[&[u8]]) -> Opened {
+pub async fn open(
+    addr: std::net::SocketAddr,
+    cert: Option<&SelfSigned>,
+    link: Option<Link>,
+    alpn: &[&[u8]],
+) -> Opened {
     let t0 = Instant::now();
     let tcp = tokio::net::TcpStream::connect(addr).await.unwrap();
     tcp.set_nodelay(true).unwrap();
@@ -45,13 +56,19 @@ pub async fn open(addr: std::net::SocketAddr, cert: Option<&SelfSigned>, link: O
         let tls = connector.connect(name, io).await.unwrap();
         io = Box::pin(tls);
     }
-    Opened { io, tcp: tcp_t, tls: t1.elapsed() }
+    Opened {
+        io,
+        tcp: tcp_t,
+        tls: t1.elapsed(),
+    }
 }
 
 pub type Sender = hyper::client::conn::http1::SendRequest<Full<Bytes>>;
 
 pub async fn h1(io: BoxIo) -> Sender {
-    let (tx, conn) = hyper::client::conn::http1::handshake(hyper_util::rt::TokioIo::new(io)).await.unwrap();
+    let (tx, conn) = hyper::client::conn::http1::handshake(hyper_util::rt::TokioIo::new(io))
+        .await
+        .unwrap();
     tokio::spawn(async move {
         let _ = conn.await;
     });
@@ -92,7 +109,11 @@ impl Reply {
         serde_json::from_str(&self.body).unwrap_or(Value::Null)
     }
     pub fn data(&self) -> Vec<Value> {
-        self.events.iter().filter(|e| e.data != "[DONE]").map(Ev::json).collect()
+        self.events
+            .iter()
+            .filter(|e| e.data != "[DONE]")
+            .map(Ev::json)
+            .collect()
     }
 }
 
@@ -109,14 +130,20 @@ pub async fn post(tx: &mut Sender, path: &str, body: &str, headers: &[(&str, &st
 }
 
 pub async fn get(tx: &mut Sender, path: &str) -> Reply {
-    let req = http::Request::get(format!("/v1{path}")).header("host", "localhost").body(Full::new(Bytes::new())).unwrap();
+    let req = http::Request::get(format!("/v1{path}"))
+        .header("host", "localhost")
+        .body(Full::new(Bytes::new()))
+        .unwrap();
     send(tx, req).await
 }
 
 async fn send(tx: &mut Sender, req: http::Request<Full<Bytes>>) -> Reply {
     tx.ready().await.unwrap();
     let sent_at = Instant::now();
-    let resp = tx.send_request(req).await.unwrap();
+    let resp = tx
+        .send_request(req)
+        .await
+        .unwrap_or_else(|e| panic!("request failed: {e:?}"));
     let head_at = Instant::now();
     let status = resp.status().as_u16();
     let headers = resp.headers().clone();
@@ -141,7 +168,11 @@ async fn send(tx: &mut Sender, req: http::Request<Full<Bytes>>) -> Reply {
                     while let Some(i) = pending.find("\n\n") {
                         let block: String = pending[..i].to_string();
                         pending.drain(..i + 2);
-                        let mut ev = Ev { at, event: None, data: String::new() };
+                        let mut ev = Ev {
+                            at,
+                            event: None,
+                            data: String::new(),
+                        };
                         for line in block.lines() {
                             if let Some(e) = line.strip_prefix("event: ") {
                                 ev.event = Some(e.to_string());
@@ -155,7 +186,15 @@ async fn send(tx: &mut Sender, req: http::Request<Full<Bytes>>) -> Reply {
             }
         }
     }
-    Reply { sent_at, head_at, status, headers, events, body: text, body_error }
+    Reply {
+        sent_at,
+        head_at,
+        status,
+        headers,
+        events,
+        body: text,
+        body_error,
+    }
 }
 
 pub type Ws = tokio_tungstenite::WebSocketStream<BoxIo>;
@@ -164,7 +203,10 @@ pub async fn ws_over(io: BoxIo, url: &str, headers: &[(&str, &str)]) -> Ws {
     use tokio_tungstenite::tungstenite::client::IntoClientRequest;
     let mut req = url.into_client_request().unwrap();
     for (k, v) in headers {
-        req.headers_mut().insert(http::HeaderName::from_bytes(k.as_bytes()).unwrap(), v.parse().unwrap());
+        req.headers_mut().insert(
+            http::HeaderName::from_bytes(k.as_bytes()).unwrap(),
+            v.parse().unwrap(),
+        );
     }
     tokio_tungstenite::client_async(req, io).await.unwrap().0
 }
@@ -182,10 +224,13 @@ pub async fn ws_send(ws: &mut Ws, v: Value) -> Instant {
 pub async fn ws_until(ws: &mut Ws, until: &str) -> Vec<(Instant, Value)> {
     let mut out = Vec::new();
     loop {
-        let m = tokio::time::timeout(Duration::from_secs(20), ws.next()).await.expect("ws event timeout");
+        let m = tokio::time::timeout(Duration::from_secs(20), ws.next())
+            .await
+            .expect("ws event timeout");
         match m {
             Some(Ok(Message::Text(t))) => {
-                let v: Value = serde_json::from_str(t.as_str()).unwrap_or(Value::String(t.to_string()));
+                let v: Value =
+                    serde_json::from_str(t.as_str()).unwrap_or(Value::String(t.to_string()));
                 let ty = v["type"].as_str().unwrap_or("").to_string();
                 out.push((Instant::now(), v));
                 if ty == until || ty == "error" {
@@ -199,7 +244,9 @@ pub async fn ws_until(ws: &mut Ws, until: &str) -> Vec<(Instant, Value)> {
 }
 
 pub fn types(evs: &[(Instant, Value)]) -> Vec<String> {
-    evs.iter().map(|(_, v)| v["type"].as_str().unwrap_or("?").to_string()).collect()
+    evs.iter()
+        .map(|(_, v)| v["type"].as_str().unwrap_or("?").to_string())
+        .collect()
 }
 
 pub fn create(input: &str, extra: Value) -> Value {

@@ -12,32 +12,77 @@ async fn chat_sse_has_prelude_deltas_finish_usage_done_and_usage_matches_trace()
     let mut c = h1_to(&h).await;
     let r = post(&mut c, "/chat/completions", CHAT, &[]).await;
     assert_eq!(r.status, 200);
-    assert!(r.headers.contains_key("x-request-id") && r.headers.contains_key("openai-processing-ms"));
+    assert!(
+        r.headers.contains_key("x-request-id") && r.headers.contains_key("openai-processing-ms")
+    );
     assert_eq!(r.events.last().unwrap().data, "[DONE]");
     let d = r.data();
-    assert_eq!(d[0]["choices"][0]["delta"], json!({"role": "assistant", "content": ""}));
+    assert_eq!(
+        d[0]["choices"][0]["delta"],
+        json!({"role": "assistant", "content": ""})
+    );
     let n = d.len();
     assert_eq!(d[n - 2]["choices"][0]["finish_reason"], "stop");
     assert_eq!(d[n - 1]["choices"], json!([]));
     let usage = &d[n - 1]["usage"];
-    let content: String = d[1..n - 2].iter().map(|c| c["choices"][0]["delta"]["content"].as_str().unwrap().to_string()).collect();
+    let content: String = d[1..n - 2]
+        .iter()
+        .map(|c| {
+            c["choices"][0]["delta"]["content"]
+                .as_str()
+                .unwrap()
+                .to_string()
+        })
+        .collect();
     let id = d[0]["id"].as_str().unwrap();
     let t = h.trace.get(id).expect("trace");
-    assert_eq!(usage["completion_tokens"].as_u64().unwrap() as u32, t.output_tokens);
-    assert_eq!(t.chunk_writes.iter().map(|w| w.tokens).sum::<u32>(), t.output_tokens);
+    assert_eq!(
+        usage["completion_tokens"].as_u64().unwrap() as u32,
+        t.output_tokens
+    );
+    assert_eq!(
+        t.chunk_writes.iter().map(|w| w.tokens).sum::<u32>(),
+        t.output_tokens
+    );
     assert_eq!(t.chunk_writes.len(), n - 3);
     assert!((42..=60).contains(&t.output_tokens), "{}", t.output_tokens);
-    assert_eq!(t.chunk_writes.iter().map(|w| w.text.as_str()).collect::<String>(), content);
-    assert_eq!(usage["prompt_tokens"].as_u64().unwrap() as u32, t.input_tokens);
-    assert_eq!(t.input_tokens, spark_bench::sim::text::count("be brief\nWrite a snake game in Python\n"));
+    assert_eq!(
+        t.chunk_writes
+            .iter()
+            .map(|w| w.text.as_str())
+            .collect::<String>(),
+        content
+    );
+    assert_eq!(
+        usage["prompt_tokens"].as_u64().unwrap() as u32,
+        t.input_tokens
+    );
+    assert_eq!(
+        t.input_tokens,
+        spark_bench::sim::text::count("be brief\nWrite a snake game in Python\n")
+    );
     // Same request, same seed: same text.
     let r2 = post(&mut c, "/chat/completions", CHAT, &[]).await;
-    let content2: String = r2.data()[1..r2.data().len() - 2].iter().map(|c| c["choices"][0]["delta"]["content"].as_str().unwrap().to_string()).collect();
+    let content2: String = r2.data()[1..r2.data().len() - 2]
+        .iter()
+        .map(|c| {
+            c["choices"][0]["delta"]["content"]
+                .as_str()
+                .unwrap()
+                .to_string()
+        })
+        .collect();
     assert_eq!(content, content2);
     // Trace over HTTP.
     let tj = get(&mut c, &format!("/sim/trace/{id}")).await.json();
-    assert_eq!(tj["output_tokens"].as_u64().unwrap() as u32, t.output_tokens);
-    assert_eq!(tj["chunk_writes"].as_array().unwrap().len(), t.chunk_writes.len());
+    assert_eq!(
+        tj["output_tokens"].as_u64().unwrap() as u32,
+        t.output_tokens
+    );
+    assert_eq!(
+        tj["chunk_writes"].as_array().unwrap().len(),
+        t.chunk_writes.len()
+    );
     let models = get(&mut c, "/models").await.json();
     assert_eq!(models["data"][0]["id"], "sim-fast");
 }
@@ -47,7 +92,13 @@ async fn chat_continuous_usage_timing_flavours_non_stream_and_tool_calls() {
     let h = sim("fast").await;
     let mut c = h1_to(&h).await;
     let body = r#"{"model":"sim","stream":true,"max_tokens":30,"stream_options":{"include_usage":true,"continuous_usage_stats":true},"messages":[{"role":"user","content":"hi"}]}"#;
-    let r = post(&mut c, "/chat/completions", body, &[("x-sim-timing-flavour", "cerebras")]).await;
+    let r = post(
+        &mut c,
+        "/chat/completions",
+        body,
+        &[("x-sim-timing-flavour", "cerebras")],
+    )
+    .await;
     let d = r.data();
     let mut prev = 0;
     for ch in &d[1..d.len() - 2] {
@@ -57,22 +108,49 @@ async fn chat_continuous_usage_timing_flavours_non_stream_and_tool_calls() {
     }
     let last = d.last().unwrap();
     assert_eq!(last["usage"]["completion_tokens"].as_u64().unwrap(), prev);
-    for k in ["queue_time", "prompt_time", "completion_time", "total_time", "created"] {
+    for k in [
+        "queue_time",
+        "prompt_time",
+        "completion_time",
+        "total_time",
+        "created",
+    ] {
         assert!(last["time_info"][k].is_number(), "{k}");
     }
-    let r = post(&mut c, "/chat/completions", body, &[("x-sim-timing-flavour", "llamacpp")]).await;
+    let r = post(
+        &mut c,
+        "/chat/completions",
+        body,
+        &[("x-sim-timing-flavour", "llamacpp")],
+    )
+    .await;
     let d = r.data();
     let fin = &d[d.len() - 2];
     assert_eq!(fin["choices"][0]["finish_reason"], "stop");
-    assert_eq!(fin["timings"]["predicted_n"], d.last().unwrap()["usage"]["completion_tokens"]);
+    assert_eq!(
+        fin["timings"]["predicted_n"],
+        d.last().unwrap()["usage"]["completion_tokens"]
+    );
     assert!(fin["timings"]["prompt_ms"].is_number());
     // Non-streamed.
-    let r = post(&mut c, "/chat/completions", r#"{"model":"sim","max_tokens":20,"messages":[{"role":"user","content":"hi"}]}"#, &[]).await;
+    let r = post(
+        &mut c,
+        "/chat/completions",
+        r#"{"model":"sim","max_tokens":20,"messages":[{"role":"user","content":"hi"}]}"#,
+        &[],
+    )
+    .await;
     let j = r.json();
     assert_eq!(j["object"], "chat.completion");
     let t = h.trace.get(j["id"].as_str().unwrap()).unwrap();
-    assert_eq!(j["usage"]["completion_tokens"].as_u64().unwrap() as u32, t.output_tokens);
-    assert_eq!(spark_bench::sim::text::count(j["choices"][0]["message"]["content"].as_str().unwrap()) > 0, true);
+    assert_eq!(
+        j["usage"]["completion_tokens"].as_u64().unwrap() as u32,
+        t.output_tokens
+    );
+    let text = j["choices"][0]["message"]["content"].as_str().unwrap();
+    assert!(!text.is_empty());
+    assert_eq!(t.chunk_writes.len(), 1, "a non-streamed body is one write");
+    assert_eq!(t.chunk_writes[0].text, text);
     // Forced tool call, with a tool message in the history.
     let body = json!({"model":"sim","stream":true,"messages":[
         {"role":"user","content":"find main"},
@@ -85,19 +163,42 @@ async fn chat_continuous_usage_timing_flavours_non_stream_and_tool_calls() {
     let first = &d[1]["choices"][0]["delta"]["tool_calls"][0];
     assert!(first["id"].as_str().unwrap().starts_with("call_"));
     assert_eq!(first["function"]["name"], "grep");
-    let args: String = d[1..d.len() - 1].iter().filter_map(|c| c["choices"][0]["delta"]["tool_calls"][0]["function"]["arguments"].as_str()).collect();
+    let args: String = d[1..d.len() - 1]
+        .iter()
+        .filter_map(|c| c["choices"][0]["delta"]["tool_calls"][0]["function"]["arguments"].as_str())
+        .collect();
     assert!(serde_json::from_str::<Value>(&args).is_ok(), "{args}");
-    assert_eq!(d.last().unwrap()["choices"][0]["finish_reason"], "tool_calls");
+    assert_eq!(
+        d.last().unwrap()["choices"][0]["finish_reason"],
+        "tool_calls"
+    );
 }
 
-const RESP_ORDER: [&str; 3] = ["response.created", "response.in_progress", "response.output_item.added"];
+const RESP_ORDER: [&str; 3] = [
+    "response.created",
+    "response.in_progress",
+    "response.output_item.added",
+];
 
 fn check_responses_order(types: &[String]) {
     assert_eq!(&types[..3], &RESP_ORDER);
     assert_eq!(types[3], "response.content_part.added");
     let n = types.len();
-    assert!(types[4..n - 4].iter().all(|t| t == "response.output_text.delta"), "{types:?}");
-    assert_eq!(&types[n - 4..], &["response.output_text.done", "response.content_part.done", "response.output_item.done", "response.completed"]);
+    assert!(
+        types[4..n - 4]
+            .iter()
+            .all(|t| t == "response.output_text.delta"),
+        "{types:?}"
+    );
+    assert_eq!(
+        &types[n - 4..],
+        &[
+            "response.output_text.done",
+            "response.content_part.done",
+            "response.output_item.done",
+            "response.completed"
+        ]
+    );
 }
 
 #[tokio::test]
@@ -117,24 +218,54 @@ async fn responses_sse_order_usage_store_chaining_and_tool_calls() {
     let done = &d.last().unwrap()["response"];
     let id = done["id"].as_str().unwrap();
     let t = h.trace.get(id).unwrap();
-    assert_eq!(done["usage"]["output_tokens"].as_u64().unwrap() as u32, t.output_tokens);
-    assert_eq!(done["usage"]["input_tokens"].as_u64().unwrap() as u32, t.input_tokens);
+    assert_eq!(
+        done["usage"]["output_tokens"].as_u64().unwrap() as u32,
+        t.output_tokens
+    );
+    assert_eq!(
+        done["usage"]["input_tokens"].as_u64().unwrap() as u32,
+        t.input_tokens
+    );
     assert_eq!(done["usage"]["input_tokens_details"]["cached_tokens"], 0);
-    assert_eq!(done["usage"]["output_tokens_details"]["reasoning_tokens"], 0);
-    assert_eq!(t.chunk_writes.len(), types.iter().filter(|t| *t == "response.output_text.delta").count());
+    assert_eq!(
+        done["usage"]["output_tokens_details"]["reasoning_tokens"],
+        0
+    );
+    assert_eq!(
+        t.chunk_writes.len(),
+        types
+            .iter()
+            .filter(|t| *t == "response.output_text.delta")
+            .count()
+    );
     assert!(!r.body.contains("[DONE]"));
     // store=true (the default) chains over HTTP.
     let body2 = json!({"model":"sim","stream":true,"max_output_tokens":10,"previous_response_id":id,"input":"again"});
     let r2 = post(&mut c, "/responses", &body2.to_string(), &[]).await;
     let last = r2.data().last().unwrap().clone();
     assert_eq!(last["type"], "response.completed");
-    let t2 = h.trace.get(last["response"]["id"].as_str().unwrap()).unwrap();
+    let t2 = h
+        .trace
+        .get(last["response"]["id"].as_str().unwrap())
+        .unwrap();
     // Instructions do not carry over a chain; the previous input and output do, as cache.
     let instr = spark_bench::sim::text::count("You code.");
-    assert_eq!(t2.cached_input_tokens, t.input_tokens - instr + t.output_tokens);
-    assert_eq!(t2.input_tokens, t2.cached_input_tokens + spark_bench::sim::text::count("again"));
+    assert_eq!(
+        t2.cached_input_tokens,
+        t.input_tokens - instr + t.output_tokens
+    );
+    assert_eq!(
+        t2.input_tokens,
+        t2.cached_input_tokens + spark_bench::sim::text::count("again")
+    );
     assert_eq!(t2.session_init, std::time::Duration::ZERO);
-    let r3 = post(&mut c, "/responses", r#"{"model":"sim","previous_response_id":"resp_nope","input":"x"}"#, &[]).await;
+    let r3 = post(
+        &mut c,
+        "/responses",
+        r#"{"model":"sim","previous_response_id":"resp_nope","input":"x"}"#,
+        &[],
+    )
+    .await;
     assert_eq!(r3.status, 400);
     assert_eq!(r3.json()["error"]["code"], "previous_response_not_found");
     assert_eq!(r3.json()["error"]["param"], "previous_response_id");
@@ -148,8 +279,15 @@ async fn responses_sse_order_usage_store_chaining_and_tool_calls() {
     let d = r.data();
     assert_eq!(d[2]["item"]["type"], "function_call");
     assert_eq!(d[2]["item"]["name"], "grep");
-    let args: String = d.iter().filter(|e| e["type"] == "response.function_call_arguments.delta").map(|e| e["delta"].as_str().unwrap().to_string()).collect();
-    let done_ev = d.iter().find(|e| e["type"] == "response.function_call_arguments.done").unwrap();
+    let args: String = d
+        .iter()
+        .filter(|e| e["type"] == "response.function_call_arguments.delta")
+        .map(|e| e["delta"].as_str().unwrap().to_string())
+        .collect();
+    let done_ev = d
+        .iter()
+        .find(|e| e["type"] == "response.function_call_arguments.done")
+        .unwrap();
     assert_eq!(done_ev["arguments"].as_str().unwrap(), args);
     let out = &d.last().unwrap()["response"]["output"][0];
     assert_eq!(out["type"], "function_call");
@@ -164,14 +302,30 @@ async fn responses_sse_order_usage_store_chaining_and_tool_calls() {
 async fn timing_metrics_event_on_sse_when_asked() {
     let h = sim("fast").await;
     let mut c = h1_to(&h).await;
-    let r = post(&mut c, "/responses", r#"{"model":"sim","stream":true,"max_output_tokens":10,"input":"hi"}"#, &[("x-responsesapi-include-timing-metrics", "true")]).await;
+    let r = post(
+        &mut c,
+        "/responses",
+        r#"{"model":"sim","stream":true,"max_output_tokens":10,"input":"hi"}"#,
+        &[("x-responsesapi-include-timing-metrics", "true")],
+    )
+    .await;
     let d = r.data();
     let tm = &d[d.len() - 2];
     assert_eq!(tm["type"], "responsesapi.websocket_timing");
-    let t = h.trace.get(d.last().unwrap()["response"]["id"].as_str().unwrap()).unwrap();
-    let api_ms = tm["timing_metrics"]["responses_duration_excl_engine_and_client_tool_time_ms"].as_f64().unwrap();
+    let t = h
+        .trace
+        .get(d.last().unwrap()["response"]["id"].as_str().unwrap())
+        .unwrap();
+    let api_ms = tm["timing_metrics"]["responses_duration_excl_engine_and_client_tool_time_ms"]
+        .as_f64()
+        .unwrap();
     assert!((api_ms - t.api_overhead.as_secs_f64() * 1e3).abs() < 1e-6);
-    assert!(tm["timing_metrics"]["engine_service_ttft_total_ms"].as_f64().unwrap() >= 0.0);
+    assert!(
+        tm["timing_metrics"]["engine_service_ttft_total_ms"]
+            .as_f64()
+            .unwrap()
+            >= 0.0
+    );
 }
 
 #[tokio::test]
@@ -182,11 +336,23 @@ async fn malformed_requests_get_4xx_json_and_garbage_never_kills_the_server() {
         ("/chat/completions", "{bad", ""),
         ("/chat/completions", "[1,2]", ""),
         ("/chat/completions", r#"{"model":"sim"}"#, "messages"),
-        ("/chat/completions", r#"{"model":"sim","messages":[{"content":"x"}]}"#, "messages[0].role"),
-        ("/chat/completions", r#"{"model":"sim","messages":[{"role":"user","content":"x"}],"max_tokens":"many"}"#, "max_tokens"),
+        (
+            "/chat/completions",
+            r#"{"model":"sim","messages":[{"content":"x"}]}"#,
+            "messages[0].role",
+        ),
+        (
+            "/chat/completions",
+            r#"{"model":"sim","messages":[{"role":"user","content":"x"}],"max_tokens":"many"}"#,
+            "max_tokens",
+        ),
         ("/responses", r#"{"model":"sim"}"#, "input"),
         ("/responses", r#"{"model":"sim","input":[3]}"#, "input[0]"),
-        ("/responses", r#"{"model":"sim","input":"x","stream":"yes"}"#, "stream"),
+        (
+            "/responses",
+            r#"{"model":"sim","input":"x","stream":"yes"}"#,
+            "stream",
+        ),
     ];
     for (path, body, param) in cases {
         let r = post(&mut c, path, body, &[]).await;
@@ -201,12 +367,21 @@ async fn malformed_requests_get_4xx_json_and_garbage_never_kills_the_server() {
     let r = get(&mut c, "/nowhere").await;
     assert_eq!(r.status, 404);
     assert!(r.json()["error"]["message"].is_string());
-    let r = post(&mut c, "/chat/completions", r#"{"model":"sim","messages":[{"role":"user","content":"x"}]}"#, &[("x-sim-fault", "explode")]).await;
+    let r = post(
+        &mut c,
+        "/chat/completions",
+        r#"{"model":"sim","messages":[{"role":"user","content":"x"}]}"#,
+        &[("x-sim-fault", "explode")],
+    )
+    .await;
     assert_eq!(r.status, 400);
     assert_eq!(r.json()["error"]["param"], "x-sim-fault");
     // Fuzz-ish: seeded garbage bodies and frames.
     let mut rng = spark_bench::rng::Rng::new(99);
-    let seeds = [CHAT, r#"{"model":"sim","input":"hi","max_output_tokens":3}"#];
+    let seeds = [
+        CHAT,
+        r#"{"model":"sim","input":"hi","max_output_tokens":3}"#,
+    ];
     for i in 0..60 {
         let base = seeds[i % 2].as_bytes();
         let mut b = base.to_vec();
@@ -215,14 +390,29 @@ async fn malformed_requests_get_4xx_json_and_garbage_never_kills_the_server() {
             b[p] = rng.below(256) as u8;
         }
         let body = String::from_utf8_lossy(&b).to_string();
-        let path = if i % 2 == 0 { "/chat/completions" } else { "/responses" };
+        let path = if i % 2 == 0 {
+            "/chat/completions"
+        } else {
+            "/responses"
+        };
         let r = post(&mut c, path, &body, &[]).await;
-        assert!(r.status == 200 || (400..500).contains(&r.status), "{}", r.status);
+        assert!(
+            r.status == 200 || (400..500).contains(&r.status),
+            "{}",
+            r.status
+        );
     }
     let mut ws = ws_to(&h, &[]).await;
     use futures_util::SinkExt;
     use tokio_tungstenite::tungstenite::Message;
-    for junk in ["", "{", "[]", "{\"type\":\"nope\"}", "{\"type\":\"response.create\",\"input\":5}", "\u{0}\u{1}"] {
+    for junk in [
+        "",
+        "{",
+        "[]",
+        "{\"type\":\"nope\"}",
+        "{\"type\":\"response.create\",\"input\":5}",
+        "\u{0}\u{1}",
+    ] {
         ws.send(Message::text(junk)).await.unwrap();
         let evs = ws_until(&mut ws, "error").await;
         let e = &evs.last().unwrap().1;
@@ -230,8 +420,18 @@ async fn malformed_requests_get_4xx_json_and_garbage_never_kills_the_server() {
         assert_eq!(e["status"], 400);
     }
     ws.send(Message::binary(vec![1u8, 2, 3])).await.unwrap();
-    assert_eq!(ws_until(&mut ws, "error").await.last().unwrap().1["type"], "error");
+    assert_eq!(
+        ws_until(&mut ws, "error").await.last().unwrap().1["type"],
+        "error"
+    );
     // Still serving.
     ws_send(&mut ws, create("hi", json!({"max_output_tokens": 5}))).await;
-    assert_eq!(ws_until(&mut ws, "response.completed").await.last().unwrap().1["type"], "response.completed");
+    assert_eq!(
+        ws_until(&mut ws, "response.completed")
+            .await
+            .last()
+            .unwrap()
+            .1["type"],
+        "response.completed"
+    );
 }

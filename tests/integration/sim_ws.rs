@@ -15,7 +15,11 @@ async fn two_turns_chained_from_the_connection_cache_after_a_warm_up() {
     let h = sim("fast").await;
     let mut ws = ws_to(&h, &[]).await;
     // Warm-up: created + completed, no output, and it pays session init now.
-    ws_send(&mut ws, create("Write a snake game", json!({"generate": false}))).await;
+    ws_send(
+        &mut ws,
+        create("Write a snake game", json!({"generate": false})),
+    )
+    .await;
     let evs = ws_until(&mut ws, "response.completed").await;
     assert_eq!(types(&evs), ["response.created", "response.completed"]);
     let warm = &evs[1].1["response"];
@@ -24,10 +28,25 @@ async fn two_turns_chained_from_the_connection_cache_after_a_warm_up() {
     let warm_id = warm["id"].as_str().unwrap().to_string();
     assert!(h.trace.get(&warm_id).unwrap().session_init > Duration::ZERO);
     // Turn 1 chained from the warm-up: no session init, the warm-up input is cached.
-    ws_send(&mut ws, create("", json!({"previous_response_id": warm_id, "input": [], "max_output_tokens": 30}))).await;
+    ws_send(
+        &mut ws,
+        create(
+            "",
+            json!({"previous_response_id": warm_id, "input": [], "max_output_tokens": 30}),
+        ),
+    )
+    .await;
     let evs = ws_until(&mut ws, "response.completed").await;
     let ty = types(&evs);
-    assert_eq!(&ty[..4], ["response.created", "response.in_progress", "response.output_item.added", "response.content_part.added"]);
+    assert_eq!(
+        &ty[..4],
+        [
+            "response.created",
+            "response.in_progress",
+            "response.output_item.added",
+            "response.content_part.added"
+        ]
+    );
     assert_eq!(ty.last().unwrap(), "response.completed");
     for (i, (_, e)) in evs.iter().enumerate() {
         assert_eq!(e["sequence_number"].as_u64().unwrap(), i as u64);
@@ -36,7 +55,10 @@ async fn two_turns_chained_from_the_connection_cache_after_a_warm_up() {
     let id1 = r1["id"].as_str().unwrap().to_string();
     let t1 = h.trace.get(&id1).unwrap();
     assert_eq!(t1.session_init, Duration::ZERO);
-    assert_eq!(r1["usage"]["output_tokens"].as_u64().unwrap() as u32, t1.output_tokens);
+    assert_eq!(
+        r1["usage"]["output_tokens"].as_u64().unwrap() as u32,
+        t1.output_tokens
+    );
     assert_eq!(t1.cached_input_tokens, t1.input_tokens);
     // Turn 2: incremental input (a tool output and a message), chained from turn 1.
     let input = json!([{"type":"function_call_output","call_id":"call_1","output":"ok"},
@@ -46,7 +68,12 @@ async fn two_turns_chained_from_the_connection_cache_after_a_warm_up() {
     let r2 = &evs.last().unwrap().1["response"];
     let t2 = h.trace.get(r2["id"].as_str().unwrap()).unwrap();
     assert_eq!(t2.cached_input_tokens, t1.input_tokens + t1.output_tokens);
-    assert_eq!(r2["usage"]["input_tokens_details"]["cached_tokens"].as_u64().unwrap() as u32, t2.cached_input_tokens);
+    assert_eq!(
+        r2["usage"]["input_tokens_details"]["cached_tokens"]
+            .as_u64()
+            .unwrap() as u32,
+        t2.cached_input_tokens
+    );
     assert_eq!(r2["previous_response_id"], id1.as_str());
     // The nested form is accepted too, and a fresh chain on a warm socket pays no session init.
     ws_send(&mut ws, json!({"type":"response.create","response":{"model":"sim","input":"hi","max_output_tokens":5}})).await;
@@ -54,24 +81,43 @@ async fn two_turns_chained_from_the_connection_cache_after_a_warm_up() {
     assert_eq!(evs.last().unwrap().1["type"], "response.completed");
     // An older id (not the cached one), store=false: not found, and the cache is evicted.
     ws_send(&mut ws, create("x", json!({"previous_response_id": id1}))).await;
-    let e = ws_until(&mut ws, "response.completed").await.pop().unwrap().1;
-    assert_eq!(e, json!({"type":"error","status":400,"error":{"type":"invalid_request_error","code":"previous_response_not_found",
-        "message":format!("Previous response with id '{id1}' not found."),"param":"previous_response_id"}}));
+    let e = ws_until(&mut ws, "response.completed")
+        .await
+        .pop()
+        .unwrap()
+        .1;
+    assert_eq!(
+        e,
+        json!({"type":"error","status":400,"error":{"type":"invalid_request_error","code":"previous_response_not_found",
+        "message":format!("Previous response with id '{id1}' not found."),"param":"previous_response_id"}})
+    );
 }
 
 #[tokio::test]
 async fn first_turn_on_a_cold_socket_pays_session_init_and_ping_gets_pong() {
     let h = sim("fast").await;
     let mut ws = ws_to(&h, &[("x-responsesapi-include-timing-metrics", "true")]).await;
-    ws.send(Message::Ping(b"hello".to_vec().into())).await.unwrap();
-    let pong = tokio::time::timeout(Duration::from_secs(5), ws.next()).await.unwrap().unwrap().unwrap();
+    ws.send(Message::Ping(b"hello".to_vec().into()))
+        .await
+        .unwrap();
+    let pong = tokio::time::timeout(Duration::from_secs(5), ws.next())
+        .await
+        .unwrap()
+        .unwrap()
+        .unwrap();
     assert_eq!(pong, Message::Pong(b"hello".to_vec().into()));
     ws_send(&mut ws, create("hi", json!({"max_output_tokens": 5}))).await;
     let evs = ws_until(&mut ws, "response.completed").await;
     let ty = types(&evs);
     assert_eq!(ty[ty.len() - 2], "responsesapi.websocket_timing");
-    let t = h.trace.get(evs.last().unwrap().1["response"]["id"].as_str().unwrap()).unwrap();
-    assert_eq!(t.session_init, Profile::builtin("fast").unwrap().session_init);
+    let t = h
+        .trace
+        .get(evs.last().unwrap().1["response"]["id"].as_str().unwrap())
+        .unwrap();
+    assert_eq!(
+        t.session_init,
+        Profile::builtin("fast").unwrap().session_init
+    );
 }
 
 #[tokio::test]
@@ -85,8 +131,14 @@ async fn busy_policy_queue_runs_the_second_create_after_the_first() {
     assert_eq!(types(&first)[0], "response.created");
     assert_eq!(types(&second)[0], "response.created");
     assert!(types(&first).iter().all(|t| t != "error"));
-    let id1 = first.last().unwrap().1["response"]["id"].as_str().unwrap().to_string();
-    let id2 = second.last().unwrap().1["response"]["id"].as_str().unwrap().to_string();
+    let id1 = first.last().unwrap().1["response"]["id"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    let id2 = second.last().unwrap().1["response"]["id"]
+        .as_str()
+        .unwrap()
+        .to_string();
     assert_ne!(id1, id2);
     // Ground truth: the second response's first chunk came after the first's last one.
     let (t1, t2) = (h.trace.get(&id1).unwrap(), h.trace.get(&id2).unwrap());
@@ -120,7 +172,15 @@ async fn lifetime_limit_sends_the_error_envelope_then_closes() {
     let e = &evs.last().unwrap().1;
     assert_eq!(e["status"], 400);
     assert_eq!(e["error"]["code"], "websocket_connection_limit_reached");
-    assert!(e["error"]["message"].as_str().unwrap().contains("Create a new websocket connection"));
-    let next = tokio::time::timeout(Duration::from_secs(5), ws.next()).await.unwrap();
-    assert!(matches!(next, Some(Ok(Message::Close(_))) | None | Some(Err(_))), "{next:?}");
+    assert!(e["error"]["message"]
+        .as_str()
+        .unwrap()
+        .contains("Create a new websocket connection"));
+    let next = tokio::time::timeout(Duration::from_secs(5), ws.next())
+        .await
+        .unwrap();
+    assert!(
+        matches!(next, Some(Ok(Message::Close(_))) | None | Some(Err(_))),
+        "{next:?}"
+    );
 }
