@@ -241,7 +241,7 @@ pub(crate) fn plan_chunks(profile: &Profile, spec: &TurnSpec, rng: &mut Rng) -> 
         out.push(PlannedChunk {
             text: tokens[pos..pos + k].concat(),
             tokens: *k as u32,
-            offset: Duration::from_secs_f64(acc),
+            offset: Duration::try_from_secs_f64(acc).unwrap_or(MAX_DELAY).min(MAX_DELAY),
         });
         pos += k;
     }
@@ -250,13 +250,19 @@ pub(crate) fn plan_chunks(profile: &Profile, spec: &TurnSpec, rng: &mut Rng) -> 
 
 /// The API overhead of a request.
 pub(crate) fn api_overhead(profile: &Profile, spec: &TurnSpec) -> Duration {
-    profile.api_base + profile.api_per_input_token * spec.api_tokens
+    let per_token = profile.api_per_input_token.checked_mul(spec.api_tokens).unwrap_or(MAX_DELAY);
+    profile.api_base.saturating_add(per_token).min(MAX_DELAY)
 }
+
+/// No simulated delay exceeds this (keeps deadline arithmetic far from overflow).
+pub(crate) const MAX_DELAY: Duration = Duration::from_secs(3600);
 
 /// Prefill time of a request.
 pub(crate) fn prefill(profile: &Profile, spec: &TurnSpec) -> Duration {
     let uncached = spec.input_tokens.saturating_sub(spec.cached_tokens);
-    Duration::from_secs_f64(uncached as f64 / profile.prefill_tok_s)
+    Duration::try_from_secs_f64(uncached as f64 / profile.prefill_tok_s)
+        .unwrap_or(MAX_DELAY)
+        .min(MAX_DELAY)
 }
 
 /// Runs one generation: pays the API overhead, queues for a slot, prefills, then writes the
@@ -312,7 +318,7 @@ async fn run_inner<S: Sink, E: Encoder>(
     let _permit = engine.slots.acquire().await.ok();
     trace.queue = waiting.elapsed();
     let stall = match spec.fault {
-        Some(Fault::Stall(d)) => d,
+        Some(Fault::Stall(d)) => d.min(MAX_DELAY),
         _ => Duration::ZERO,
     };
     let decode_start = Instant::now() + trace.session_init + trace.prefill + stall;

@@ -127,7 +127,11 @@ struct Shared {
 }
 
 async fn serve_socket(conn: Arc<Conn>, ws: Ws, opts: ConnOpts) {
-    let deadline = Instant::now() + conn.ws_lifetime;
+    let now = Instant::now();
+    // A lifetime too large to represent means "never" (a year is as good as never here).
+    let deadline = now
+        .checked_add(conn.ws_lifetime)
+        .unwrap_or(now + std::time::Duration::from_secs(365 * 86_400));
     let (tx, mut rx) = ws.split();
     let shared = Arc::new(Shared {
         tx: Arc::new(Mutex::new(tx)),
