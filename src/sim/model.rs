@@ -241,7 +241,9 @@ pub(crate) fn plan_chunks(profile: &Profile, spec: &TurnSpec, rng: &mut Rng) -> 
         out.push(PlannedChunk {
             text: tokens[pos..pos + k].concat(),
             tokens: *k as u32,
-            offset: Duration::try_from_secs_f64(acc).unwrap_or(MAX_DELAY).min(MAX_DELAY),
+            offset: Duration::try_from_secs_f64(acc)
+                .unwrap_or(MAX_DELAY)
+                .min(MAX_DELAY),
         });
         pos += k;
     }
@@ -250,7 +252,10 @@ pub(crate) fn plan_chunks(profile: &Profile, spec: &TurnSpec, rng: &mut Rng) -> 
 
 /// The API overhead of a request.
 pub(crate) fn api_overhead(profile: &Profile, spec: &TurnSpec) -> Duration {
-    let per_token = profile.api_per_input_token.checked_mul(spec.api_tokens).unwrap_or(MAX_DELAY);
+    let per_token = profile
+        .api_per_input_token
+        .checked_mul(spec.api_tokens)
+        .unwrap_or(MAX_DELAY);
     profile.api_base.saturating_add(per_token).min(MAX_DELAY)
 }
 

@@ -435,3 +435,96 @@ async fn malformed_requests_get_4xx_json_and_garbage_never_kills_the_server() {
         "response.completed"
     );
 }
+
+#[tokio::test]
+async fn beyond_capacity_requests_queue_fifo() {
+    let mut p = spark_bench::sim::Profile::builtin("fast").unwrap();
+    p.capacity = 1;
+    p.decode_tok_s = 2000.0;
+    let h = spark_bench::sim::spawn(spark_bench::sim::SimConfig::new(p))
+        .await
+        .unwrap();
+    let body = r#"{"model":"sim","stream":true,"max_tokens":100,"messages":[{"role":"user","content":"hi"}]}"#;
+    let (mut a, mut b) = (h1_to(&h).await, h1_to(&h).await);
+    let (ra, rb) = tokio::join!(
+        post(&mut a, "/chat/completions", body, &[]),
+        post(&mut b, "/chat/completions", body, &[])
+    );
+    let ta = h.trace.get(ra.data()[0]["id"].as_str().unwrap()).unwrap();
+    let tb = h.trace.get(rb.data()[0]["id"].as_str().unwrap()).unwrap();
+    let (first, second) = if ta.queue < tb.queue {
+        (ta, tb)
+    } else {
+        (tb, ta)
+    };
+    // The second generation waited for the first one's slot, and started after it ended.
+    assert!(
+        second.queue > std::time::Duration::from_millis(20),
+        "{:?}",
+        second.queue
+    );
+    assert!(second.chunk_writes[0].at >= first.chunk_writes.last().unwrap().at);
+}
+
+#[tokio::test]
+async fn http2_over_tls_via_alpn_streams_sse() {
+    let cert = spark_bench::tls::SelfSigned::generate().unwrap();
+    let mut cfg =
+        spark_bench::sim::SimConfig::new(spark_bench::sim::Profile::builtin("fast").unwrap());
+    cfg.tls = Some(cert.clone());
+    let h = spark_bench::sim::spawn(cfg).await.unwrap();
+    assert!(h.base_url.starts_with("https://127.0.0.1:"));
+    let o = open(h.addr, Some(&cert), None, &[b"h2"]).await;
+    let (mut tx, conn) = hyper::client::conn::http2::handshake(
+        hyper_util::rt::TokioExecutor::new(),
+        hyper_util::rt::TokioIo::new(o.io),
+    )
+    .await
+    .unwrap();
+    tokio::spawn(conn);
+    let req = http::Request::post(format!("{}/responses", h.base_url))
+        .header("content-type", "application/json")
+        .body(http_body_util::Full::new(bytes::Bytes::from(
+            r#"{"model":"sim","stream":true,"max_output_tokens":20,"input":"hi"}"#,
+        )))
+        .unwrap();
+    let resp = tx.send_request(req).await.unwrap();
+    assert_eq!(resp.version(), http::Version::HTTP_2);
+    assert!(resp.headers().contains_key("openai-processing-ms"));
+    use http_body_util::BodyExt;
+    let body = String::from_utf8(
+        resp.into_body()
+            .collect()
+            .await
+            .unwrap()
+            .to_bytes()
+            .to_vec(),
+    )
+    .unwrap();
+    assert!(
+        body.trim_end().ends_with('}') && body.contains("event: response.completed"),
+        "{body}"
+    );
+}
+
+#[tokio::test]
+async fn require_api_key_and_random_profile_faults() {
+    let mut p = spark_bench::sim::Profile::builtin("fast").unwrap();
+    p.require_api_key = true;
+    p.faults.status_429 = 1.0;
+    let h = spark_bench::sim::spawn(spark_bench::sim::SimConfig::new(p))
+        .await
+        .unwrap();
+    let mut c = h1_to(&h).await;
+    let req = http::Request::get("/v1/models")
+        .header("host", "x")
+        .body(http_body_util::Full::new(bytes::Bytes::new()))
+        .unwrap();
+    c.ready().await.unwrap();
+    let r = c.send_request(req).await.unwrap();
+    assert_eq!(r.status(), 401);
+    // `post` sends an Authorization header; every request draws the 429 fault.
+    let r = post(&mut c, "/chat/completions", CHAT, &[]).await;
+    assert_eq!(r.status, 429);
+    assert_eq!(r.json()["error"]["code"], "rate_limit_exceeded");
+}
