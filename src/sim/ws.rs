@@ -237,11 +237,11 @@ async fn worker(shared: Arc<Shared>, mut jobs: mpsc::UnboundedReceiver<(Instant,
         if let Err(e) = result {
             // A failed turn evicts the cache.
             cache = None;
+            shared.busy.store(false, Ordering::SeqCst);
             if let Some(e) = e {
                 let _ = send_text(&shared.tx, envelope(&e)).await;
             }
         }
-        shared.busy.store(!jobs.is_empty(), Ordering::SeqCst);
     }
 }
 
@@ -354,7 +354,12 @@ struct WsSink {
 }
 
 impl Sink for WsSink {
-    async fn send(&mut self, _event: &str, data: String) -> Result<Instant, ()> {
+    async fn send(&mut self, event: &str, data: String) -> Result<Instant, ()> {
+        if event == "response.completed" {
+            // The client may send its next create the moment it reads this event: the
+            // connection must already count as idle then, or `Reject` would refuse it.
+            self.shared.busy.store(false, Ordering::SeqCst);
+        }
         send_text(&self.shared.tx, data).await
     }
 

@@ -184,3 +184,59 @@ async fn lifetime_limit_sends_the_error_envelope_then_closes() {
         "{next:?}"
     );
 }
+
+#[tokio::test]
+async fn reject_policy_accepts_a_create_sent_right_after_completed_and_model_query_is_tolerated() {
+    let mut cfg = SimConfig::new(Profile::builtin("fast").unwrap());
+    cfg.ws_busy_policy = BusyPolicy::Reject;
+    let h = sim::spawn(cfg).await.unwrap();
+    let io = open(h.addr, None, None, &[]).await.io;
+    let mut ws = ws_over(io, &format!("{}?model=sim", h.ws_url()), &[]).await;
+    for i in 0..8 {
+        ws_send(&mut ws, create("x", json!({"max_output_tokens": 5}))).await;
+        let evs = ws_until(&mut ws, "response.completed").await;
+        assert_eq!(
+            evs.last().unwrap().1["type"],
+            "response.completed",
+            "turn {i}: {:?}",
+            types(&evs)
+        );
+    }
+    // A failed turn leaves the connection idle too.
+    ws_send(
+        &mut ws,
+        create("x", json!({"previous_response_id": "resp_missing"})),
+    )
+    .await;
+    assert_eq!(
+        ws_until(&mut ws, "response.completed")
+            .await
+            .last()
+            .unwrap()
+            .1["error"]["code"],
+        "previous_response_not_found"
+    );
+    ws_send(&mut ws, create("x", json!({"max_output_tokens": 5}))).await;
+    assert_eq!(
+        ws_until(&mut ws, "response.completed")
+            .await
+            .last()
+            .unwrap()
+            .1["type"],
+        "response.completed"
+    );
+}
+
+#[tokio::test]
+async fn shutdown_stops_the_server() {
+    let h = crate::sim_client::sim("fast").await;
+    let addr = h.addr;
+    let mut ws = ws_to(&h, &[]).await;
+    h.shutdown().await;
+    assert!(tokio::net::TcpStream::connect(addr).await.is_err());
+    // Open connections are closed too.
+    let end = tokio::time::timeout(Duration::from_secs(5), ws.next())
+        .await
+        .unwrap();
+    assert!(!matches!(end, Some(Ok(Message::Text(_)))), "{end:?}");
+}
