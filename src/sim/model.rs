@@ -340,7 +340,7 @@ async fn run_inner<S: Sink, E: Encoder>(
     let break_after = spec.fault.and_then(|f| f.after_chunks());
     for (i, c) in chunks.iter().enumerate() {
         if break_after == Some(i as u32) {
-            return break_stream(spec, sink, trace).await;
+            return break_stream(spec, sink).await;
         }
         if i == 0 {
             for (ev, data) in enc.before_first() {
@@ -365,7 +365,7 @@ async fn run_inner<S: Sink, E: Encoder>(
         });
     }
     if break_after.is_some_and(|n| n as usize >= chunks.len()) {
-        return break_stream(spec, sink, trace).await;
+        return break_stream(spec, sink).await;
     }
     done.decode = chunks.last().map(|c| c.offset).unwrap_or_default();
     for (ev, data) in enc.finish(&done) {
@@ -376,11 +376,7 @@ async fn run_inner<S: Sink, E: Encoder>(
     RunEnd::Completed(done)
 }
 
-async fn break_stream<S: Sink>(
-    spec: &TurnSpec,
-    sink: &mut S,
-    _trace: &mut ResponseTrace,
-) -> RunEnd {
+async fn break_stream<S: Sink>(spec: &TurnSpec, sink: &mut S) -> RunEnd {
     match spec.fault {
         Some(Fault::ResetAfter(_)) => sink.break_stream(Break::Reset).await,
         Some(Fault::WsClose1011After(_)) => sink.break_stream(Break::Close1011).await,

@@ -308,7 +308,6 @@ pub(crate) fn prepare(
             "max_output_tokens": req.max_output,
             "tool_choice": req.tool_choice,
         }),
-        decode_tok_s: engine.profile.decode_tok_s,
         output_item: None,
         usage: Value::Null,
     };
@@ -332,7 +331,6 @@ pub(crate) struct RespEncoder {
     timing_metrics: bool,
     generate: bool,
     echo: Value,
-    decode_tok_s: f64,
     /// The finished output item (for history and the non-streamed object).
     pub output_item: Option<Value>,
     pub usage: Value,
@@ -385,7 +383,6 @@ impl RespEncoder {
         let ms = |d: Duration| d.as_secs_f64() * 1e3;
         let tbt = ms(d.decode) / (d.output_tokens.max(2) - 1) as f64;
         let engine_total = d.engine_ttft() + d.decode;
-        let _ = self.decode_tok_s;
         let body = json!({"type": "responsesapi.websocket_timing", "timing_metrics": {
             "responses_duration_excl_engine_and_client_tool_time_ms": ms(d.api_overhead),
             "engine_service_total_ms": ms(engine_total),

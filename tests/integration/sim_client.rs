@@ -3,7 +3,6 @@
 
 #![allow(dead_code)]
 
-use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use bytes::Bytes;
@@ -256,8 +255,4 @@ pub fn create(input: &str, extra: Value) -> Value {
         m.extend(e);
     }
     v
-}
-
-pub fn arc<T>(t: T) -> Arc<T> {
-    Arc::new(t)
 }
