@@ -268,6 +268,8 @@ pub(crate) fn prepare(
         );
     }
     let id = engine.next_id("resp_");
+    // Only the conversation's text seeds the draws: item ids differ from run to run.
+    let texts: Vec<String> = history.iter().map(item_text).collect();
     let spec = TurnSpec {
         received_at,
         api_tokens: if cont.incremental_api {
@@ -280,7 +282,7 @@ pub(crate) fn prepare(
         session_init: cont.session_init,
         max_output: req.max_output,
         content_hash: req.hash
-            ^ content_hash(&[Value::Array(history.clone()).to_string().as_bytes()]),
+            ^ content_hash(&texts.iter().map(String::as_bytes).collect::<Vec<_>>()),
         style: Style::for_prompt(&last_user),
         tool: req.tool.clone(),
         fault,

@@ -240,3 +240,45 @@ async fn shutdown_stops_the_server() {
         .unwrap();
     assert!(!matches!(end, Some(Ok(Message::Text(_)))), "{end:?}");
 }
+
+/// Two turns on a fresh server; returns the second turn's text.
+async fn two_turn_text(seed: u64) -> String {
+    let mut cfg = SimConfig::new(Profile::builtin("fast").unwrap());
+    cfg.seed = seed;
+    let h = sim::spawn(cfg).await.unwrap();
+    let mut ws = ws_to(&h, &[]).await;
+    ws_send(
+        &mut ws,
+        create("Write a snake game", json!({"max_output_tokens": 40})),
+    )
+    .await;
+    let evs = ws_until(&mut ws, "response.completed").await;
+    let id = evs.last().unwrap().1["response"]["id"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    ws_send(
+        &mut ws,
+        create(
+            "Add tests",
+            json!({"previous_response_id": id, "max_output_tokens": 40}),
+        ),
+    )
+    .await;
+    let evs = ws_until(&mut ws, "response.completed").await;
+    evs.iter()
+        .filter_map(|(_, v)| v["delta"].as_str())
+        .collect()
+}
+
+#[tokio::test]
+async fn same_seed_and_content_give_the_same_output_across_servers() {
+    let (a, b, c) = (
+        two_turn_text(5).await,
+        two_turn_text(5).await,
+        two_turn_text(6).await,
+    );
+    assert!(!a.is_empty());
+    assert_eq!(a, b);
+    assert_ne!(a, c);
+}
