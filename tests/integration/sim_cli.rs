@@ -74,3 +74,55 @@ async fn serve_prints_a_url_and_answers_chat_and_responses() {
     );
     drop(child);
 }
+
+#[tokio::test]
+async fn serve_tls_prints_the_certificate_path_and_serves_https() {
+    let mut child = Command::new(env!("CARGO_BIN_EXE_spark-bench"))
+        .args([
+            "serve",
+            "--profile",
+            "fast",
+            "--listen",
+            "127.0.0.1:0",
+            "--tls",
+        ])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::inherit())
+        .spawn()
+        .unwrap();
+    let stdout = child.stdout.take().unwrap();
+    let _child = Kill(child);
+    let mut reader = BufReader::new(stdout);
+    let (mut url_line, mut pem_line, mut curl_line) = (String::new(), String::new(), String::new());
+    reader.read_line(&mut url_line).unwrap();
+    reader.read_line(&mut pem_line).unwrap();
+    reader.read_line(&mut curl_line).unwrap();
+    std::thread::spawn(move || std::io::copy(&mut reader, &mut std::io::sink()));
+    let url = url_line.trim().rsplit(' ').next().unwrap().to_string();
+    assert!(url.starts_with("https://127.0.0.1:"), "{url_line}");
+    let pem_path = pem_line
+        .trim()
+        .strip_prefix("certificate (PEM): ")
+        .expect(&pem_line)
+        .to_string();
+    assert!(
+        curl_line.contains(&format!("curl --cacert {pem_path} -N {url}/")),
+        "{curl_line}"
+    );
+    let pem = std::fs::read(&pem_path).unwrap();
+    let cfg = spark_bench::tls::client_config_from_pem(&pem, &[b"http/1.1"]).unwrap();
+    let addr: std::net::SocketAddr = url
+        .trim_start_matches("https://")
+        .trim_end_matches("/v1")
+        .parse()
+        .unwrap();
+    let tcp = tokio::net::TcpStream::connect(addr).await.unwrap();
+    let name = rustls::pki_types::ServerName::try_from("localhost").unwrap();
+    let tls = tokio_rustls::TlsConnector::from(cfg)
+        .connect(name, tcp)
+        .await
+        .unwrap();
+    let mut c = h1(Box::pin(tls)).await;
+    let r = post(&mut c, "/chat/completions", r#"{"model":"sim","stream":true,"max_tokens":10,"messages":[{"role":"user","content":"hi"}]}"#, &[]).await;
+    assert_eq!(r.events.last().unwrap().data, "[DONE]");
+}
