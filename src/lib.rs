@@ -27,6 +27,7 @@ pub mod recorder;
 pub mod rng;
 pub mod scenario;
 pub mod store;
+pub mod sim;
 pub mod timer;
 pub mod tls;
 pub mod units;

@@ -2,3 +2,10 @@
 
 mod common;
 mod data;
+mod sim_cli;
+mod sim_client;
+mod sim_faults;
+mod sim_link;
+mod sim_rates;
+mod sim_wire;
+mod sim_ws;
