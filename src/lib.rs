@@ -19,15 +19,18 @@
 //! Shared infrastructure: [`link`] (user-space WAN emulation), [`timer`] (sub-ms sleeps),
 //! [`tls`], [`rng`], [`units`].
 
+pub mod backend;
+pub mod cli;
+pub mod commands;
+pub mod driver;
 pub mod link;
 pub mod plan;
 pub mod recorder;
 pub mod rng;
+pub mod scenario;
+pub mod store;
+pub mod sim;
 pub mod timer;
 pub mod tls;
-pub mod units;
-pub mod cli;
-pub mod commands;
-pub mod backend;
-pub mod driver;
 pub mod transport;
+pub mod units;

@@ -140,7 +140,11 @@ impl fmt::Display for Link {
         }
         write!(f, "rtt={}", crate::units::fmt_duration_spec(self.rtt))?;
         if !self.jitter.is_zero() {
-            write!(f, ",jitter={}", crate::units::fmt_duration_spec(self.jitter))?;
+            write!(
+                f,
+                ",jitter={}",
+                crate::units::fmt_duration_spec(self.jitter)
+            )?;
         }
         if let Some(bw) = self.bandwidth_bps {
             if bw % 1_000_000 == 0 {
@@ -217,7 +221,8 @@ where
             let mut depart = arrived;
             if let Some(bps) = link.bandwidth_bps {
                 let start = wire_free.max(arrived);
-                let ser = Duration::from_nanos((n as u128 * 8 * 1_000_000_000 / bps as u128) as u64);
+                let ser =
+                    Duration::from_nanos((n as u128 * 8 * 1_000_000_000 / bps as u128) as u64);
                 depart = start + ser;
                 wire_free = depart;
             }
@@ -272,7 +277,13 @@ mod tests {
 
     #[test]
     fn rejects_bad_specs_with_a_hint() {
-        for bad in ["rtt", "rtt=fast", "latency=4ms", "bandwidth=100", "bandwidth=-1mbit"] {
+        for bad in [
+            "rtt",
+            "rtt=fast",
+            "latency=4ms",
+            "bandwidth=100",
+            "bandwidth=-1mbit",
+        ] {
             let e = bad.parse::<Link>().unwrap_err().to_string();
             assert!(e.contains("rtt=40ms"), "{bad}: {e}");
         }
@@ -317,6 +328,10 @@ mod tests {
         let mut got = Vec::new();
         b.read_to_end(&mut got).await.unwrap();
         assert_eq!(got.len(), 100_000);
-        assert!(t0.elapsed() >= Duration::from_millis(95), "{:?}", t0.elapsed());
+        assert!(
+            t0.elapsed() >= Duration::from_millis(95),
+            "{:?}",
+            t0.elapsed()
+        );
     }
 }

@@ -74,7 +74,10 @@ pub fn public_client_config(alpn: &[&[u8]]) -> anyhow::Result<Arc<rustls::Client
 }
 
 /// A client config trusting the certificates in a PEM file (`--cacert`).
-pub fn client_config_from_pem(pem: &[u8], alpn: &[&[u8]]) -> anyhow::Result<Arc<rustls::ClientConfig>> {
+pub fn client_config_from_pem(
+    pem: &[u8],
+    alpn: &[&[u8]],
+) -> anyhow::Result<Arc<rustls::ClientConfig>> {
     let mut roots = rustls::RootCertStore::empty();
     for cert in rustls::pki_types::pem::PemObject::pem_slice_iter(pem) {
         let cert: CertificateDer<'static> = cert?;

@@ -20,7 +20,10 @@ pub const EXIT_INTERRUPTED: u8 = 130;
 
 /// Runs a parsed command line and maps the outcome to an exit code.
 pub fn main(cli: Cli) -> ExitCode {
-    let rt = match tokio::runtime::Builder::new_multi_thread().enable_all().build() {
+    let rt = match tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+    {
         Ok(rt) => rt,
         Err(e) => {
             eprintln!("error: cannot start the async runtime: {e}");

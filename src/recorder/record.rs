@@ -12,7 +12,17 @@ use serde::{Deserialize, Serialize};
 
 /// How requests reach the target.
 #[derive(
-    Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize, clap::ValueEnum,
+    Debug,
+    Clone,
+    Copy,
+    PartialEq,
+    Eq,
+    Hash,
+    PartialOrd,
+    Ord,
+    Serialize,
+    Deserialize,
+    clap::ValueEnum,
 )]
 #[serde(rename_all = "kebab-case")]
 pub enum TransportKind {
@@ -58,7 +68,9 @@ impl std::str::FromStr for TransportKind {
         TransportKind::ALL
             .into_iter()
             .find(|t| t.as_str() == s)
-            .ok_or_else(|| format!("unknown transport {s:?}; use one of: http, http-pooled, http2, ws"))
+            .ok_or_else(|| {
+                format!("unknown transport {s:?}; use one of: http, http-pooled, http2, ws")
+            })
     }
 }
 
@@ -83,8 +95,20 @@ pub enum TokenSource {
     ChunkCount,
 }
 
+impl TokenSource {
+    /// The name used in files and tables.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            TokenSource::ServerUsage => "server-usage",
+            TokenSource::ChunkCount => "chunk-count",
+        }
+    }
+}
+
 /// How a request ended. Failures are data: counted by kind, never folded into latencies.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize, Default)]
+#[derive(
+    Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize, Default,
+)]
 #[serde(rename_all = "kebab-case")]
 pub enum OutcomeKind {
     /// Completed with a terminal success event.
@@ -263,6 +287,28 @@ pub struct RequestRecord {
     pub error: Option<String>,
 }
 
+/// One session (a scripted conversation) as it ran: written to `sessions.csv` and the
+/// source of the `session_wall` metric.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, Default)]
+pub struct SessionRecord {
+    /// Target name.
+    pub target: String,
+    /// Transport name.
+    pub transport: String,
+    /// Session index within its cell (warm-up sessions first).
+    pub session: u32,
+    /// True for warm-up sessions: recorded, excluded from statistics.
+    pub warmup: bool,
+    /// Intended start of the session's first request, ns since run start.
+    pub start_ns: u64,
+    /// End of the session's last request, ns since run start.
+    pub end_ns: u64,
+    /// Requests the session sent.
+    pub requests: u32,
+    /// Requests that did not end `ok` (cancelled ones included).
+    pub failed: u32,
+}
+
 /// Where a request's round-trip overhead figure came from.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "kebab-case")]
@@ -274,6 +320,16 @@ pub enum OverheadSource {
     FirstEventEstimate,
 }
 
+impl OverheadSource {
+    /// The name used in files and tables.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            OverheadSource::ServerTiming => "server-timing",
+            OverheadSource::FirstEventEstimate => "first-event-estimate",
+        }
+    }
+}
+
 impl RequestRecord {
     /// True when the request completed and counts towards latency statistics.
     pub fn is_ok(&self) -> bool {
@@ -282,7 +338,8 @@ impl RequestRecord {
 
     /// TTFT from the intended start (includes any client-side queueing), ns.
     pub fn ttft_ns(&self) -> Option<u64> {
-        self.first_token_ns.map(|t| t.saturating_sub(self.intended_ns))
+        self.first_token_ns
+            .map(|t| t.saturating_sub(self.intended_ns))
     }
 
     /// End-to-end latency from the intended start to the last content token, ns.
@@ -326,10 +383,15 @@ impl RequestRecord {
 
     /// Connection setup paid by this request (DNS + TCP + TLS + WS upgrade), ns.
     pub fn connection_setup_ns(&self) -> u64 {
-        [self.dns_ns, self.tcp_connect_ns, self.tls_handshake_ns, self.ws_upgrade_ns]
-            .iter()
-            .flatten()
-            .sum()
+        [
+            self.dns_ns,
+            self.tcp_connect_ns,
+            self.tls_handshake_ns,
+            self.ws_upgrade_ns,
+        ]
+        .iter()
+        .flatten()
+        .sum()
     }
 
     /// Round-trip overhead, ns, and where it came from: client-observed TTFT (from dispatch)
@@ -343,7 +405,10 @@ impl RequestRecord {
             return Some((o as u64, OverheadSource::ServerTiming));
         }
         let fe = self.first_event_ns?;
-        Some((fe.saturating_sub(self.dispatch_ns), OverheadSource::FirstEventEstimate))
+        Some((
+            fe.saturating_sub(self.dispatch_ns),
+            OverheadSource::FirstEventEstimate,
+        ))
     }
 
     /// Mean tokens per content chunk (a batching / speculative-decoding signature).
@@ -365,9 +430,21 @@ mod tests {
             last_token_ns: Some(400_000),
             output_tokens: 4,
             chunks: vec![
-                Chunk { at_ns: 100_000, tokens: 1, text_bytes: 3 },
-                Chunk { at_ns: 200_000, tokens: 2, text_bytes: 6 },
-                Chunk { at_ns: 400_000, tokens: 1, text_bytes: 3 },
+                Chunk {
+                    at_ns: 100_000,
+                    tokens: 1,
+                    text_bytes: 3,
+                },
+                Chunk {
+                    at_ns: 200_000,
+                    tokens: 2,
+                    text_bytes: 6,
+                },
+                Chunk {
+                    at_ns: 400_000,
+                    tokens: 1,
+                    text_bytes: 3,
+                },
             ],
             ..Default::default()
         }
@@ -382,9 +459,18 @@ mod tests {
         assert_eq!(r.tpot_ns(), Some(100_000.0));
         assert_eq!(r.decode_tok_s(), Some(3.0 * 1e9 / 300_000.0));
         assert_eq!(r.dispatch_lag_ns(), 1_000);
-        assert_eq!(r.overhead_ns(), Some((48_000, OverheadSource::FirstEventEstimate)));
+        assert_eq!(
+            r.overhead_ns(),
+            Some((48_000, OverheadSource::FirstEventEstimate))
+        );
         let mut s = r.clone();
-        s.server_timing = Some(ServerTiming { ttft_ms: Some(0.05), ..Default::default() });
-        assert_eq!(s.overhead_ns(), Some((48_000, OverheadSource::ServerTiming)));
+        s.server_timing = Some(ServerTiming {
+            ttft_ms: Some(0.05),
+            ..Default::default()
+        });
+        assert_eq!(
+            s.overhead_ns(),
+            Some((48_000, OverheadSource::ServerTiming))
+        );
     }
 }

@@ -2,3 +2,13 @@
 
 mod client_interop;
 mod client_peer;
+mod client_sim;
+mod common;
+mod data;
+mod sim_cli;
+mod sim_client;
+mod sim_faults;
+mod sim_link;
+mod sim_rates;
+mod sim_wire;
+mod sim_ws;

@@ -1,0 +1,503 @@
+//! The recorder: request and session records in, one HdrHistogram per metric × cell out,
+//! plus counters by outcome, token source and overhead source.
+//!
+//! Owns: what goes into which histogram (warm-up and failed requests never do), the
+//! counters, merging recorders (shards, repeated runs), and the live snapshot for the
+//! progress display.
+//! Does not own: clocks or I/O (every time arrives on a record), percentiles for people
+//! (see `summary`), or files (see `store`).
+
+use std::collections::BTreeMap;
+
+use hdrhistogram::Histogram;
+use serde::{Deserialize, Serialize};
+
+use super::metrics::Metric;
+use super::record::{OutcomeKind, RequestKind, RequestRecord, SessionRecord};
+
+/// Significant decimal digits kept by every histogram (0.1 % value resolution).
+pub const SIGNIFICANT_DIGITS: u8 = 3;
+
+/// A new empty, auto-resizing histogram with [`SIGNIFICANT_DIGITS`].
+pub fn new_histogram() -> Histogram<u64> {
+    // `new` only fails for sigfig > 5; 3 is a constant, so this cannot fail at run time.
+    Histogram::new(SIGNIFICANT_DIGITS).expect("3 significant digits is a valid configuration")
+}
+
+/// One target × transport combination: the unit every statistic is kept per.
+#[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+pub struct CellKey {
+    /// Target name (`sim-wafer`, `openai`, …).
+    pub target: String,
+    /// Transport name (`http`, `http-pooled`, `http2`, `ws`).
+    pub transport: String,
+}
+
+impl CellKey {
+    /// A key from borrowed names.
+    pub fn new(target: &str, transport: &str) -> Self {
+        CellKey {
+            target: target.to_string(),
+            transport: transport.to_string(),
+        }
+    }
+}
+
+impl std::fmt::Display for CellKey {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{} × {}", self.target, self.transport)
+    }
+}
+
+/// Everything recorded for one cell.
+#[derive(Debug, Clone, Default)]
+pub struct CellStats {
+    /// One histogram per metric that received at least one sample (stored units, see
+    /// [`Metric::storage`]). Only measured (non-warm-up), successful requests and measured
+    /// sessions without failures contribute.
+    pub histograms: BTreeMap<Metric, Histogram<u64>>,
+    /// Measured requests, every outcome.
+    pub requests: u64,
+    /// Measured requests by outcome (`ok` included).
+    pub by_outcome: BTreeMap<OutcomeKind, u64>,
+    /// Warm-up requests: every request of a warm-up session (any outcome), plus successful
+    /// `generate:false` WebSocket warm-ups in measured sessions (whose connection setup is
+    /// still recorded; a failed one counts as a failed request). Never in latency histograms.
+    pub warmup_requests: u64,
+    /// Measured sessions.
+    pub sessions: u64,
+    /// Measured sessions with at least one request that did not end `ok`; their wall time
+    /// is not in `session_wall`.
+    pub failed_sessions: u64,
+    /// Warm-up sessions.
+    pub warmup_sessions: u64,
+    /// Successful measured requests by token source (`server-usage`, `chunk-count`).
+    pub token_sources: BTreeMap<String, u64>,
+    /// Successful measured requests by overhead source (`server-timing`, `first-event-estimate`).
+    pub overhead_sources: BTreeMap<String, u64>,
+    /// Output tokens of successful measured requests.
+    pub output_tokens: u64,
+    /// Content chunks of successful measured requests.
+    pub chunks: u64,
+    /// Earliest intended start of any measured request, ns since run start.
+    pub first_intended_ns: Option<u64>,
+    /// Latest end (or last token) of any measured request, ns since run start.
+    pub last_end_ns: Option<u64>,
+    /// Samples a histogram refused (cannot happen with auto-resize unless a value
+    /// overflows `u64`); reported so nothing is dropped silently.
+    pub unrecordable: u64,
+}
+
+impl CellStats {
+    /// Measured requests that failed, not counting `cancelled` (cut off by Ctrl-C or the
+    /// deadline, which is not the server's fault).
+    pub fn failed(&self) -> u64 {
+        self.by_outcome
+            .iter()
+            .filter(|(k, _)| !matches!(k, OutcomeKind::Ok | OutcomeKind::Cancelled))
+            .map(|(_, n)| n)
+            .sum()
+    }
+
+    /// Measured requests that completed `ok`.
+    pub fn ok(&self) -> u64 {
+        self.by_outcome.get(&OutcomeKind::Ok).copied().unwrap_or(0)
+    }
+
+    /// Measured requests cancelled by Ctrl-C or the run deadline.
+    pub fn cancelled(&self) -> u64 {
+        self.by_outcome
+            .get(&OutcomeKind::Cancelled)
+            .copied()
+            .unwrap_or(0)
+    }
+
+    /// The histogram of `metric`, if it has any samples.
+    pub fn histogram(&self, metric: Metric) -> Option<&Histogram<u64>> {
+        self.histograms.get(&metric).filter(|h| !h.is_empty())
+    }
+
+    fn record(&mut self, metric: Metric, value: u64) {
+        let h = self.histograms.entry(metric).or_insert_with(new_histogram);
+        if h.record(value).is_err() {
+            self.unrecordable += 1;
+        }
+    }
+
+    fn extend_span(&mut self, start: u64, end: Option<u64>) {
+        self.first_intended_ns = Some(self.first_intended_ns.map_or(start, |s| s.min(start)));
+        if let Some(e) = end {
+            self.last_end_ns = Some(self.last_end_ns.map_or(e, |l| l.max(e)));
+        }
+    }
+
+    fn merge(&mut self, other: &CellStats) {
+        for (m, h) in &other.histograms {
+            let mine = self.histograms.entry(*m).or_insert_with(new_histogram);
+            if mine.add(h).is_err() {
+                self.unrecordable += h.len();
+            }
+        }
+        self.requests += other.requests;
+        for (k, n) in &other.by_outcome {
+            *self.by_outcome.entry(*k).or_default() += n;
+        }
+        self.warmup_requests += other.warmup_requests;
+        self.sessions += other.sessions;
+        self.failed_sessions += other.failed_sessions;
+        self.warmup_sessions += other.warmup_sessions;
+        for (k, n) in &other.token_sources {
+            *self.token_sources.entry(k.clone()).or_default() += n;
+        }
+        for (k, n) in &other.overhead_sources {
+            *self.overhead_sources.entry(k.clone()).or_default() += n;
+        }
+        self.output_tokens += other.output_tokens;
+        self.chunks += other.chunks;
+        if let Some(s) = other.first_intended_ns {
+            self.extend_span(s, other.last_end_ns);
+        }
+        self.unrecordable += other.unrecordable;
+    }
+}
+
+/// The histogram samples (metric, stored value) one request contributes, under the
+/// recorder's rules: nothing for warm-up sessions or failed requests, only
+/// `connection_setup` for a `generate:false` WebSocket warm-up, every metric otherwise.
+/// Shared with readers that want raw samples (e.g. `compare`'s resampling), so both see
+/// exactly the same population.
+pub fn request_statistics(r: &RequestRecord) -> Vec<(Metric, u64)> {
+    if r.warmup || !r.is_ok() {
+        return Vec::new();
+    }
+    if r.kind == RequestKind::Warmup {
+        let m = Metric::ConnectionSetup;
+        return m.request_samples(r).into_iter().map(|v| (m, v)).collect();
+    }
+    Metric::ALL
+        .into_iter()
+        .flat_map(|m| m.request_samples(r).into_iter().map(move |v| (m, v)))
+        .collect()
+}
+
+/// The `session_wall` sample of a session, ns: `None` for warm-up sessions and sessions
+/// with a failed request.
+pub fn session_statistics(s: &SessionRecord) -> Option<u64> {
+    if s.warmup || s.failed > 0 {
+        return None;
+    }
+    Metric::SessionWall.session_sample(s)
+}
+
+/// Records → histograms and counters, per cell. Pure and mergeable.
+#[derive(Debug, Clone, Default)]
+pub struct Recorder {
+    cells: BTreeMap<CellKey, CellStats>,
+}
+
+/// A snapshot for the progress display.
+#[derive(Debug, Clone, Copy, PartialEq, Default, Serialize)]
+pub struct LiveStats {
+    /// Requests finished so far, warm-up included, any outcome.
+    pub requests_done: u64,
+    /// Measured requests that failed (cancelled ones excluded).
+    pub failures: u64,
+    /// Median TTFT of successful measured requests so far, ms.
+    pub ttft_p50_ms: Option<f64>,
+    /// Output tokens of successful measured requests over the span from the first intended
+    /// start to the last end seen, tokens/s.
+    pub output_tok_s: Option<f64>,
+}
+
+impl Recorder {
+    /// An empty recorder.
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// Makes sure `key` appears in summaries even if none of its requests completed.
+    pub fn ensure_cell(&mut self, key: CellKey) {
+        self.cells.entry(key).or_default();
+    }
+
+    /// Adds one finished request.
+    pub fn add_request(&mut self, r: &RequestRecord) {
+        let cell = self
+            .cells
+            .entry(CellKey::new(&r.target, &r.transport))
+            .or_default();
+        if r.warmup {
+            cell.warmup_requests += 1;
+            return;
+        }
+        if r.kind == RequestKind::Warmup {
+            // A `generate:false` warm-up inside a measured session: it produces no output,
+            // so it stays out of the latency histograms, but the connection it opened is a
+            // real cost of the session, and a failed warm-up is a real failure.
+            if r.is_ok() {
+                cell.warmup_requests += 1;
+                for (m, v) in request_statistics(r) {
+                    cell.record(m, v);
+                }
+                return;
+            }
+        }
+        cell.requests += 1;
+        *cell.by_outcome.entry(r.outcome).or_default() += 1;
+        if !r.is_ok() {
+            return;
+        }
+        cell.extend_span(r.intended_ns, r.end_ns.or(r.last_token_ns));
+        cell.output_tokens += u64::from(r.output_tokens);
+        cell.chunks += r.chunks.len() as u64;
+        *cell
+            .token_sources
+            .entry(r.token_source.as_str().to_string())
+            .or_default() += 1;
+        if let Some((_, src)) = r.overhead_ns() {
+            *cell
+                .overhead_sources
+                .entry(src.as_str().to_string())
+                .or_default() += 1;
+        }
+        for (m, v) in request_statistics(r) {
+            cell.record(m, v);
+        }
+    }
+
+    /// Adds one finished session.
+    pub fn add_session(&mut self, s: &SessionRecord) {
+        let cell = self
+            .cells
+            .entry(CellKey::new(&s.target, &s.transport))
+            .or_default();
+        if s.warmup {
+            cell.warmup_sessions += 1;
+            return;
+        }
+        cell.sessions += 1;
+        if s.failed > 0 {
+            cell.failed_sessions += 1;
+            return;
+        }
+        if let Some(v) = session_statistics(s) {
+            cell.record(Metric::SessionWall, v);
+        }
+    }
+
+    /// Folds another recorder (a shard, or another run of the same plan) into this one.
+    pub fn merge(&mut self, other: &Recorder) {
+        for (k, c) in &other.cells {
+            self.cells.entry(k.clone()).or_default().merge(c);
+        }
+    }
+
+    /// All cells, in key order.
+    pub fn cells(&self) -> &BTreeMap<CellKey, CellStats> {
+        &self.cells
+    }
+
+    /// One cell.
+    pub fn cell(&self, key: &CellKey) -> Option<&CellStats> {
+        self.cells.get(key)
+    }
+
+    /// Every non-empty histogram, keyed by cell and metric (what `store` writes).
+    pub fn histograms(&self) -> impl Iterator<Item = (&CellKey, Metric, &Histogram<u64>)> {
+        self.cells.iter().flat_map(|(k, c)| {
+            c.histograms
+                .iter()
+                .filter(|(_, h)| !h.is_empty())
+                .map(move |(m, h)| (k, *m, h))
+        })
+    }
+
+    /// A snapshot over every cell.
+    pub fn live(&self) -> LiveStats {
+        live_of(self.cells.values())
+    }
+
+    /// A snapshot of one cell (all zeros when the cell has no records yet).
+    pub fn live_cell(&self, key: &CellKey) -> LiveStats {
+        live_of(self.cells.get(key))
+    }
+}
+
+fn live_of<'a>(cells: impl IntoIterator<Item = &'a CellStats>) -> LiveStats {
+    let mut live = LiveStats::default();
+    let mut ttft = new_histogram();
+    let (mut tokens, mut first, mut last) = (0u64, None::<u64>, None::<u64>);
+    for c in cells {
+        live.requests_done += c.requests + c.warmup_requests;
+        live.failures += c.failed();
+        if let Some(h) = c.histogram(Metric::Ttft) {
+            let _ = ttft.add(h);
+        }
+        tokens += c.output_tokens;
+        if let Some(s) = c.first_intended_ns {
+            first = Some(first.map_or(s, |f| f.min(s)));
+        }
+        if let Some(e) = c.last_end_ns {
+            last = Some(last.map_or(e, |l| l.max(e)));
+        }
+    }
+    if !ttft.is_empty() {
+        live.ttft_p50_ms = Some(Metric::Ttft.to_natural(ttft.value_at_quantile(0.5) as f64));
+    }
+    if let (Some(f), Some(l)) = (first, last) {
+        if l > f && tokens > 0 {
+            live.output_tok_s = Some(tokens as f64 * 1e9 / (l - f) as f64);
+        }
+    }
+    live
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::recorder::{Chunk, TokenSource};
+
+    pub(crate) fn ok_request(
+        target: &str,
+        transport: &str,
+        ttft_ms: u64,
+        tokens: u32,
+    ) -> RequestRecord {
+        let ms = 1_000_000;
+        let first = ttft_ms * ms;
+        let last = first + u64::from(tokens.saturating_sub(1)) * 10 * ms;
+        RequestRecord {
+            target: target.into(),
+            transport: transport.into(),
+            intended_ns: 0,
+            dispatch_ns: 0,
+            first_event_ns: Some(first / 2),
+            first_token_ns: Some(first),
+            last_token_ns: Some(last),
+            end_ns: Some(last),
+            output_tokens: tokens,
+            token_source: TokenSource::ServerUsage,
+            chunks: (0..tokens)
+                .map(|i| Chunk {
+                    at_ns: first + u64::from(i) * 10 * ms,
+                    tokens: 1,
+                    text_bytes: 4,
+                })
+                .collect(),
+            ..Default::default()
+        }
+    }
+
+    #[test]
+    fn warmup_and_failures_are_counted_but_not_in_histograms() {
+        let mut rec = Recorder::new();
+        rec.add_request(&ok_request("sim", "http", 100, 11));
+        rec.add_request(&RequestRecord {
+            warmup: true,
+            ..ok_request("sim", "http", 5, 11)
+        });
+        rec.add_request(&RequestRecord {
+            outcome: OutcomeKind::HttpStatus,
+            http_status: Some(500),
+            ..ok_request("sim", "http", 1, 11)
+        });
+        rec.add_request(&RequestRecord {
+            outcome: OutcomeKind::Cancelled,
+            ..ok_request("sim", "http", 1, 2)
+        });
+        let c = rec.cell(&CellKey::new("sim", "http")).unwrap();
+        assert_eq!(c.requests, 3);
+        assert_eq!(c.warmup_requests, 1);
+        assert_eq!(c.ok(), 1);
+        assert_eq!(c.failed(), 1);
+        assert_eq!(c.cancelled(), 1);
+        let ttft = c.histogram(Metric::Ttft).unwrap();
+        assert_eq!(ttft.len(), 1);
+        assert!(ttft.equivalent(100_000_000, ttft.max()));
+        assert_eq!(c.histogram(Metric::Itl).unwrap().len(), 10);
+        assert_eq!(c.token_sources.get("server-usage"), Some(&1));
+        assert_eq!(c.overhead_sources.get("first-event-estimate"), Some(&1));
+        let live = rec.live();
+        assert_eq!(live.requests_done, 4);
+        assert_eq!(live.failures, 1);
+        assert!((live.ttft_p50_ms.unwrap() - 100.0).abs() < 0.1);
+        // 11 tokens over 0 .. 200 ms
+        assert!((live.output_tok_s.unwrap() - 55.0).abs() < 1e-9);
+    }
+
+    #[test]
+    fn ws_warmup_requests_only_contribute_connection_setup() {
+        let mut rec = Recorder::new();
+        let warm = RequestRecord {
+            target: "sim".into(),
+            transport: "ws".into(),
+            kind: RequestKind::Warmup,
+            tcp_connect_ns: Some(40_000_000),
+            ws_upgrade_ns: Some(40_000_000),
+            first_event_ns: Some(41_000_000),
+            end_ns: Some(42_000_000),
+            ..Default::default()
+        };
+        rec.add_request(&warm);
+        rec.add_request(&RequestRecord {
+            outcome: OutcomeKind::UpgradeError,
+            ..warm.clone()
+        });
+        let c = rec.cell(&CellKey::new("sim", "ws")).unwrap();
+        assert_eq!((c.warmup_requests, c.requests, c.failed()), (1, 1, 1));
+        assert_eq!(c.histogram(Metric::ConnectionSetup).unwrap().len(), 1);
+        assert!(c.histogram(Metric::E2e).is_none());
+        assert!(c.histogram(Metric::FirstEvent).is_none());
+    }
+
+    #[test]
+    fn sessions_with_failures_stay_out_of_session_wall() {
+        let mut rec = Recorder::new();
+        let s = SessionRecord {
+            target: "t".into(),
+            transport: "ws".into(),
+            start_ns: 10,
+            end_ns: 2_000_010,
+            requests: 3,
+            ..Default::default()
+        };
+        rec.add_session(&s);
+        rec.add_session(&SessionRecord {
+            failed: 1,
+            ..s.clone()
+        });
+        rec.add_session(&SessionRecord { warmup: true, ..s });
+        let c = rec.cell(&CellKey::new("t", "ws")).unwrap();
+        assert_eq!(
+            (c.sessions, c.failed_sessions, c.warmup_sessions),
+            (2, 1, 1)
+        );
+        let h = c.histogram(Metric::SessionWall).unwrap();
+        assert_eq!(h.len(), 1);
+        assert!(h.equivalent(h.max(), 2_000_000));
+    }
+
+    #[test]
+    fn merge_equals_recording_everything_in_one() {
+        let reqs: Vec<RequestRecord> = (1..=20)
+            .map(|i| ok_request("a", if i % 2 == 0 { "http" } else { "ws" }, i * 7, 5))
+            .collect();
+        let mut whole = Recorder::new();
+        reqs.iter().for_each(|r| whole.add_request(r));
+        let (mut left, mut right) = (Recorder::new(), Recorder::new());
+        reqs[..7].iter().for_each(|r| left.add_request(r));
+        reqs[7..].iter().for_each(|r| right.add_request(r));
+        left.merge(&right);
+        for (k, c) in whole.cells() {
+            let m = left.cell(k).unwrap();
+            assert_eq!(c.requests, m.requests);
+            assert_eq!(c.by_outcome, m.by_outcome);
+            assert_eq!(c.histograms, m.histograms);
+            assert_eq!(c.output_tokens, m.output_tokens);
+            assert_eq!(
+                (c.first_intended_ns, c.last_end_ns),
+                (m.first_intended_ns, m.last_end_ns)
+            );
+        }
+    }
+}

@@ -1,0 +1,310 @@
+//! The metric catalogue: every histogram spark-bench keeps, with a stable name, the integer
+//! unit it is stored in, the natural unit it is shown in, and how one record yields samples.
+//!
+//! Owns: metric names (they are file names under `histograms/` and keys in `summary.json`,
+//! so they never change), storage scaling, and the per-record sample extraction.
+//! Does not own: the metric definitions themselves (TTFT, TPOT, overhead, …), which live on
+//! `RequestRecord` and are only called here.
+
+use serde::{Deserialize, Serialize};
+
+use super::record::{RequestRecord, SessionRecord};
+
+/// One measured quantity. Histograms store `u64`; see [`Metric::storage`] for the scaling.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Metric {
+    /// Time to first content token, from the intended start (includes client queueing), ns.
+    Ttft,
+    /// Time to first content token, from dispatch (service time only), ns.
+    TtftDispatch,
+    /// Gap between consecutive content chunks (one sample per gap), ns.
+    Itl,
+    /// Time per output token after the first, ns.
+    Tpot,
+    /// Intended start to last content token, ns.
+    E2e,
+    /// Round-trip overhead (see `RequestRecord::overhead_ns`), ns.
+    Overhead,
+    /// DNS + TCP + TLS + WebSocket upgrade, only for requests that paid any, ns.
+    ConnectionSetup,
+    /// How late the driver dispatched the request against its intended start, ns.
+    DispatchLag,
+    /// Dispatch to the first protocol event (SSE event or WS frame), ns.
+    FirstEvent,
+    /// Output tokens per second over the whole request; stored as milli-tokens/s.
+    OutputTokS,
+    /// Decode rate after the first chunk; stored as milli-tokens/s.
+    DecodeTokS,
+    /// Mean tokens per content chunk; stored ×1000.
+    TokensPerChunk,
+    /// Request bytes written, per request.
+    BytesSent,
+    /// Response bytes read, per request.
+    BytesReceived,
+    /// Session wall time, first request's intended start to last request's end, ns.
+    SessionWall,
+}
+
+/// How a metric's `u64` histogram values relate to its natural unit.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Storage {
+    /// Nanoseconds; shown in milliseconds.
+    Nanos,
+    /// Thousandths of the natural unit (milli-tokens/s, milli-tokens).
+    Milli,
+    /// The natural unit itself (bytes).
+    Identity,
+}
+
+impl Metric {
+    /// Every metric, in the order tables and files list them.
+    pub const ALL: [Metric; 15] = [
+        Metric::Ttft,
+        Metric::TtftDispatch,
+        Metric::Itl,
+        Metric::Tpot,
+        Metric::E2e,
+        Metric::Overhead,
+        Metric::ConnectionSetup,
+        Metric::DispatchLag,
+        Metric::FirstEvent,
+        Metric::OutputTokS,
+        Metric::DecodeTokS,
+        Metric::TokensPerChunk,
+        Metric::BytesSent,
+        Metric::BytesReceived,
+        Metric::SessionWall,
+    ];
+
+    /// The stable name: histogram file stem and `summary.json` key.
+    pub fn name(self) -> &'static str {
+        match self {
+            Metric::Ttft => "ttft",
+            Metric::TtftDispatch => "ttft_dispatch",
+            Metric::Itl => "itl",
+            Metric::Tpot => "tpot",
+            Metric::E2e => "e2e",
+            Metric::Overhead => "overhead",
+            Metric::ConnectionSetup => "connection_setup",
+            Metric::DispatchLag => "dispatch_lag",
+            Metric::FirstEvent => "first_event",
+            Metric::OutputTokS => "output_tok_s",
+            Metric::DecodeTokS => "decode_tok_s",
+            Metric::TokensPerChunk => "tokens_per_chunk",
+            Metric::BytesSent => "bytes_sent",
+            Metric::BytesReceived => "bytes_received",
+            Metric::SessionWall => "session_wall",
+        }
+    }
+
+    /// Parses a stable name; `None` for anything else.
+    pub fn from_name(s: &str) -> Option<Metric> {
+        Metric::ALL.into_iter().find(|m| m.name() == s)
+    }
+
+    /// How histogram values are scaled.
+    pub fn storage(self) -> Storage {
+        match self {
+            Metric::OutputTokS | Metric::DecodeTokS | Metric::TokensPerChunk => Storage::Milli,
+            Metric::BytesSent | Metric::BytesReceived => Storage::Identity,
+            _ => Storage::Nanos,
+        }
+    }
+
+    /// The unit histogram values are stored in: `ns`, `mtok/s`, `mtok`, `bytes`.
+    pub fn stored_unit(self) -> &'static str {
+        match self {
+            Metric::OutputTokS | Metric::DecodeTokS => "mtok/s",
+            Metric::TokensPerChunk => "mtok",
+            Metric::BytesSent | Metric::BytesReceived => "bytes",
+            _ => "ns",
+        }
+    }
+
+    /// The unit summaries and tables show: `ms`, `tok/s`, `tokens`, `bytes`.
+    pub fn natural_unit(self) -> &'static str {
+        match self {
+            Metric::OutputTokS | Metric::DecodeTokS => "tok/s",
+            Metric::TokensPerChunk => "tokens",
+            Metric::BytesSent | Metric::BytesReceived => "bytes",
+            _ => "ms",
+        }
+    }
+
+    /// Divide a stored value by this to get the natural unit.
+    pub fn natural_divisor(self) -> f64 {
+        match self.storage() {
+            Storage::Nanos => 1e6,
+            Storage::Milli => 1e3,
+            Storage::Identity => 1.0,
+        }
+    }
+
+    /// Converts a stored value to the natural unit.
+    pub fn to_natural(self, stored: f64) -> f64 {
+        stored / self.natural_divisor()
+    }
+
+    /// True when bigger is better (rates); false for times and sizes.
+    pub fn higher_is_better(self) -> bool {
+        matches!(self, Metric::OutputTokS | Metric::DecodeTokS)
+    }
+
+    /// One-line description for reports and `--help`-style listings.
+    pub fn description(self) -> &'static str {
+        match self {
+            Metric::Ttft => "time to first content token, from the intended start (includes client-side queueing)",
+            Metric::TtftDispatch => "time to first content token, from dispatch (excludes client-side queueing)",
+            Metric::Itl => "gap between consecutive content chunks (per chunk, not per token)",
+            Metric::Tpot => "time per output token after the first: (last - first token) / (tokens - 1)",
+            Metric::E2e => "intended start to the last content token",
+            Metric::Overhead => "round-trip overhead: client TTFT minus server TTFT, or dispatch to first event when the server reports no timing",
+            Metric::ConnectionSetup => "DNS + TCP + TLS + WebSocket upgrade, for requests that opened a connection",
+            Metric::DispatchLag => "how late the driver dispatched a request against its intended start",
+            Metric::FirstEvent => "dispatch to the first protocol event (SSE event or WebSocket frame)",
+            Metric::OutputTokS => "output tokens per second over the whole request, from the intended start",
+            Metric::DecodeTokS => "decode rate: tokens after the first chunk over the first-to-last token span",
+            Metric::TokensPerChunk => "mean tokens per content chunk (server batching / speculative decoding)",
+            Metric::BytesSent => "request bytes written (headers + body, or the WebSocket frame)",
+            Metric::BytesReceived => "response bytes read (headers + body, or WebSocket frames)",
+            Metric::SessionWall => "session wall time: first request's intended start to the last request's end",
+        }
+    }
+
+    /// Samples one successful request contributes to this metric, in stored units.
+    /// `SessionWall` comes from sessions, not requests, and yields nothing here.
+    pub fn request_samples(self, r: &RequestRecord) -> Vec<u64> {
+        let one = |v: Option<u64>| v.into_iter().collect::<Vec<_>>();
+        let milli = |v: Option<f64>| {
+            one(v
+                .filter(|x| x.is_finite())
+                .map(|x| (x * 1e3).round() as u64))
+        };
+        match self {
+            Metric::Ttft => one(r.ttft_ns()),
+            Metric::TtftDispatch => one(r.first_token_ns.map(|t| t.saturating_sub(r.dispatch_ns))),
+            Metric::Itl => r.itl_ns().collect(),
+            Metric::Tpot => one(r
+                .tpot_ns()
+                .filter(|x| x.is_finite())
+                .map(|x| x.round() as u64)),
+            Metric::E2e => one(r.e2e_ns()),
+            Metric::Overhead => one(r.overhead_ns().map(|(o, _)| o)),
+            Metric::ConnectionSetup => {
+                let s = r.connection_setup_ns();
+                let paid = r.dns_ns.is_some()
+                    || r.tcp_connect_ns.is_some()
+                    || r.tls_handshake_ns.is_some()
+                    || r.ws_upgrade_ns.is_some();
+                one(paid.then_some(s))
+            }
+            Metric::DispatchLag => vec![r.dispatch_lag_ns()],
+            Metric::FirstEvent => one(r.first_event_ns.map(|t| t.saturating_sub(r.dispatch_ns))),
+            Metric::OutputTokS => milli(r.output_tok_s()),
+            Metric::DecodeTokS => milli(r.decode_tok_s()),
+            Metric::TokensPerChunk => milli(r.tokens_per_chunk()),
+            Metric::BytesSent => vec![r.bytes_sent],
+            Metric::BytesReceived => vec![r.bytes_received],
+            Metric::SessionWall => Vec::new(),
+        }
+    }
+
+    /// The session wall-time sample of one session, ns (`SessionWall` only).
+    pub fn session_sample(self, s: &SessionRecord) -> Option<u64> {
+        (self == Metric::SessionWall).then(|| s.end_ns.saturating_sub(s.start_ns))
+    }
+}
+
+impl std::fmt::Display for Metric {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
+impl std::str::FromStr for Metric {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Self, String> {
+        Metric::from_name(s).ok_or_else(|| {
+            let known: Vec<&str> = Metric::ALL.iter().map(|m| m.name()).collect();
+            format!("unknown metric {s:?}; known metrics: {}", known.join(", "))
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::recorder::Chunk;
+
+    #[test]
+    fn names_round_trip_and_serde_matches() {
+        for m in Metric::ALL {
+            assert_eq!(Metric::from_name(m.name()), Some(m));
+            assert_eq!(
+                serde_json::to_string(&m).unwrap(),
+                format!("\"{}\"", m.name())
+            );
+        }
+        assert!("thing"
+            .parse::<Metric>()
+            .unwrap_err()
+            .contains("ttft_dispatch"));
+    }
+
+    #[test]
+    fn samples_from_a_record() {
+        let r = RequestRecord {
+            intended_ns: 1_000,
+            dispatch_ns: 2_000,
+            tcp_connect_ns: Some(500),
+            tls_handshake_ns: Some(700),
+            first_event_ns: Some(50_000),
+            first_token_ns: Some(100_000),
+            last_token_ns: Some(400_000),
+            output_tokens: 4,
+            bytes_sent: 10,
+            bytes_received: 20,
+            chunks: vec![
+                Chunk {
+                    at_ns: 100_000,
+                    tokens: 1,
+                    text_bytes: 3,
+                },
+                Chunk {
+                    at_ns: 200_000,
+                    tokens: 2,
+                    text_bytes: 6,
+                },
+                Chunk {
+                    at_ns: 400_000,
+                    tokens: 1,
+                    text_bytes: 3,
+                },
+            ],
+            ..Default::default()
+        };
+        assert_eq!(Metric::Ttft.request_samples(&r), vec![99_000]);
+        assert_eq!(Metric::TtftDispatch.request_samples(&r), vec![98_000]);
+        assert_eq!(Metric::Itl.request_samples(&r), vec![100_000, 200_000]);
+        assert_eq!(Metric::Tpot.request_samples(&r), vec![100_000]);
+        assert_eq!(Metric::ConnectionSetup.request_samples(&r), vec![1_200]);
+        assert_eq!(Metric::FirstEvent.request_samples(&r), vec![48_000]);
+        assert_eq!(Metric::DecodeTokS.request_samples(&r), vec![10_000_000]); // 10 000 tok/s
+        assert_eq!(Metric::TokensPerChunk.request_samples(&r), vec![1_333]);
+        assert_eq!(Metric::BytesReceived.request_samples(&r), vec![20]);
+        let reused = RequestRecord {
+            connection_reused: true,
+            ..r
+        };
+        assert_eq!(
+            Metric::ConnectionSetup.request_samples(&RequestRecord {
+                tcp_connect_ns: None,
+                tls_handshake_ns: None,
+                ..reused
+            }),
+            Vec::<u64>::new()
+        );
+    }
+}

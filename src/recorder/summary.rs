@@ -1,0 +1,501 @@
+//! Summaries for people and machines: per cell, counts, outcome mix, and for each metric
+//! count/min/mean/stdev/p50/p90/p95/p99/max in natural units; plus the terminal table.
+//!
+//! Owns: `summary.json`'s shape (checked by `schemas/summary.schema.json`), the "vs http"
+//! percentages, and the table text. Pure: data in, data or `String` out.
+//! Does not own: histograms (see `histograms`), files (see `store`), or charts (see `report`).
+
+use std::collections::BTreeMap;
+use std::fmt::Write as _;
+
+use hdrhistogram::Histogram;
+use serde::{Deserialize, Serialize};
+
+use super::histograms::{CellStats, Recorder};
+use super::metrics::Metric;
+
+/// Version of the `summary.json` shape; bumped on any incompatible change.
+pub const SUMMARY_SCHEMA_VERSION: u32 = 1;
+
+/// Metrics whose p50 is compared against the same target's `http` cell.
+pub const VS_HTTP_METRICS: [Metric; 5] = [
+    Metric::Ttft,
+    Metric::Overhead,
+    Metric::Tpot,
+    Metric::E2e,
+    Metric::SessionWall,
+];
+
+/// The whole run, summarised (`summary.json`).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Summary {
+    /// Shape version ([`SUMMARY_SCHEMA_VERSION`]).
+    pub schema_version: u32,
+    /// One entry per target × transport, targets then transports in name order.
+    pub cells: Vec<CellSummary>,
+}
+
+/// One target × transport.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct CellSummary {
+    /// Target name.
+    pub target: String,
+    /// Transport name.
+    pub transport: String,
+    /// Measured requests, every outcome (warm-up excluded).
+    pub requests: u64,
+    /// Measured requests that completed.
+    pub ok: u64,
+    /// Measured requests that failed (cancelled ones excluded).
+    pub failed: u64,
+    /// Measured requests cut off by Ctrl-C or the run deadline (not the server's fault).
+    pub cancelled: u64,
+    /// `failed / (requests − cancelled)`; 0 when nothing ran.
+    pub error_rate: f64,
+    /// Warm-up requests (excluded from every statistic).
+    pub warmup_requests: u64,
+    /// Measured sessions.
+    pub sessions: u64,
+    /// Measured sessions with at least one failed request (not in `session_wall`).
+    pub failed_sessions: u64,
+    /// Warm-up sessions.
+    pub warmup_sessions: u64,
+    /// Measured requests by outcome name (`ok`, `http-status`, `timeout`, …).
+    pub by_outcome: BTreeMap<String, u64>,
+    /// Output tokens of successful measured requests.
+    pub output_tokens: u64,
+    /// Content chunks of successful measured requests.
+    pub chunks: u64,
+    /// Seconds from the earliest intended start to the latest end of the successful
+    /// measured requests (0 when there are none).
+    pub span_s: f64,
+    /// Aggregate output rate: `output_tokens / span_s` (0 when the span is 0). Unlike the
+    /// per-request `output_tok_s` metric, this counts concurrent sessions together.
+    pub aggregate_output_tok_s: f64,
+    /// Per metric name (`ttft`, `tpot`, …): statistics in natural units. Metrics without
+    /// samples are absent.
+    pub metrics: BTreeMap<String, MetricSummary>,
+    /// Successful requests by where their overhead figure came from (`server-timing`,
+    /// `first-event-estimate`).
+    pub overhead_sources: BTreeMap<String, u64>,
+    /// Successful requests by where their token count came from (`server-usage`,
+    /// `chunk-count`).
+    pub token_sources: BTreeMap<String, u64>,
+    /// Change of p50 against the same target's `http` cell, percent (negative = lower =
+    /// faster), for `ttft`, `overhead`, `tpot`, `e2e`, `session_wall`. Empty for the `http`
+    /// cell itself or when there is none.
+    pub vs_http: BTreeMap<String, f64>,
+}
+
+/// Statistics of one metric in one cell, in the metric's natural unit (`unit`).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct MetricSummary {
+    /// `ms`, `tok/s`, `tokens` or `bytes`.
+    pub unit: String,
+    /// Samples.
+    pub count: u64,
+    /// Smallest sample.
+    pub min: f64,
+    /// Mean.
+    pub mean: f64,
+    /// Population standard deviation.
+    pub stdev: f64,
+    /// Median.
+    pub p50: f64,
+    /// 90th percentile.
+    pub p90: f64,
+    /// 95th percentile.
+    pub p95: f64,
+    /// 99th percentile.
+    pub p99: f64,
+    /// Largest sample.
+    pub max: f64,
+}
+
+impl MetricSummary {
+    /// Statistics of a histogram of `metric` (stored units in, natural units out); `None`
+    /// when it is empty. Values carry the histogram's 3-significant-digit resolution.
+    pub fn of(metric: Metric, h: &Histogram<u64>) -> Option<MetricSummary> {
+        if h.is_empty() {
+            return None;
+        }
+        let n = |v: f64| metric.to_natural(v);
+        let q = |p: f64| n(h.value_at_quantile(p) as f64);
+        Some(MetricSummary {
+            unit: metric.natural_unit().to_string(),
+            count: h.len(),
+            min: n(h.min() as f64),
+            mean: n(h.mean()),
+            stdev: n(h.stdev()),
+            p50: q(0.50),
+            p90: q(0.90),
+            p95: q(0.95),
+            p99: q(0.99),
+            max: n(h.max() as f64),
+        })
+    }
+}
+
+impl Summary {
+    /// Summarises every cell of a recorder.
+    pub fn from_recorder(rec: &Recorder) -> Summary {
+        let mut cells: Vec<CellSummary> = rec
+            .cells()
+            .iter()
+            .map(|(k, c)| cell_summary(&k.target, &k.transport, c))
+            .collect();
+        // vs http: a second pass, once every cell's p50s are known.
+        let http_p50: BTreeMap<(String, String), f64> = cells
+            .iter()
+            .filter(|c| c.transport == "http")
+            .flat_map(|c| {
+                c.metrics
+                    .iter()
+                    .map(|(m, s)| ((c.target.clone(), m.clone()), s.p50))
+            })
+            .collect();
+        for c in cells.iter_mut().filter(|c| c.transport != "http") {
+            for m in VS_HTTP_METRICS {
+                let (Some(base), Some(s)) = (
+                    http_p50.get(&(c.target.clone(), m.name().to_string())),
+                    c.metrics.get(m.name()),
+                ) else {
+                    continue;
+                };
+                if *base > 0.0 {
+                    c.vs_http
+                        .insert(m.name().to_string(), (s.p50 - base) / base * 100.0);
+                }
+            }
+        }
+        Summary {
+            schema_version: SUMMARY_SCHEMA_VERSION,
+            cells,
+        }
+    }
+
+    /// The cell for `target` × `transport`.
+    pub fn cell(&self, target: &str, transport: &str) -> Option<&CellSummary> {
+        self.cells
+            .iter()
+            .find(|c| c.target == target && c.transport == transport)
+    }
+}
+
+impl CellSummary {
+    /// Statistics of `metric`, when it has samples.
+    pub fn metric(&self, metric: Metric) -> Option<&MetricSummary> {
+        self.metrics.get(metric.name())
+    }
+}
+
+fn cell_summary(target: &str, transport: &str, c: &CellStats) -> CellSummary {
+    let denominator = c.requests.saturating_sub(c.cancelled());
+    let span_s = match (c.first_intended_ns, c.last_end_ns) {
+        (Some(f), Some(l)) if l > f => (l - f) as f64 / 1e9,
+        _ => 0.0,
+    };
+    CellSummary {
+        target: target.to_string(),
+        transport: transport.to_string(),
+        requests: c.requests,
+        ok: c.ok(),
+        failed: c.failed(),
+        cancelled: c.cancelled(),
+        error_rate: if denominator == 0 {
+            0.0
+        } else {
+            c.failed() as f64 / denominator as f64
+        },
+        warmup_requests: c.warmup_requests,
+        sessions: c.sessions,
+        failed_sessions: c.failed_sessions,
+        warmup_sessions: c.warmup_sessions,
+        by_outcome: c
+            .by_outcome
+            .iter()
+            .map(|(k, n)| (k.as_str().to_string(), *n))
+            .collect(),
+        output_tokens: c.output_tokens,
+        chunks: c.chunks,
+        span_s,
+        aggregate_output_tok_s: if span_s > 0.0 {
+            c.output_tokens as f64 / span_s
+        } else {
+            0.0
+        },
+        metrics: Metric::ALL
+            .into_iter()
+            .filter_map(|m| {
+                let h = c.histogram(m)?;
+                Some((m.name().to_string(), MetricSummary::of(m, h)?))
+            })
+            .collect(),
+        overhead_sources: c.overhead_sources.clone(),
+        token_sources: c.token_sources.clone(),
+        vs_http: BTreeMap::new(),
+    }
+}
+
+/// The terminal table: one row per target × transport with p50/p90/p99 of TTFT, overhead and
+/// TPOT (ms), output tok/s (p50), session wall time (p50, s), errors, and a compact change
+/// against the target's `http` row.
+pub fn table(summary: &Summary) -> String {
+    let header = [
+        "target",
+        "transport",
+        "ok",
+        "err",
+        "TTFT ms p50/p90/p99",
+        "overhead ms p50/p90/p99",
+        "TPOT ms p50/p90/p99",
+        "tok/s p50",
+        "session s p50",
+        "vs http (p50)",
+    ];
+    let mut rows: Vec<Vec<String>> = vec![header.iter().map(|s| s.to_string()).collect()];
+    for c in &summary.cells {
+        let triple = |m: Metric| {
+            c.metric(m).map_or_else(
+                || "-".to_string(),
+                |s| format!("{}/{}/{}", num(s.p50), num(s.p90), num(s.p99)),
+            )
+        };
+        let p50 = |m: Metric, scale: f64| {
+            c.metric(m)
+                .map_or_else(|| "-".to_string(), |s| num(s.p50 / scale))
+        };
+        let err = if c.cancelled > 0 {
+            format!("{} (+{} cancelled)", c.failed, c.cancelled)
+        } else {
+            c.failed.to_string()
+        };
+        rows.push(vec![
+            c.target.clone(),
+            c.transport.clone(),
+            c.ok.to_string(),
+            err,
+            triple(Metric::Ttft),
+            triple(Metric::Overhead),
+            triple(Metric::Tpot),
+            p50(Metric::OutputTokS, 1.0),
+            p50(Metric::SessionWall, 1000.0),
+            vs_http_text(c),
+        ]);
+    }
+    let widths: Vec<usize> = (0..header.len())
+        .map(|i| rows.iter().map(|r| r[i].chars().count()).max().unwrap_or(0))
+        .collect();
+    let mut out = String::new();
+    for (n, row) in rows.iter().enumerate() {
+        let mut line = String::new();
+        for (i, cell) in row.iter().enumerate() {
+            let pad = widths[i].saturating_sub(cell.chars().count());
+            // Text columns left-aligned, numbers right-aligned.
+            if i < 2 || i == row.len() - 1 {
+                let _ = write!(line, "{cell}{}", " ".repeat(pad));
+            } else {
+                let _ = write!(line, "{}{cell}", " ".repeat(pad));
+            }
+            if i + 1 < row.len() {
+                line.push_str("  ");
+            }
+        }
+        out.push_str(line.trim_end());
+        out.push('\n');
+        if n == 0 {
+            let total: usize = widths.iter().sum::<usize>() + 2 * (widths.len() - 1);
+            out.push_str(&"-".repeat(total));
+            out.push('\n');
+        }
+    }
+    out
+}
+
+/// `overhead −81%, TTFT −47%, session −12%` (or `baseline` for the http row, `-` when there
+/// is nothing to compare).
+fn vs_http_text(c: &CellSummary) -> String {
+    if c.transport == "http" {
+        return "baseline".to_string();
+    }
+    let parts: Vec<String> = [
+        (Metric::Overhead, "overhead"),
+        (Metric::Ttft, "TTFT"),
+        (Metric::SessionWall, "session"),
+    ]
+    .iter()
+    .filter_map(|(m, label)| {
+        c.vs_http
+            .get(m.name())
+            .map(|p| format!("{label} {}", percent(*p)))
+    })
+    .collect();
+    if parts.is_empty() {
+        "-".to_string()
+    } else {
+        parts.join(", ")
+    }
+}
+
+/// `−81%`, `+12%`, `±0%` (a real minus sign, rounded to whole percent).
+pub fn percent(p: f64) -> String {
+    let r = p.round();
+    if r == 0.0 {
+        "±0%".to_string()
+    } else if r < 0.0 {
+        format!("\u{2212}{}%", -r)
+    } else {
+        format!("+{r}%")
+    }
+}
+
+/// Three significant-ish figures: `0.83`, `41.2`, `1234`.
+fn num(v: f64) -> String {
+    let a = v.abs();
+    if a < 10.0 {
+        format!("{v:.2}")
+    } else if a < 100.0 {
+        format!("{v:.1}")
+    } else {
+        format!("{v:.0}")
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::recorder::{Chunk, OutcomeKind, RequestRecord, SessionRecord, TokenSource};
+
+    /// A request with exact integer-ms phases on an `intended = dispatch = 0` origin.
+    fn req(
+        transport: &str,
+        first_event_ms: u64,
+        ttft_ms: u64,
+        tokens: u32,
+        gap_ms: u64,
+    ) -> RequestRecord {
+        let ms = 1_000_000;
+        let chunks: Vec<Chunk> = (0..u64::from(tokens))
+            .map(|i| Chunk {
+                at_ns: (ttft_ms + i * gap_ms) * ms,
+                tokens: 1,
+                text_bytes: 4,
+            })
+            .collect();
+        let last = chunks.last().map_or(0, |c| c.at_ns);
+        RequestRecord {
+            target: "sim".into(),
+            transport: transport.into(),
+            first_event_ns: Some(first_event_ms * ms),
+            first_token_ns: Some(ttft_ms * ms),
+            last_token_ns: Some(last),
+            end_ns: Some(last),
+            output_tokens: tokens,
+            token_source: TokenSource::ServerUsage,
+            chunks,
+            ..Default::default()
+        }
+    }
+
+    fn close(a: f64, b: f64) -> bool {
+        // Histograms keep 3 significant digits: values land within 0.1 %.
+        (a - b).abs() <= b.abs() * 1e-3 + 1e-9
+    }
+
+    #[test]
+    fn metric_summary_exact_on_small_values() {
+        // Values below 2048 are exact at 3 significant digits.
+        let mut h = crate::recorder::new_histogram();
+        for v in [100u64, 200, 300, 400] {
+            h.record(v).unwrap();
+        }
+        let s = MetricSummary::of(Metric::BytesSent, &h).unwrap();
+        assert_eq!(s.unit, "bytes");
+        assert_eq!(s.count, 4);
+        assert_eq!(s.min, 100.0);
+        assert_eq!(s.max, 400.0);
+        assert_eq!(s.mean, 250.0);
+        assert_eq!(s.p50, 200.0);
+        assert_eq!(s.p90, 400.0);
+        assert!(
+            (s.stdev - 111.803_398_874_989_5).abs() < 1e-9,
+            "{}",
+            s.stdev
+        );
+        let mut t = crate::recorder::new_histogram();
+        t.record(1500).unwrap(); // 1.5 tok/s stored as milli-tokens/s
+        assert_eq!(MetricSummary::of(Metric::OutputTokS, &t).unwrap().p50, 1.5);
+    }
+
+    #[test]
+    fn summary_and_vs_http() {
+        let mut rec = Recorder::new();
+        // http: first event 100 ms, TTFT 200 ms; ws: 20 ms and 100 ms. 11 tokens 10 ms apart.
+        rec.add_request(&req("http", 100, 200, 11, 10));
+        rec.add_request(&req("ws", 20, 100, 11, 10));
+        rec.add_request(&RequestRecord {
+            outcome: OutcomeKind::Timeout,
+            ..req("ws", 1, 1, 1, 1)
+        });
+        rec.add_session(&SessionRecord {
+            target: "sim".into(),
+            transport: "ws".into(),
+            start_ns: 0,
+            end_ns: 3_000_000_000,
+            requests: 2,
+            failed: 0,
+            ..Default::default()
+        });
+        let s = Summary::from_recorder(&rec);
+        assert_eq!(s.schema_version, 1);
+        assert_eq!(s.cells.len(), 2);
+        let http = s.cell("sim", "http").unwrap();
+        let ws = s.cell("sim", "ws").unwrap();
+        assert_eq!((ws.requests, ws.ok, ws.failed, ws.cancelled), (2, 1, 1, 0));
+        assert_eq!(ws.error_rate, 0.5);
+        assert_eq!(ws.by_outcome.get("timeout"), Some(&1));
+        // 11 tokens from intended start 0 to the last token at 200 ms.
+        assert!((ws.span_s - 0.2).abs() < 1e-12 && (ws.aggregate_output_tok_s - 55.0).abs() < 1e-9);
+        assert!(close(http.metric(Metric::Ttft).unwrap().p50, 200.0));
+        assert!(close(ws.metric(Metric::Overhead).unwrap().p50, 20.0));
+        assert!(close(ws.metric(Metric::Tpot).unwrap().p50, 10.0));
+        assert!(close(ws.metric(Metric::E2e).unwrap().p50, 200.0));
+        assert!(close(ws.metric(Metric::SessionWall).unwrap().p50, 3000.0));
+        assert_eq!(ws.metric(Metric::Itl).unwrap().count, 10);
+        // 10 tokens after the first over 100 ms = 100 tok/s.
+        assert!(close(ws.metric(Metric::DecodeTokS).unwrap().p50, 100.0));
+        assert!(http.vs_http.is_empty());
+        // overhead 20 vs 100 ms → −80 %; TTFT 100 vs 200 → −50 %; e2e 200 vs 300 → −33.3 %.
+        assert!(
+            (ws.vs_http["overhead"] + 80.0).abs() < 0.2,
+            "{:?}",
+            ws.vs_http
+        );
+        assert!((ws.vs_http["ttft"] + 50.0).abs() < 0.2);
+        assert!((ws.vs_http["e2e"] + 33.33).abs() < 0.2);
+        assert!((ws.vs_http["tpot"]).abs() < 0.2);
+        assert!(
+            !ws.vs_http.contains_key("session_wall"),
+            "http has no sessions"
+        );
+
+        let t = table(&s);
+        println!("{t}");
+        assert!(t.contains("overhead \u{2212}80%, TTFT \u{2212}50%"), "{t}");
+        assert!(
+            t.lines().nth(2).unwrap().starts_with("sim     http "),
+            "{t}"
+        );
+        assert!(t.contains("baseline"));
+        // JSON round trip keeps everything.
+        let back: Summary = serde_json::from_str(&serde_json::to_string(&s).unwrap()).unwrap();
+        assert_eq!(back, s);
+    }
+
+    #[test]
+    fn percent_text() {
+        assert_eq!(percent(-81.4), "\u{2212}81%");
+        assert_eq!(percent(12.6), "+13%");
+        assert_eq!(percent(0.2), "±0%");
+    }
+}

@@ -1,0 +1,217 @@
+//! Scenario files: the TOML schema and loading, data only.
+//!
+//! Owns: reading `scenarios/*.toml` and `targets/*.toml` into typed values, and errors that
+//! point at `file:line:col` with the key and a fix.
+//! Does not own: defaults that depend on other fields, validation across fields, built-in
+//! targets or seeds (all in `plan`), and anything environmental (DNS, clocks, API keys).
+
+mod error;
+mod schema;
+
+use std::path::Path;
+
+pub use error::{edit_distance, line_col, suggest, ScenarioError};
+pub use schema::{
+    AgentSpec, Dur, LinkSpec, LoadSpec, MatrixSpec, Scenario, TargetSpec, TargetsFile,
+    ToolCallSpec, TurnSpec,
+};
+
+/// A scenario file as read: the parsed scenario, its path and its exact bytes (the plan
+/// hashes them, and the manifest keeps the text).
+#[derive(Debug, Clone)]
+pub struct LoadedScenario {
+    /// The parsed scenario.
+    pub scenario: Scenario,
+    /// The path as given.
+    pub path: String,
+    /// The file's text.
+    pub source: String,
+}
+
+/// Parses scenario text; `path` is only used in error messages.
+pub fn parse(path: &str, text: &str) -> Result<Scenario, ScenarioError> {
+    toml::from_str(text).map_err(|e| error::from_toml(path, text, &e))
+}
+
+/// Parses a `--targets FILE` text.
+pub fn parse_targets(path: &str, text: &str) -> Result<TargetsFile, ScenarioError> {
+    let mut file: TargetsFile =
+        toml::from_str(text).map_err(|e| error::from_toml(path, text, &e))?;
+    file.path = path.to_string();
+    Ok(file)
+}
+
+/// Reads and parses a scenario file.
+pub fn load(path: &Path) -> Result<LoadedScenario, ScenarioError> {
+    let source = read(path)?;
+    let shown = path.display().to_string();
+    Ok(LoadedScenario {
+        scenario: parse(&shown, &source)?,
+        path: shown,
+        source,
+    })
+}
+
+/// Reads and parses a `--targets FILE`.
+pub fn load_targets(path: &Path) -> Result<TargetsFile, ScenarioError> {
+    parse_targets(&path.display().to_string(), &read(path)?)
+}
+
+fn read(path: &Path) -> Result<String, ScenarioError> {
+    std::fs::read_to_string(path).map_err(|source| ScenarioError::Read {
+        path: path.to_path_buf(),
+        source,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn err(text: &str) -> String {
+        parse("scenarios/x.toml", text).unwrap_err().to_string()
+    }
+
+    #[test]
+    fn unknown_key_names_table_location_and_suggestion() {
+        let e = err("name = \"x\"\n\n[[turns]]\nprompt = \"hi\"\n\n[[turns]]\nprompt = \"again\"\nthink = \"3s\"\n");
+        assert!(e.starts_with("unknown key `think` in [[turns]] (entry 2) at scenarios/x.toml:8:1; did you mean `think_time`?"), "{e}");
+        let e = err("name = \"x\"\n[load]\nsesions = 2\n");
+        assert!(
+            e.contains(
+                "unknown key `sesions` in [load] at scenarios/x.toml:3:1; did you mean `sessions`?"
+            ),
+            "{e}"
+        );
+        let e = err("nme = \"x\"\n");
+        assert!(
+            e.contains("at the top level at scenarios/x.toml:1:1; did you mean `name`?"),
+            "{e}"
+        );
+    }
+
+    #[test]
+    fn bad_duration_shows_an_example() {
+        let e = err("name = \"x\"\n[[turns]]\nprompt = \"hi\"\nthink_time = \"three seconds\"\n");
+        assert!(
+            e.contains("bad value for `think_time` in [[turns]] (entry 1)"),
+            "{e}"
+        );
+        assert!(e.contains("scenarios/x.toml:4:14"), "{e}");
+        assert!(e.contains("\"1.5s\""), "{e}");
+        let e = err("name = \"x\"\n[[turns]]\nprompt = \"hi\"\nthink_time = 3\n");
+        assert!(
+            e.contains("scenarios/x.toml:4:14")
+                && e.contains("write durations as strings, e.g. \"3s\""),
+            "{e}"
+        );
+    }
+
+    #[test]
+    fn bad_type_and_bad_variant() {
+        let e = err("name = \"x\"\n[load]\nsessions = \"two\"\n");
+        assert!(
+            e.contains("bad value for `sessions` in [load]") && e.contains("scenarios/x.toml:3:12"),
+            "{e}"
+        );
+        assert!(
+            e.contains("write a whole number without quotes, e.g. `sessions = 2`"),
+            "{e}"
+        );
+        let e = err("name = \"x\"\n[matrix]\ntransports = [\"http\", \"websocket\"]\n");
+        assert!(
+            e.contains("unknown value `websocket` for `transports` in [matrix]")
+                && e.contains("x.toml:3:23"),
+            "{e}"
+        );
+        assert!(
+            e.contains("use one of: http, http-pooled, http2, ws") || e.contains("did you mean"),
+            "{e}"
+        );
+        let e = err("name = \"x\"\nlink = \"rtt=fast\"\n");
+        assert!(
+            e.contains("bad value for `link`")
+                && e.contains("x.toml:2:8")
+                && e.contains("rtt=40ms"),
+            "{e}"
+        );
+    }
+
+    #[test]
+    fn missing_key_and_unknown_key_in_inline_table() {
+        let e = err("[[turns]]\nprompt = \"hi\"\n");
+        assert!(
+            e.contains("missing key `name`") && e.contains("add `name = …`"),
+            "{e}"
+        );
+        let e = err("name = \"x\"\n[[turns]]\nprompt = \"hi\"\nagent = { calls = 3, tools = [\"a\"], tool_tme = \"1s\" }\n");
+        assert!(
+            e.contains("unknown key `tool_tme` in [[turns]] (entry 1) at scenarios/x.toml:4:"),
+            "{e}"
+        );
+        assert!(e.contains("did you mean `tool_time`?"), "{e}");
+    }
+
+    fn readme() -> String {
+        std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/scenarios/README.md"))
+            .unwrap()
+    }
+
+    /// The known keys of a table, read from the error for an unknown key.
+    fn known_keys(text: &str) -> Vec<String> {
+        let e = err(text);
+        let list = e
+            .split("known keys")
+            .nth(1)
+            .unwrap_or_else(|| panic!("{e}"));
+        let list = list.trim_start_matches(" here").trim_start_matches(": ");
+        list.trim_end_matches(')')
+            .split(", ")
+            .map(str::to_string)
+            .collect()
+    }
+
+    #[test]
+    fn readme_documents_every_key_and_its_example_parses() {
+        let doc = readme();
+        let t = "[[turns]]\nprompt = \"p\"\n";
+        let tables = [
+            "name = \"x\"\nzzz = 1\n".to_string(),
+            "name = \"x\"\n[load]\nzzz = 1\n".to_string(),
+            "name = \"x\"\n[matrix]\nzzz = 1\n".to_string(),
+            "name = \"x\"\n[[turns]]\nzzz = 1\n".to_string(),
+            format!("name = \"x\"\n{t}tool_calls = [{{ name = \"a\", zzz = 1 }}]\n"),
+            format!("name = \"x\"\n{t}agent = {{ calls = 1, tools = [\"a\"], zzz = 1 }}\n"),
+            "name = \"x\"\n[targets.a]\nzzz = 1\n".to_string(),
+        ];
+        let mut checked = 0;
+        for text in &tables {
+            for key in known_keys(text) {
+                let documented = [
+                    format!("| `{key}` |"),
+                    format!("## `[{key}]`"),
+                    format!("## `[[{key}]]`"),
+                    format!("## `[{key}.NAME]`"),
+                ];
+                assert!(
+                    documented.iter().any(|d| doc.contains(d.as_str())),
+                    "scenarios/README.md does not document `{key}`"
+                );
+                checked += 1;
+            }
+        }
+        assert!(checked > 30, "{checked}");
+        let example = doc
+            .split("```toml\n")
+            .nth(1)
+            .unwrap()
+            .split("```")
+            .next()
+            .unwrap();
+        let s = parse("README example", example).unwrap();
+        let plan =
+            crate::plan::build(&s, "README", example.as_bytes(), &Default::default()).unwrap();
+        assert_eq!(plan.cells.len(), 6);
+        assert_eq!(plan.sessions.len(), 5);
+    }
+}

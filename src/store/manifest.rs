@@ -1,0 +1,242 @@
+//! `manifest.json`: what ran, where, when, with which plan, and whether it finished.
+//!
+//! Owns: the manifest type, run ids, and RFC 3339 UTC timestamps (computed here from
+//! `SystemTime` so no date library is needed).
+
+use std::time::{SystemTime, UNIX_EPOCH};
+
+use serde::{Deserialize, Serialize};
+
+use crate::plan::Plan;
+
+/// Version of the results-directory layout and `manifest.json` shape.
+pub const MANIFEST_SCHEMA_VERSION: u32 = 1;
+
+/// How far the run got.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum RunStatus {
+    /// Still running (or the process died without finishing: treat as incomplete).
+    Running,
+    /// Every planned session ran.
+    Complete,
+    /// Stopped by Ctrl-C or a deadline; what completed is written.
+    Interrupted,
+    /// Stopped by an error.
+    Failed,
+}
+
+impl RunStatus {
+    /// `running`, `complete`, `interrupted`, `failed`.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            RunStatus::Running => "running",
+            RunStatus::Complete => "complete",
+            RunStatus::Interrupted => "interrupted",
+            RunStatus::Failed => "failed",
+        }
+    }
+}
+
+/// The tool that wrote the run.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Tool {
+    /// `spark-bench`.
+    pub name: String,
+    /// Crate version.
+    pub version: String,
+}
+
+/// The machine the client ran on.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Host {
+    /// Host name.
+    pub hostname: String,
+    /// `linux`, `macos`, …
+    pub os: String,
+    /// `x86_64`, `aarch64`, …
+    pub arch: String,
+    /// Logical CPUs available to the process.
+    pub cpus: u32,
+}
+
+impl Host {
+    /// The current machine.
+    pub fn current() -> Host {
+        Host {
+            hostname: gethostname::gethostname().to_string_lossy().into_owned(),
+            os: std::env::consts::OS.to_string(),
+            arch: std::env::consts::ARCH.to_string(),
+            cpus: std::thread::available_parallelism().map_or(1, |n| n.get() as u32),
+        }
+    }
+}
+
+/// The scenario file the plan was built from.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ScenarioInfo {
+    /// Scenario `name`.
+    pub name: String,
+    /// Path it was read from.
+    pub path: String,
+    /// `sha256:<hex>` of the file bytes.
+    pub hash: String,
+    /// The file's full text.
+    pub source: String,
+}
+
+/// `manifest.json`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Manifest {
+    /// [`MANIFEST_SCHEMA_VERSION`].
+    pub schema_version: u32,
+    /// Who wrote it.
+    pub tool: Tool,
+    /// The directory name: `YYYYMMDD-HHMMSS-<scenario>-<4 hex>`.
+    pub run_id: String,
+    /// How far the run got.
+    pub status: RunStatus,
+    /// Start, RFC 3339 UTC (`2026-11-22T21:58:02.123Z`).
+    pub started_at: String,
+    /// End, RFC 3339 UTC; absent while running.
+    pub ended_at: Option<String>,
+    /// Client machine.
+    pub host: Host,
+    /// Master seed.
+    pub seed: u64,
+    /// Emulated link (`rtt=40ms`, or `none`).
+    pub link: String,
+    /// The scenario.
+    pub scenario: ScenarioInfo,
+    /// The resolved plan (`plan::Plan` as JSON; kept as a JSON value so a run stays
+    /// readable if the plan type grows). See [`Manifest::plan`].
+    pub plan: serde_json::Value,
+    /// The command line, argument by argument.
+    pub command_line: Vec<String>,
+}
+
+impl Manifest {
+    /// A `running` manifest for a plan.
+    pub fn new(
+        run_id: String,
+        plan: &Plan,
+        command_line: &[String],
+        started: SystemTime,
+    ) -> Manifest {
+        Manifest {
+            schema_version: MANIFEST_SCHEMA_VERSION,
+            tool: Tool {
+                name: env!("CARGO_PKG_NAME").into(),
+                version: env!("CARGO_PKG_VERSION").into(),
+            },
+            run_id,
+            status: RunStatus::Running,
+            started_at: rfc3339(started),
+            ended_at: None,
+            host: Host::current(),
+            seed: plan.seed,
+            link: plan.link.to_string(),
+            scenario: ScenarioInfo {
+                name: plan.scenario_name.clone(),
+                path: plan.scenario_path.clone(),
+                hash: plan.scenario_hash.clone(),
+                source: plan.scenario_source.clone(),
+            },
+            // Plan holds only strings, numbers, maps and lists: serializing cannot fail.
+            plan: serde_json::to_value(plan).unwrap_or(serde_json::Value::Null),
+            command_line: command_line.to_vec(),
+        }
+    }
+
+    /// The plan, typed (with `scenario_source` filled from the manifest).
+    pub fn plan(&self) -> Result<Plan, serde_json::Error> {
+        let mut plan: Plan = serde_json::from_value(self.plan.clone())?;
+        plan.scenario_source = self.scenario.source.clone();
+        Ok(plan)
+    }
+}
+
+/// `YYYYMMDD-HHMMSS-<scenario>-<4 hex>`: the UTC start time, the scenario name reduced to
+/// `[A-Za-z0-9_-]`, and four hex digits so that two runs in the same second differ.
+pub fn run_id(scenario_name: &str, at: SystemTime, salt: u16) -> String {
+    let (date, time) = utc_parts(at);
+    let name: String = scenario_name
+        .chars()
+        .map(|c| {
+            if c.is_ascii_alphanumeric() || c == '_' || c == '-' {
+                c
+            } else {
+                '-'
+            }
+        })
+        .take(48)
+        .collect();
+    let name = if name.is_empty() {
+        "run".to_string()
+    } else {
+        name
+    };
+    format!(
+        "{:04}{:02}{:02}-{:02}{:02}{:02}-{name}-{salt:04x}",
+        date.0, date.1, date.2, time.0, time.1, time.2
+    )
+}
+
+/// RFC 3339 in UTC with milliseconds: `2026-11-22T21:58:02.123Z`.
+pub fn rfc3339(at: SystemTime) -> String {
+    let (date, time) = utc_parts(at);
+    let ms = at
+        .duration_since(UNIX_EPOCH)
+        .map_or(0, |d| d.subsec_millis());
+    format!(
+        "{:04}-{:02}-{:02}T{:02}:{:02}:{:02}.{ms:03}Z",
+        date.0, date.1, date.2, time.0, time.1, time.2
+    )
+}
+
+/// ((year, month, day), (hour, minute, second)) in UTC.
+fn utc_parts(at: SystemTime) -> ((i64, u32, u32), (u32, u32, u32)) {
+    let secs = at.duration_since(UNIX_EPOCH).map_or(0, |d| d.as_secs()) as i64;
+    let (days, sod) = (secs.div_euclid(86_400), secs.rem_euclid(86_400));
+    let time = (
+        (sod / 3600) as u32,
+        ((sod % 3600) / 60) as u32,
+        (sod % 60) as u32,
+    );
+    (civil_from_days(days), time)
+}
+
+/// Howard Hinnant's `civil_from_days`: days since 1970-01-01 → (year, month, day).
+fn civil_from_days(z: i64) -> (i64, u32, u32) {
+    let z = z + 719_468;
+    let era = z.div_euclid(146_097);
+    let doe = z.rem_euclid(146_097);
+    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
+    let y = yoe + era * 400;
+    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
+    let mp = (5 * doy + 2) / 153;
+    let d = (doy - (153 * mp + 2) / 5 + 1) as u32;
+    let m = if mp < 10 { mp + 3 } else { mp - 9 } as u32;
+    (if m <= 2 { y + 1 } else { y }, m, d)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::time::Duration;
+
+    #[test]
+    fn timestamps_and_run_ids() {
+        let t = UNIX_EPOCH + Duration::from_millis(1_795_384_682_123); // 2026-11-22T21:58:02.123Z
+        assert_eq!(rfc3339(t), "2026-11-22T21:58:02.123Z");
+        assert_eq!(
+            rfc3339(UNIX_EPOCH + Duration::from_secs(951_782_400)),
+            "2000-02-29T00:00:00.000Z"
+        );
+        assert_eq!(
+            run_id("snake game!", t, 0xa1f),
+            "20261122-215802-snake-game--0a1f"
+        );
+        assert_eq!(run_id("", t, 0xffff), "20261122-215802-run-ffff");
+    }
+}

@@ -1,0 +1,342 @@
+//! Reading a run back: manifest, summary, histograms, and streaming CSV rows. This is what
+//! `report` and `compare` build on.
+//!
+//! A run that died before `finish` (status `running`, no `summary.json`) is still readable:
+//! the summary and histograms are recomputed from the CSV rows, and `rebuilt` says so.
+
+use std::collections::{BTreeMap, HashMap};
+use std::fs::File;
+use std::path::{Path, PathBuf};
+
+use hdrhistogram::Histogram;
+
+use super::manifest::{Manifest, MANIFEST_SCHEMA_VERSION};
+use super::rows::{ChunkRow, RequestRow, SessionRow};
+use super::{
+    hlog, read_json, Result, StoreError, CHUNKS_FILE, HISTOGRAMS_DIR, MANIFEST_FILE, REQUESTS_FILE,
+    SESSIONS_FILE, SUMMARY_FILE,
+};
+use crate::plan::Plan;
+use crate::recorder::{
+    request_statistics, session_statistics, CellKey, Chunk, Metric, Recorder, RequestRecord,
+    SessionRecord, Summary,
+};
+
+/// A results directory, loaded.
+#[derive(Debug, Clone)]
+pub struct LoadedRun {
+    /// The directory.
+    pub dir: PathBuf,
+    /// `manifest.json`.
+    pub manifest: Manifest,
+    /// `summary.json` (or recomputed, see `rebuilt`).
+    pub summary: Summary,
+    /// Every histogram, keyed by cell and metric, in stored units (see
+    /// [`Metric::storage`]); auto-resizing, so they can be merged into.
+    pub histograms: BTreeMap<(CellKey, Metric), Histogram<u64>>,
+    /// True when `summary.json` was missing (the run did not finish) and the summary and
+    /// histograms were recomputed from `requests.csv`/`chunks.csv`/`sessions.csv`.
+    pub rebuilt: bool,
+    /// Torn final CSV rows skipped while rebuilding (a process killed mid-write can leave
+    /// half a row at the end of a file). Always 0 for a run that finished.
+    pub skipped_rows: u64,
+    /// Tolerate a torn last row (only for runs without `summary.json`).
+    lenient: bool,
+}
+
+impl LoadedRun {
+    /// Loads `dir` (a `results/<run-id>/` or `results/baselines/<name>/` directory).
+    pub fn open(dir: &Path) -> Result<LoadedRun> {
+        let mpath = dir.join(MANIFEST_FILE);
+        if !mpath.is_file() {
+            return Err(StoreError::NotARun {
+                path: dir.to_path_buf(),
+            });
+        }
+        // Check the version before the full shape, so an old/new run gets the clear error.
+        let raw: serde_json::Value = read_json(&mpath)?;
+        let found = raw
+            .get("schema_version")
+            .and_then(|v| v.as_u64())
+            .unwrap_or(0) as u32;
+        if found != MANIFEST_SCHEMA_VERSION {
+            return Err(StoreError::SchemaVersion {
+                path: mpath,
+                found,
+                expected: MANIFEST_SCHEMA_VERSION,
+            });
+        }
+        let manifest: Manifest = serde_json::from_value(raw).map_err(|e| StoreError::Parse {
+            path: mpath.clone(),
+            message: format!("not a spark-bench manifest: {e}"),
+        })?;
+        let mut run = LoadedRun {
+            dir: dir.to_path_buf(),
+            manifest,
+            summary: Summary {
+                schema_version: crate::recorder::SUMMARY_SCHEMA_VERSION,
+                cells: Vec::new(),
+            },
+            histograms: BTreeMap::new(),
+            rebuilt: false,
+            skipped_rows: 0,
+            lenient: false,
+        };
+        let spath = dir.join(SUMMARY_FILE);
+        if spath.is_file() {
+            run.summary = read_json(&spath)?;
+            run.histograms = read_histograms(&dir.join(HISTOGRAMS_DIR))?;
+        } else {
+            run.lenient = true;
+            let mut skipped = 0;
+            let mut rec = Recorder::new();
+            for r in run.records_counting(&mut skipped)? {
+                rec.add_request(&r);
+            }
+            for s in run.sessions_counting(&mut skipped)? {
+                rec.add_session(&s);
+            }
+            run.skipped_rows = skipped;
+            run.summary = Summary::from_recorder(&rec);
+            run.histograms = rec
+                .histograms()
+                .map(|(k, m, h)| ((k.clone(), m), h.clone()))
+                .collect();
+            run.rebuilt = true;
+        }
+        Ok(run)
+    }
+
+    /// The resolved plan the run executed.
+    pub fn plan(&self) -> Result<Plan> {
+        self.manifest.plan().map_err(|e| StoreError::Parse {
+            path: self.dir.join(MANIFEST_FILE),
+            message: format!("`plan` is not a plan this version understands: {e}"),
+        })
+    }
+
+    /// The histogram of `metric` in a cell.
+    pub fn histogram(
+        &self,
+        target: &str,
+        transport: &str,
+        metric: Metric,
+    ) -> Option<&Histogram<u64>> {
+        self.histograms
+            .get(&(CellKey::new(target, transport), metric))
+    }
+
+    /// Streams `requests.csv`, one row at a time.
+    pub fn request_rows(&self) -> Result<RequestRows> {
+        let path = self.dir.join(REQUESTS_FILE);
+        let reader = open_csv(&path)?;
+        Ok(RequestRows {
+            inner: reader.into_deserialize(),
+            path,
+        })
+    }
+
+    /// Streams `chunks.csv`, one row at a time.
+    pub fn chunk_rows(&self) -> Result<ChunkRows> {
+        let path = self.dir.join(CHUNKS_FILE);
+        let reader = open_csv(&path)?;
+        Ok(ChunkRows {
+            inner: reader.into_deserialize(),
+            path,
+        })
+    }
+
+    /// Every session of `sessions.csv`.
+    pub fn sessions(&self) -> Result<Vec<SessionRecord>> {
+        self.sessions_counting(&mut 0)
+    }
+
+    fn sessions_counting(&self, skipped: &mut u64) -> Result<Vec<SessionRecord>> {
+        let path = self.dir.join(SESSIONS_FILE);
+        let rows = open_csv(&path)?
+            .into_deserialize::<SessionRow>()
+            .map(|r| r.map_err(|e| csv_read_err(&path, e)));
+        Ok(collect_rows(rows, self.lenient, skipped)?
+            .into_iter()
+            .map(SessionRow::into_record)
+            .collect())
+    }
+
+    /// Every request with its chunks, rebuilt from `requests.csv` and `chunks.csv` (holds the
+    /// whole run in memory; use [`LoadedRun::request_rows`] to stream).
+    pub fn records(&self) -> Result<Vec<RequestRecord>> {
+        self.records_counting(&mut 0)
+    }
+
+    fn records_counting(&self, skipped: &mut u64) -> Result<Vec<RequestRecord>> {
+        let mut chunks: HashMap<u64, Vec<(u32, Chunk)>> = HashMap::new();
+        for row in collect_rows(self.chunk_rows()?, self.lenient, skipped)? {
+            chunks
+                .entry(row.request_id)
+                .or_default()
+                .push((row.index, row.chunk()));
+        }
+        let mut out = Vec::new();
+        for row in collect_rows(self.request_rows()?, self.lenient, skipped)? {
+            let mut cs = chunks.remove(&row.id).unwrap_or_default();
+            cs.sort_by_key(|(i, _)| *i);
+            out.push(row.into_record(cs.into_iter().map(|(_, c)| c).collect()));
+        }
+        Ok(out)
+    }
+
+    /// Every raw sample per cell and metric, in stored units, with exactly the recorder's
+    /// inclusion rules ([`request_statistics`], [`session_statistics`]); for resampling
+    /// statistics that histograms cannot give (e.g. bootstrap confidence intervals).
+    pub fn samples(&self) -> Result<BTreeMap<(CellKey, Metric), Vec<u64>>> {
+        let mut out: BTreeMap<(CellKey, Metric), Vec<u64>> = BTreeMap::new();
+        for r in self.records()? {
+            let key = CellKey::new(&r.target, &r.transport);
+            for (m, v) in request_statistics(&r) {
+                out.entry((key.clone(), m)).or_default().push(v);
+            }
+        }
+        for s in self.sessions()? {
+            if let Some(v) = session_statistics(&s) {
+                out.entry((CellKey::new(&s.target, &s.transport), Metric::SessionWall))
+                    .or_default()
+                    .push(v);
+            }
+        }
+        Ok(out)
+    }
+
+    /// A recorder recomputed from the CSV rows (what `finish` would have summarised).
+    pub fn recorder(&self) -> Result<Recorder> {
+        let mut rec = Recorder::new();
+        for r in self.records()? {
+            rec.add_request(&r);
+        }
+        for s in self.sessions()? {
+            rec.add_session(&s);
+        }
+        Ok(rec)
+    }
+}
+
+/// Streaming rows of `requests.csv`.
+pub struct RequestRows {
+    inner: csv::DeserializeRecordsIntoIter<File, RequestRow>,
+    path: PathBuf,
+}
+
+impl Iterator for RequestRows {
+    type Item = Result<RequestRow>;
+    fn next(&mut self) -> Option<Self::Item> {
+        Some(self.inner.next()?.map_err(|e| csv_read_err(&self.path, e)))
+    }
+}
+
+/// Streaming rows of `chunks.csv`.
+pub struct ChunkRows {
+    inner: csv::DeserializeRecordsIntoIter<File, ChunkRow>,
+    path: PathBuf,
+}
+
+impl Iterator for ChunkRows {
+    type Item = Result<ChunkRow>;
+    fn next(&mut self) -> Option<Self::Item> {
+        Some(self.inner.next()?.map_err(|e| csv_read_err(&self.path, e)))
+    }
+}
+
+/// Collects rows; when `lenient`, a bad *final* row (torn by a kill mid-write) is skipped
+/// and counted instead of failing. A bad row anywhere else is always an error.
+fn collect_rows<T>(
+    rows: impl Iterator<Item = Result<T>>,
+    lenient: bool,
+    skipped: &mut u64,
+) -> Result<Vec<T>> {
+    let mut rows = rows.peekable();
+    let mut out = Vec::new();
+    while let Some(row) = rows.next() {
+        match row {
+            Ok(v) => out.push(v),
+            Err(_) if lenient && rows.peek().is_none() => *skipped += 1,
+            Err(e) => return Err(e),
+        }
+    }
+    Ok(out)
+}
+
+fn open_csv(path: &Path) -> Result<csv::Reader<File>> {
+    let f = File::open(path).map_err(|source| StoreError::Read {
+        path: path.to_path_buf(),
+        source,
+    })?;
+    Ok(csv::ReaderBuilder::new().has_headers(true).from_reader(f))
+}
+
+fn csv_read_err(path: &Path, e: csv::Error) -> StoreError {
+    let line = e
+        .position()
+        .map(|p| format!(" at line {}", p.line()))
+        .unwrap_or_default();
+    match e.into_kind() {
+        csv::ErrorKind::Io(source) => StoreError::Read {
+            path: path.to_path_buf(),
+            source,
+        },
+        other => StoreError::Parse {
+            path: path.to_path_buf(),
+            message: format!("bad row{line}: {other:?}"),
+        },
+    }
+}
+
+/// Reads `histograms/<target>/<transport>/<metric>.hlog`. Files whose name is not a known
+/// metric are skipped (a newer version may write more).
+fn read_histograms(root: &Path) -> Result<BTreeMap<(CellKey, Metric), Histogram<u64>>> {
+    let mut out = BTreeMap::new();
+    if !root.is_dir() {
+        return Ok(out);
+    }
+    for target in read_dir_sorted(root)? {
+        if !target.is_dir() {
+            continue;
+        }
+        for transport in read_dir_sorted(&target)? {
+            if !transport.is_dir() {
+                continue;
+            }
+            for file in read_dir_sorted(&transport)? {
+                let Some(metric) = file
+                    .file_name()
+                    .and_then(|n| n.to_str())
+                    .and_then(|n| n.strip_suffix(".hlog"))
+                    .and_then(Metric::from_name)
+                else {
+                    continue;
+                };
+                let key = CellKey::new(&file_name(&target), &file_name(&transport));
+                out.insert((key, metric), hlog::read_hlog(&file)?);
+            }
+        }
+    }
+    Ok(out)
+}
+
+fn file_name(p: &Path) -> String {
+    p.file_name()
+        .map(|n| n.to_string_lossy().into_owned())
+        .unwrap_or_default()
+}
+
+fn read_dir_sorted(dir: &Path) -> Result<Vec<PathBuf>> {
+    let rerr = |source| StoreError::Read {
+        path: dir.to_path_buf(),
+        source,
+    };
+    let mut v: Vec<PathBuf> = std::fs::read_dir(dir)
+        .map_err(rerr)?
+        .map(|e| e.map(|e| e.path()))
+        .collect::<Result<_, _>>()
+        .map_err(rerr)?;
+    v.sort();
+    Ok(v)
+}

@@ -1,0 +1,229 @@
+//! Writing a run: the directory and a `running` manifest at once (so a bad `--out` fails
+//! before any request is sent), CSV rows as results arrive, and the summary, histograms and
+//! final status at the end.
+
+use std::fs::File;
+use std::io::BufWriter;
+use std::path::{Path, PathBuf};
+use std::time::{SystemTime, UNIX_EPOCH};
+
+use super::manifest::{rfc3339, run_id, Manifest, RunStatus};
+use super::rows::{
+    ChunkRow, RequestRow, SessionRow, CHUNK_COLUMNS, REQUEST_COLUMNS, SESSION_COLUMNS,
+};
+use super::{
+    check_name, hlog, write_json, Result, StoreError, CHUNKS_FILE, HISTOGRAMS_DIR, MANIFEST_FILE,
+    REQUESTS_FILE, SESSIONS_FILE, SUMMARY_FILE,
+};
+use crate::plan::Plan;
+use crate::recorder::{Recorder, RequestRecord, SessionRecord, Summary};
+use crate::rng::Rng;
+
+/// CSV files are flushed to the OS after this many rows (and at [`RunWriter::flush`] and
+/// [`RunWriter::finish`]), so a killed process loses at most this many rows.
+pub const FLUSH_EVERY: usize = 16;
+
+type CsvOut = csv::Writer<BufWriter<File>>;
+
+/// An open results directory being written.
+pub struct RunWriter {
+    dir: PathBuf,
+    manifest: Manifest,
+    started: SystemTime,
+    requests: CsvOut,
+    chunks: CsvOut,
+    sessions: CsvOut,
+    unflushed: usize,
+}
+
+impl std::fmt::Debug for RunWriter {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("RunWriter")
+            .field("dir", &self.dir)
+            .finish_non_exhaustive()
+    }
+}
+
+impl RunWriter {
+    /// Creates `root/<run-id>/` (and `root` if needed), writes `manifest.json` with status
+    /// `running` and the CSV headers. Fails fast on an unwritable root.
+    pub fn create(root: &Path, plan: &Plan, command_line: &[String]) -> Result<RunWriter> {
+        std::fs::create_dir_all(root).map_err(|source| StoreError::CreateDir {
+            path: root.to_path_buf(),
+            source,
+        })?;
+        let started = SystemTime::now();
+        let nanos = started
+            .duration_since(UNIX_EPOCH)
+            .map_or(0, |d| d.as_nanos() as u64);
+        let mut rng = Rng::new(nanos ^ (u64::from(std::process::id()) << 32));
+        // `create_dir` (not `_all`) fails if the directory exists: two runs in the same
+        // second get different suffixes instead of sharing a directory.
+        let mut attempt = 0;
+        let (id, dir) = loop {
+            let id = run_id(&plan.scenario_name, started, rng.next_u64() as u16);
+            let dir = root.join(&id);
+            match std::fs::create_dir(&dir) {
+                Ok(()) => break (id, dir),
+                Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists && attempt < 32 => {
+                    attempt += 1
+                }
+                Err(source) => return Err(StoreError::CreateDir { path: dir, source }),
+            }
+        };
+        let manifest = Manifest::new(id, plan, command_line, started);
+        write_json(&dir.join(MANIFEST_FILE), &manifest)?;
+        let open = |name: &str| -> Result<CsvOut> {
+            let path = dir.join(name);
+            let f = File::create(&path).map_err(|source| StoreError::Write { path, source })?;
+            Ok(csv::WriterBuilder::new()
+                .has_headers(false)
+                .from_writer(BufWriter::new(f)))
+        };
+        let mut w = RunWriter {
+            requests: open(REQUESTS_FILE)?,
+            chunks: open(CHUNKS_FILE)?,
+            sessions: open(SESSIONS_FILE)?,
+            dir,
+            manifest,
+            started,
+            unflushed: 0,
+        };
+        // Headers are written from the column lists (not inferred from the first row), so a
+        // run that records nothing still has well-formed CSV files.
+        w.write_headers()?;
+        w.flush()?;
+        Ok(w)
+    }
+
+    fn write_headers(&mut self) -> Result<()> {
+        write_header_row(
+            &mut self.requests,
+            &self.dir.join(REQUESTS_FILE),
+            REQUEST_COLUMNS,
+        )?;
+        write_header_row(&mut self.chunks, &self.dir.join(CHUNKS_FILE), CHUNK_COLUMNS)?;
+        write_header_row(
+            &mut self.sessions,
+            &self.dir.join(SESSIONS_FILE),
+            SESSION_COLUMNS,
+        )
+    }
+
+    /// The run directory.
+    pub fn dir(&self) -> &Path {
+        &self.dir
+    }
+
+    /// The run id (the directory name).
+    pub fn run_id(&self) -> &str {
+        &self.manifest.run_id
+    }
+
+    /// The manifest as written so far.
+    pub fn manifest(&self) -> &Manifest {
+        &self.manifest
+    }
+
+    /// Appends one request to `requests.csv` and its chunks to `chunks.csv`.
+    pub fn write_request(&mut self, r: &RequestRecord) -> Result<()> {
+        let row = RequestRow::from(r);
+        let path = self.dir.join(REQUESTS_FILE);
+        self.requests
+            .serialize(&row)
+            .map_err(|e| csv_err(&path, e))?;
+        let cpath = self.dir.join(CHUNKS_FILE);
+        for (i, c) in r.chunks.iter().enumerate() {
+            let row = ChunkRow {
+                request_id: r.id,
+                index: i as u32,
+                at_ns: c.at_ns,
+                tokens: c.tokens,
+                text_bytes: c.text_bytes,
+            };
+            self.chunks.serialize(row).map_err(|e| csv_err(&cpath, e))?;
+        }
+        self.count_row()
+    }
+
+    /// Appends one session to `sessions.csv`.
+    pub fn write_session(&mut self, s: &SessionRecord) -> Result<()> {
+        let path = self.dir.join(SESSIONS_FILE);
+        self.sessions
+            .serialize(SessionRow::from(s))
+            .map_err(|e| csv_err(&path, e))?;
+        self.count_row()
+    }
+
+    fn count_row(&mut self) -> Result<()> {
+        self.unflushed += 1;
+        if self.unflushed >= FLUSH_EVERY {
+            self.flush()?;
+        }
+        Ok(())
+    }
+
+    /// Flushes every CSV file to the OS.
+    pub fn flush(&mut self) -> Result<()> {
+        self.unflushed = 0;
+        for (w, name) in [
+            (&mut self.requests, REQUESTS_FILE),
+            (&mut self.chunks, CHUNKS_FILE),
+            (&mut self.sessions, SESSIONS_FILE),
+        ] {
+            w.flush().map_err(|source| StoreError::Write {
+                path: self.dir.join(name),
+                source,
+            })?;
+        }
+        Ok(())
+    }
+
+    /// Flushes the CSVs, writes `summary.json` and the histograms, and marks the manifest
+    /// `status` and `ended_at`. Returns the run directory.
+    pub fn finish(mut self, status: RunStatus, recorder: &Recorder) -> Result<PathBuf> {
+        self.flush()?;
+        let ended = SystemTime::now();
+        let length = ended.duration_since(self.started).unwrap_or_default();
+        write_json(
+            &self.dir.join(SUMMARY_FILE),
+            &Summary::from_recorder(recorder),
+        )?;
+        for (cell, metric, h) in recorder.histograms() {
+            check_name("target", &cell.target)?;
+            check_name("transport", &cell.transport)?;
+            let dir = self
+                .dir
+                .join(HISTOGRAMS_DIR)
+                .join(&cell.target)
+                .join(&cell.transport);
+            std::fs::create_dir_all(&dir).map_err(|source| StoreError::CreateDir {
+                path: dir.clone(),
+                source,
+            })?;
+            let path = dir.join(format!("{}.hlog", metric.name()));
+            hlog::write_hlog(&path, cell, metric, h, self.started, length)?;
+        }
+        self.manifest.status = status;
+        self.manifest.ended_at = Some(rfc3339(ended));
+        write_json(&self.dir.join(MANIFEST_FILE), &self.manifest)?;
+        Ok(self.dir)
+    }
+}
+
+fn csv_err(path: &Path, e: csv::Error) -> StoreError {
+    match e.into_kind() {
+        csv::ErrorKind::Io(source) => StoreError::Write {
+            path: path.to_path_buf(),
+            source,
+        },
+        other => StoreError::Parse {
+            path: path.to_path_buf(),
+            message: format!("cannot write row: {other:?}"),
+        },
+    }
+}
+
+fn write_header_row(w: &mut CsvOut, path: &Path, names: &[&str]) -> Result<()> {
+    w.write_record(names).map_err(|e| csv_err(path, e))
+}
