@@ -57,6 +57,11 @@ impl Connector {
                 target.name
             )
         })?;
+        anyhow::ensure!(
+            !(transport == TransportKind::Ws && target.api == crate::recorder::ApiFlavour::ChatCompletions),
+            "target {:?} speaks chat completions, which has no WebSocket mode; drop ws from its transports",
+            target.name
+        );
         let endpoint = Endpoint::parse(base)?;
         let tls = match endpoint.scheme {
             Scheme::Http => None,
