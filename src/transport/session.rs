@@ -405,8 +405,9 @@ impl SessionTransport {
         limits: Limits,
         cancel: &CancellationToken,
     ) -> Result<Option<Setup>, Exchanged> {
-        if let Some(w) = &self.ws {
-            return Ok(Some(w.setup.clone()).filter(|_| !w.used && !w.warmed));
+        if self.ws.is_some() {
+            // Its setup was reported by the request that opened it.
+            return Ok(None);
         }
         let c = self.connector.clone();
         let url = c.endpoint.ws_url("/responses");
