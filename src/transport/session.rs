@@ -16,8 +16,6 @@
 use std::future::Future;
 use std::sync::{Arc, Mutex};
 
-use bytes::Bytes;
-use http_body_util::Full;
 use tokio_rustls::TlsConnector;
 use tokio_util::sync::CancellationToken;
 
@@ -473,10 +471,4 @@ impl SessionTransport {
             protocol: "WebSocket",
         }
     }
-}
-
-#[allow(dead_code)]
-fn _assert_send(c: Arc<Connector>) -> impl Send {
-    let _ = Full::new(Bytes::new());
-    c
 }
