@@ -25,6 +25,7 @@ pub mod commands;
 pub mod driver;
 pub mod link;
 pub mod plan;
+pub mod progress;
 pub mod recorder;
 pub mod rng;
 pub mod scenario;
