@@ -51,7 +51,9 @@ pub async fn execute(args: RunArgs) -> anyhow::Result<u8> {
         eprintln!("baseline {name:?} saved to {}", saved.display());
     }
     if outcome.interrupted {
-        eprintln!("interrupted: every completed request was written; the run is marked interrupted");
+        eprintln!(
+            "interrupted: every completed request was written; the run is marked interrupted"
+        );
         return Ok(EXIT_INTERRUPTED);
     }
     if let Some(name) = &args.baseline {

@@ -325,4 +325,3 @@ fn tool_output(tool: &str, bytes: u32) -> String {
     out.truncate(bytes.max(1) as usize);
     out
 }
-
