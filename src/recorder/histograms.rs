@@ -14,6 +14,7 @@ use serde::{Deserialize, Serialize};
 
 use super::metrics::Metric;
 use super::record::{OutcomeKind, RequestRecord, SessionRecord};
+use super::timeline::SessionTimeline;
 
 /// Significant decimal digits kept by every histogram (0.1 % value resolution).
 pub const SIGNIFICANT_DIGITS: u8 = 3;
@@ -163,6 +164,8 @@ impl CellStats {
 #[derive(Debug, Clone, Default)]
 pub struct Recorder {
     cells: BTreeMap<CellKey, CellStats>,
+    /// One sampled session per cell (see `timeline`): bounded, for the report's timeline.
+    timelines: BTreeMap<CellKey, SessionTimeline>,
 }
 
 /// A snapshot for the progress display.
@@ -200,6 +203,13 @@ impl Recorder {
             cell.warmup_requests += 1;
             return;
         }
+        let tl = self
+            .timelines
+            .entry(CellKey::new(&r.target, &r.transport))
+            .or_insert_with(|| SessionTimeline::first_of(r));
+        if tl.session == r.session {
+            tl.push(r);
+        }
         cell.requests += 1;
         *cell.by_outcome.entry(r.outcome).or_default() += 1;
         if !r.is_ok() {
@@ -235,6 +245,13 @@ impl Recorder {
             cell.warmup_sessions += 1;
             return;
         }
+        if let Some(tl) = self
+            .timelines
+            .get_mut(&CellKey::new(&s.target, &s.transport))
+            .filter(|tl| tl.session == s.session)
+        {
+            tl.record = Some(s.clone());
+        }
         cell.sessions += 1;
         if s.failed > 0 {
             cell.failed_sessions += 1;
@@ -250,6 +267,19 @@ impl Recorder {
         for (k, c) in &other.cells {
             self.cells.entry(k.clone()).or_default().merge(c);
         }
+        for (k, t) in &other.timelines {
+            self.timelines.entry(k.clone()).or_insert_with(|| t.clone());
+        }
+    }
+
+    /// The sampled session of every cell that has one, in key order.
+    pub fn timelines(&self) -> impl Iterator<Item = &SessionTimeline> {
+        self.timelines.values()
+    }
+
+    /// The sampled session of one cell.
+    pub fn timeline(&self, key: &CellKey) -> Option<&SessionTimeline> {
+        self.timelines.get(key)
     }
 
     /// All cells, in key order.
