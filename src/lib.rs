@@ -24,6 +24,7 @@ pub mod commands;
 pub mod link;
 pub mod plan;
 pub mod recorder;
+pub mod report;
 pub mod rng;
 pub mod scenario;
 pub mod store;
