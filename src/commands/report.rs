@@ -13,7 +13,12 @@ pub async fn execute(args: ReportArgs) -> anyhow::Result<u8> {
         (None, [one]) => one.clone(),
         (None, _) => PathBuf::from("report"),
     };
-    let dirs = args.results.clone();
+    // A results directory, or the name of a baseline under results/baselines/.
+    let dirs = args
+        .results
+        .iter()
+        .map(|p| crate::store::resolve(std::path::Path::new("results"), &p.to_string_lossy()))
+        .collect::<Result<Vec<_>, _>>()?;
     // Rendering is CPU work; keep it off the async worker threads.
     let written = tokio::task::spawn_blocking(move || render(&dirs, &formats, &out)).await??;
     for p in written {

@@ -14,7 +14,7 @@ use super::record::{RequestRecord, SessionRecord};
 pub const TIMELINE_MAX_REQUESTS: usize = 256;
 /// At most this many chunks are kept per cell; requests past the budget keep their timestamps
 /// but lose their chunk list, and set `truncated`.
-pub const TIMELINE_MAX_CHUNKS: usize = 20_000;
+pub const TIMELINE_MAX_CHUNKS: usize = 10_000;
 
 /// One sampled session of one cell.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]

@@ -61,11 +61,9 @@ pub(super) fn ttft_cdf<DB: DrawingBackend>(
             .map_err(de)?;
         for (transport, h) in &hs {
             let colour = transport_colour(transport);
-            let pts: Vec<(f64, f64)> = (0..=CDF_POINTS)
-                .map(|i| {
-                    let q = i as f64 / CDF_POINTS as f64;
-                    (to_ms(h.value_at_quantile(q)).max(lo), q * 100.0)
-                })
+            let pts: Vec<(f64, f64)> = cdf_points(h)
+                .into_iter()
+                .map(|(v, q)| (to_ms(v).max(lo), q * 100.0))
                 .collect();
             let p50 = to_ms(h.value_at_quantile(0.5));
             chart
@@ -86,6 +84,29 @@ pub(super) fn ttft_cdf<DB: DrawingBackend>(
             .map_err(de)?;
     }
     Ok(())
+}
+
+/// The CDF of a histogram as at most about [`CDF_POINTS`] (value, cumulative fraction) steps,
+/// in one pass over its recorded buckets (`value_at_quantile` per point would scan the counts
+/// every time).
+fn cdf_points(h: &hdrhistogram::Histogram<u64>) -> Vec<(u64, f64)> {
+    let total = h.len().max(1) as f64;
+    let mut out = Vec::with_capacity(CDF_POINTS * 2 + 2);
+    let mut seen = 0u64;
+    let mut next = 0.0;
+    for v in h.iter_recorded() {
+        let value = h.highest_equivalent(v.value_iterated_to());
+        let before = seen as f64 / total;
+        seen += v.count_at_value();
+        let after = seen as f64 / total;
+        if after >= next || seen == h.len() {
+            // A vertical step: the CDF jumps from `before` to `after` at this value.
+            out.push((value, before));
+            out.push((value, after));
+            next = after + 1.0 / CDF_POINTS as f64;
+        }
+    }
+    out
 }
 
 pub(super) fn itl<DB: DrawingBackend>(
