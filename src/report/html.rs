@@ -29,14 +29,20 @@ table.facts td { white-space: normal; overflow-wrap: anywhere; min-width: 9em; }
 tr:last-child td { border-bottom: 0; }
 .swatch { display: inline-block; width: 0.8em; height: 0.8em; border-radius: 2px; margin-right: 0.4em; vertical-align: -0.05em; }
 figure { margin: 0 0 1.5em; }
+figure .chart { overflow-x: auto; -webkit-overflow-scrolling: touch; }
 figure svg { display: block; width: 100%; height: auto; max-width: 960px; }
 figcaption { color: var(--muted); font-size: 0.92rem; margin-top: 0.3em; }
 .note { color: var(--muted); font-size: 0.92rem; }
 dl { margin: 0; } dt { font-weight: 600; margin-top: 0.5em; } dd { margin: 0 0 0 1em; }
-@media (max-width: 600px) { body { font-size: 14px; } main { padding: 10px; } th, td { padding: 5px 7px; } }
+@media (max-width: 600px) {
+  body { font-size: 14px; } main { padding: 10px; } th, td { padding: 5px 7px; }
+  /* Charts keep a legible text size on phones and scroll sideways instead of shrinking. */
+  figure svg { min-width: 640px; }
+}
 @media print {
   body { font-size: 10.5pt; } main { max-width: none; padding: 0; }
-  .scroll { overflow: visible; border: 0; }
+  .scroll, figure .chart { overflow: visible; border: 0; }
+  figure svg { min-width: 0; }
   th, td { white-space: normal; }
   figure, table, .notice { break-inside: avoid; }
   h2 { break-after: avoid; }
@@ -82,7 +88,9 @@ pub fn render(model: &Model, svgs: &[(ChartKind, String)]) -> String {
             kind.file_stem(),
             esc(kind.title())
         );
+        out.push_str("<div class=\"chart\">");
         out.push_str(&responsive_svg(svg, kind.title()));
+        out.push_str("</div>\n");
         let _ = writeln!(
             out,
             "<figcaption>{}</figcaption>\n</figure>",

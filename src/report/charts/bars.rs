@@ -101,10 +101,10 @@ fn draw_rows<DB: DrawingBackend>(
         .max()
         .unwrap_or(10);
     let mut chart = ChartBuilder::on(root)
-        .caption(title, (FAMILY, 20))
+        .caption(title, (FAMILY, 22))
         .margin(12)
         .x_label_area_size(44)
-        .y_label_area_size((longest as u32 * 8 + 16).clamp(80, 420))
+        .y_label_area_size((longest as u32 * 9 + 16).clamp(80, 420))
         .build_cartesian_2d(0f64..xmax * 1.45, row_axis(n))
         .map_err(de)?;
     let labels: Vec<String> = rows.iter().map(|r| r.label.clone()).collect();
@@ -116,8 +116,8 @@ fn draw_rows<DB: DrawingBackend>(
         .y_label_formatter(&fmt)
         .x_desc(x_desc)
         .x_label_formatter(&|v| super::tick(*v))
-        .label_style(font(13))
-        .axis_desc_style(font(14))
+        .label_style(font(15))
+        .axis_desc_style(font(16))
         .light_line_style(WHITE.mix(0.0))
         .draw()
         .map_err(de)?;
@@ -149,7 +149,7 @@ fn draw_rows<DB: DrawingBackend>(
             }
             end = p99;
         }
-        let style = font(13).pos(Pos::new(HPos::Left, VPos::Center));
+        let style = font(15).pos(Pos::new(HPos::Left, VPos::Center));
         chart
             .draw_series(std::iter::once(
                 EmptyElement::at((end, mid())) + Text::new(r.text.clone(), (8, 0), style),

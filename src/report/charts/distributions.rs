@@ -41,7 +41,7 @@ pub(super) fn ttft_cdf<DB: DrawingBackend>(
         let hi = hs.iter().map(|(_, h)| to_ms(h.max())).fold(0.0, f64::max);
         let (lo, hi) = ((lo * 0.8).max(0.01), (hi * 1.25).max(lo * 2.0 + 0.02));
         let mut chart = ChartBuilder::on(area)
-            .caption(format!("TTFT · {}", p.title), (FAMILY, 20))
+            .caption(format!("TTFT · {}", p.title), (FAMILY, 22))
             .margin(12)
             .x_label_area_size(44)
             .y_label_area_size(56)
@@ -52,8 +52,8 @@ pub(super) fn ttft_cdf<DB: DrawingBackend>(
             .x_desc("TTFT (ms, log scale)")
             .y_desc("requests ≤ x (%)")
             .y_label_formatter(&|v| format!("{v:.0}"))
-            .label_style(font(13))
-            .axis_desc_style(font(14))
+            .label_style(font(15))
+            .axis_desc_style(font(16))
             .x_labels(14)
             .x_label_formatter(&|v| ms_tick(*v))
             .light_line_style(WHITE.mix(0.0))
@@ -79,7 +79,7 @@ pub(super) fn ttft_cdf<DB: DrawingBackend>(
             .position(SeriesLabelPosition::LowerRight)
             .background_style(WHITE.mix(0.9))
             .border_style(BLACK.mix(0.4))
-            .label_font(font(13))
+            .label_font(font(15))
             .draw()
             .map_err(de)?;
     }
@@ -165,7 +165,7 @@ pub(super) fn itl<DB: DrawingBackend>(
             series.push((*transport, pts, to_ms(h.value_at_quantile(0.5) as f64)));
         }
         let mut chart = ChartBuilder::on(area)
-            .caption(format!("Chunk gap · {}", p.title), (FAMILY, 20))
+            .caption(format!("Chunk gap · {}", p.title), (FAMILY, 22))
             .margin(12)
             .x_label_area_size(44)
             .y_label_area_size(56)
@@ -176,8 +176,8 @@ pub(super) fn itl<DB: DrawingBackend>(
             .x_desc("gap between chunks (ms, log scale)")
             .y_desc("share of gaps (%)")
             .y_label_formatter(&|v| format!("{v:.0}"))
-            .label_style(font(13))
-            .axis_desc_style(font(14))
+            .label_style(font(15))
+            .axis_desc_style(font(16))
             .x_labels(14)
             .x_label_formatter(&|v| ms_tick(*v))
             .light_line_style(WHITE.mix(0.0))
@@ -198,7 +198,7 @@ pub(super) fn itl<DB: DrawingBackend>(
             .position(SeriesLabelPosition::UpperRight)
             .background_style(WHITE.mix(0.9))
             .border_style(BLACK.mix(0.4))
-            .label_font(font(13))
+            .label_font(font(15))
             .draw()
             .map_err(de)?;
     }
@@ -239,7 +239,7 @@ pub(super) fn concurrency<DB: DrawingBackend>(
         let mut chart = ChartBuilder::on(area)
             .caption(
                 format!("TTFT p50 against concurrency · {target}"),
-                (FAMILY, 20),
+                (FAMILY, 22),
             )
             .margin(12)
             .x_label_area_size(44)
@@ -252,8 +252,8 @@ pub(super) fn concurrency<DB: DrawingBackend>(
             .x_label_formatter(&|v| super::tick(*v))
             .y_label_formatter(&|v| super::tick(*v))
             .y_desc("TTFT p50 (ms)")
-            .label_style(font(13))
-            .axis_desc_style(font(14))
+            .label_style(font(15))
+            .axis_desc_style(font(16))
             .light_line_style(WHITE.mix(0.0))
             .draw()
             .map_err(de)?;
@@ -275,7 +275,7 @@ pub(super) fn concurrency<DB: DrawingBackend>(
             .position(SeriesLabelPosition::UpperLeft)
             .background_style(WHITE.mix(0.9))
             .border_style(BLACK.mix(0.4))
-            .label_font(font(13))
+            .label_font(font(15))
             .draw()
             .map_err(de)?;
     }

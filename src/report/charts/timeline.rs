@@ -47,10 +47,10 @@ pub(super) fn timeline<DB: DrawingBackend>(
     let xmax = rows.iter().map(|r| wall_s(r.2)).fold(0.001, f64::max);
     let longest = rows.iter().map(|r| r.0.chars().count()).max().unwrap_or(10);
     let mut chart = ChartBuilder::on(root)
-        .caption(title, (FAMILY, 20))
+        .caption(title, (FAMILY, 22))
         .margin(12)
         .x_label_area_size(44)
-        .y_label_area_size((longest as u32 * 8 + 16).clamp(80, 420))
+        .y_label_area_size((longest as u32 * 9 + 16).clamp(80, 420))
         .build_cartesian_2d(0f64..xmax * HEADROOM, row_axis(n))
         .map_err(de)?;
     let labels: Vec<String> = rows.iter().map(|r| r.0.clone()).collect();
@@ -62,8 +62,8 @@ pub(super) fn timeline<DB: DrawingBackend>(
         .y_label_formatter(&fmt)
         .x_desc("time since the session started (s)")
         .x_label_formatter(&|v| super::tick(*v))
-        .label_style(font(13))
-        .axis_desc_style(font(14))
+        .label_style(font(15))
+        .axis_desc_style(font(16))
         .light_line_style(WHITE.mix(0.0))
         .draw()
         .map_err(de)?;
@@ -126,7 +126,7 @@ pub(super) fn timeline<DB: DrawingBackend>(
                     + Text::new(
                         text,
                         (8, 0),
-                        font(13).pos(Pos::new(HPos::Left, VPos::Center)),
+                        font(15).pos(Pos::new(HPos::Left, VPos::Center)),
                     ),
             ))
             .map_err(de)?;

@@ -53,7 +53,7 @@ pub(super) fn waterfall<DB: DrawingBackend>(
         let mut chart = ChartBuilder::on(area)
             .caption(
                 format!("Dispatch → first token · {}", p.title),
-                (FAMILY, 18),
+                (FAMILY, 20),
             )
             .margin(10)
             .x_label_area_size(40)
@@ -69,8 +69,8 @@ pub(super) fn waterfall<DB: DrawingBackend>(
             .y_label_formatter(&fmt)
             .x_desc("mean time since dispatch (ms)")
             .x_label_formatter(&|v| super::tick(*v))
-            .label_style(font(13))
-            .axis_desc_style(font(14))
+            .label_style(font(15))
+            .axis_desc_style(font(16))
             .light_line_style(WHITE.mix(0.0))
             .draw()
             .map_err(de)?;
@@ -95,7 +95,7 @@ pub(super) fn waterfall<DB: DrawingBackend>(
                         + Text::new(
                             text,
                             (8, 0),
-                            font(13).pos(Pos::new(HPos::Left, VPos::Center)),
+                            font(15).pos(Pos::new(HPos::Left, VPos::Center)),
                         ),
                 ))
                 .map_err(de)?;
@@ -105,7 +105,7 @@ pub(super) fn waterfall<DB: DrawingBackend>(
 }
 
 fn draw_legend<DB: DrawingBackend>(area: &DrawingArea<DB, Shift>) -> anyhow::Result<()> {
-    area.draw(&Text::new("phase", (8, 18), font(14)))
+    area.draw(&Text::new("phase", (8, 18), font(16)))
         .map_err(de)?;
     for (i, (name, colour)) in PHASE_STYLE[..7].iter().enumerate() {
         let y = 44 + i as i32 * 24;
@@ -114,7 +114,7 @@ fn draw_legend<DB: DrawingBackend>(area: &DrawingArea<DB, Shift>) -> anyhow::Res
         area.draw(&Text::new(
             name.to_string(),
             (36, y),
-            font(13).pos(Pos::new(HPos::Left, VPos::Center)),
+            font(15).pos(Pos::new(HPos::Left, VPos::Center)),
         ))
         .map_err(de)?;
     }
