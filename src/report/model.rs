@@ -103,7 +103,7 @@ pub fn build(input: &ReportInput) -> Model {
     }
 }
 
-fn metric<'a>(c: &'a CellSummary, m: Metric) -> Option<&'a MetricSummary> {
+fn metric(c: &CellSummary, m: Metric) -> Option<&MetricSummary> {
     c.metric(m)
 }
 
@@ -193,7 +193,13 @@ fn headline(input: &ReportInput) -> Table {
 }
 
 fn versus_first(input: &ReportInput) -> Table {
-    let base = &input.runs[0];
+    let Some(base) = input.runs.first() else {
+        return Table {
+            header: Vec::new(),
+            rows: Vec::new(),
+            numeric: Vec::new(),
+        };
+    };
     let metrics = [
         (Metric::Overhead, "overhead"),
         (Metric::Ttft, "TTFT"),
@@ -307,6 +313,9 @@ fn source_mix(run: &RunView, pick: fn(&CellSummary) -> &BTreeMap<String, u64>) -
         .join("; ")
 }
 
+/// One provenance row: how to read a fact off a run.
+type Fact = Box<dyn Fn(&RunView) -> String>;
+
 fn provenance(input: &ReportInput) -> Table {
     let mut header = vec!["".to_string()];
     header.extend(input.runs.iter().map(|r| {
@@ -316,7 +325,7 @@ fn provenance(input: &ReportInput) -> Table {
             "run".to_string()
         }
     }));
-    let facts: Vec<(&str, Box<dyn Fn(&RunView) -> String>)> = vec![
+    let facts: Vec<(&str, Fact)> = vec![
         ("run id", Box::new(|r| r.manifest.run_id.clone())),
         ("directory", Box::new(|r| r.dir_name())),
         (
@@ -384,7 +393,7 @@ fn provenance(input: &ReportInput) -> Table {
         .iter()
         .map(|(name, f)| {
             let mut row = vec![name.to_string()];
-            row.extend(input.runs.iter().map(|r| f(r)));
+            row.extend(input.runs.iter().map(f));
             row
         })
         .collect();

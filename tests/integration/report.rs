@@ -30,14 +30,19 @@ fn normalise(text: &str, dirs: &[PathBuf]) -> String {
                 &format!("{} ({}/{}, {} CPUs)", h.hostname, h.os, h.arch, h.cpus),
                 "[HOST]",
             )
-            .replace(&format!("spark-bench {}", m.tool.version), "spark-bench [VERSION]");
+            .replace(
+                &format!("spark-bench {}", m.tool.version),
+                "spark-bench [VERSION]",
+            );
     }
     // Inline SVG bodies → a marker (their drawing is covered by the chart tests).
     let mut res = String::new();
     let mut rest = out.as_str();
     while let Some(a) = rest.find("<svg") {
         res.push_str(&rest[..a]);
-        let Some(b) = rest[a..].find("</svg>") else { break };
+        let Some(b) = rest[a..].find("</svg>") else {
+            break;
+        };
         res.push_str("<svg>[CHART]</svg>");
         rest = &rest[a + b + "</svg>".len()..];
     }
@@ -100,8 +105,8 @@ fn same_seed_same_report() {
     render_run(&db).unwrap();
     for f in ["report.md", "report.html", "charts/overhead.svg"] {
         let (x, y) = (read(&da.join(f)), read(&db.join(f)));
-        let x = normalise(&x, &[da.clone()]);
-        let y = normalise(&y, &[db.clone()]);
+        let x = normalise(&x, std::slice::from_ref(&da));
+        let y = normalise(&y, std::slice::from_ref(&db));
         assert_eq!(x, y, "{f} is not deterministic");
     }
 }
@@ -140,7 +145,10 @@ fn comparison_of_two_load_levels() {
     assert!(md.contains("| B | sim-wafer | ws |"));
     assert!(md.contains("### Change against the first run (p50)"));
     assert!(md.contains("TTFT p50 vs A"));
-    assert!(md.contains("INTERRUPTED"), "an interrupted run must be flagged: {md}");
+    assert!(
+        md.contains("INTERRUPTED"),
+        "an interrupted run must be flagged: {md}"
+    );
     assert!(md.contains("| concurrency | 1 | 8 |"), "{md}");
     let svg = read(&out.join("charts/ttft_cdf.svg"));
     assert!(svg.contains("A · sim-gpu") && svg.contains("B · sim-wafer"));
@@ -189,13 +197,11 @@ fn png_charts_have_rasterised_text() {
     let tmp = tempfile::tempdir().unwrap();
     let dir = synthetic_run(tmp.path(), 32, 1).unwrap();
     let out = tmp.path().join("png-only");
-    let written = render(
-        &[dir],
-        &Formats::parse(&["png".into()]).unwrap(),
-        &out,
-    )
-    .unwrap();
-    assert!(written.iter().all(|p| p.extension().unwrap() == "png"), "{written:?}");
+    let written = render(&[dir], &Formats::parse(&["png".into()]).unwrap(), &out).unwrap();
+    assert!(
+        written.iter().all(|p| p.extension().unwrap() == "png"),
+        "{written:?}"
+    );
     let decoder = png::Decoder::new(std::fs::File::open(out.join("charts/overhead.png")).unwrap());
     let mut reader = decoder.read_info().unwrap();
     let mut buf = vec![0; reader.output_buffer_size()];
@@ -228,7 +234,10 @@ fn unfinished_run_is_reported_as_such() {
     let md = read(&dir.join("report.md"));
     assert!(md.contains("did not finish"), "{md}");
     assert!(md.contains("statistics rebuilt from rows"));
-    assert!(dir.join("charts/timeline.svg").is_file(), "timeline rebuilt from rows");
+    assert!(
+        dir.join("charts/timeline.svg").is_file(),
+        "timeline rebuilt from rows"
+    );
 }
 
 #[test]
@@ -250,14 +259,21 @@ fn report_command_writes_and_lists_files() {
         panic!("not a report command")
     };
     let rt = tokio::runtime::Runtime::new().unwrap();
-    assert_eq!(rt.block_on(spark_bench::commands::report::execute(args)).unwrap(), 0);
+    assert_eq!(
+        rt.block_on(spark_bench::commands::report::execute(args))
+            .unwrap(),
+        0
+    );
     assert!(out.join("report.md").is_file());
     assert!(out.join("charts/waterfall.svg").is_file());
     assert!(!out.join("report.html").exists());
     assert!(!out.join("charts/waterfall.png").exists());
 
     let err = Formats::parse(&["md,pdf".into()]).unwrap_err().to_string();
-    assert!(err.contains("\"pdf\"") && err.contains("md, html, svg, png"), "{err}");
+    assert!(
+        err.contains("\"pdf\"") && err.contains("md, html, svg, png"),
+        "{err}"
+    );
     let err = render(&[tmp.path().join("nope")], &Formats::all(), &out)
         .unwrap_err()
         .to_string();

@@ -139,7 +139,9 @@ pub fn size(kind: ChartKind, input: &ReportInput) -> (u32, u32) {
         .max(1);
     let h = match kind {
         ChartKind::TtftCdf | ChartKind::Itl => 330 * panels.max(1),
-        ChartKind::Concurrency => 330 * input.runs[0].targets().len().max(1) as u32,
+        ChartKind::Concurrency => {
+            330 * input.runs.first().map_or(1, |r| r.targets().len().max(1)) as u32
+        }
         ChartKind::Overhead | ChartKind::Throughput => 110 + 34 * rows,
         ChartKind::Waterfall => panels.max(1) * 60 + 40 * rows + 60,
         ChartKind::Timeline => 100 + 46 * rows,
