@@ -27,6 +27,7 @@ pub mod recorder;
 pub mod report;
 pub mod rng;
 pub mod scenario;
+pub mod sim;
 pub mod store;
 pub mod timer;
 pub mod tls;

@@ -345,6 +345,8 @@ fn plan(o: &SyntheticOptions) -> Plan {
             session_interval: None,
         },
         link: "rtt=40ms".parse::<Link>().unwrap_or_default(),
+        link_for_real_targets: false,
+        description: "Build a snake game in an agent loop (synthetic report fixture).".into(),
         gate: BTreeMap::new(),
         warnings: Vec::new(),
         scenario_source: format!("name = {:?}\n", o.scenario),
