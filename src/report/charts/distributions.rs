@@ -281,3 +281,29 @@ pub(super) fn concurrency<DB: DrawingBackend>(
     }
     Ok(())
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn cdf_points_are_bounded_monotone_and_complete() {
+        let mut h = crate::recorder::new_histogram();
+        for v in 1..=100_000u64 {
+            h.record(v * 1_000).unwrap();
+        }
+        let pts = cdf_points(&h);
+        assert!(pts.len() <= 2 * CDF_POINTS + 4, "{}", pts.len());
+        assert!(pts.windows(2).all(|w| w[0].0 <= w[1].0 && w[0].1 <= w[1].1));
+        let last = pts.last().unwrap();
+        assert_eq!(last.1, 1.0);
+        assert!(h.equivalent(last.0, h.max()));
+        // The median of the points matches the histogram's.
+        let mid = pts.iter().find(|p| p.1 >= 0.5).unwrap().0;
+        let p50 = h.value_at_quantile(0.5);
+        assert!(
+            (mid as f64 - p50 as f64).abs() / p50 as f64 <= 0.01,
+            "{mid} vs {p50}"
+        );
+    }
+}

@@ -371,3 +371,36 @@ impl plotters::coord::ranged1d::Ranged for LogAxis {
         self.lo..self.hi
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn log_axis_ticks_inside_a_decade() {
+        let a = LogAxis::new(420.0, 1300.0);
+        assert_eq!(a.ticks(14), vec![500.0, 600.0, 700.0, 800.0, 900.0, 1000.0]);
+        let wide = LogAxis::new(0.5, 20_000.0);
+        let t = wide.ticks(10);
+        assert!(
+            t.len() <= 10 && t.contains(&1.0) && t.contains(&10_000.0),
+            "{t:?}"
+        );
+        // Degenerate input still gives a usable axis.
+        let d = LogAxis::new(0.0, f64::NAN);
+        assert!(d.hi > d.lo && d.lo > 0.0);
+        assert_eq!(tick(150.0), "150");
+        assert_eq!(tick(2.5), "2.5");
+        assert_eq!(ms_tick(0.25), "0.25");
+    }
+
+    #[test]
+    fn row_labels_are_top_down_and_only_on_rows() {
+        let f = row_formatter(vec!["top".into(), "middle".into(), "bottom".into()]);
+        assert_eq!(f(&2.0), "top");
+        assert_eq!(f(&0.0), "bottom");
+        assert_eq!(f(&0.5), "");
+        assert_eq!(f(&3.0), "");
+        assert_eq!(row_axis(3), -0.5..2.5);
+    }
+}
