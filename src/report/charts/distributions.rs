@@ -169,7 +169,7 @@ pub(super) fn itl<DB: DrawingBackend>(
             .margin(12)
             .x_label_area_size(44)
             .y_label_area_size(56)
-            .build_cartesian_2d(LogAxis::new(lo * 0.9, hi * 1.1), 0f64..ymax * 1.15)
+            .build_cartesian_2d(LogAxis::new(lo * 0.9, hi * 1.1), 0f64..ymax * 1.3)
             .map_err(de)?;
         chart
             .configure_mesh()
@@ -195,7 +195,7 @@ pub(super) fn itl<DB: DrawingBackend>(
         }
         chart
             .configure_series_labels()
-            .position(SeriesLabelPosition::UpperRight)
+            .position(SeriesLabelPosition::UpperLeft)
             .background_style(WHITE.mix(0.9))
             .border_style(BLACK.mix(0.4))
             .label_font(font(15))
