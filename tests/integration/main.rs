@@ -5,6 +5,7 @@ mod client_peer;
 mod client_sim;
 mod common;
 mod data;
+mod report;
 mod sim_cli;
 mod sim_client;
 mod sim_faults;
