@@ -9,7 +9,5 @@ mod report;
 mod sim_cli;
 mod sim_client;
 mod sim_faults;
-mod sim_link;
-mod sim_rates;
 mod sim_wire;
 mod sim_ws;

@@ -1,0 +1,14 @@
+//! Timing-sensitive tests against the simulator's ground truth, in a test binary of their
+//! own: cargo runs test binaries one after another, so nothing else in the suite competes
+//! for the machine's two cores while these measure microseconds. Within the binary they
+//! take one lock each, so they also never overlap each other.
+
+#[allow(dead_code)]
+#[path = "../integration/sim_client.rs"]
+mod sim_client;
+#[path = "../integration/sim_link.rs"]
+mod sim_link;
+#[path = "../integration/sim_rates.rs"]
+mod sim_rates;
+
+mod accuracy;
