@@ -143,10 +143,15 @@ pub struct CompareArgs {
     /// Metrics to compare (comma-separated); default all.
     #[arg(long, value_delimiter = ',')]
     pub metrics: Vec<String>,
-    /// Output format.
+    /// Output format: text (terminal table), md (Markdown for $GITHUB_STEP_SUMMARY or a PR
+    /// comment), json (the verdict JSON; see README "CI regression gate").
     #[arg(long, default_value = "text")]
     pub format: String,
     /// Compare even when scenario hash, link model or target sets differ.
     #[arg(long)]
     pub allow_mismatch: bool,
+    /// Fail the gate (exit 1) when any comparison is inconclusive (too few samples, or a
+    /// confidence interval straddling the noise band), not only on a regression.
+    #[arg(long)]
+    pub fail_on_inconclusive: bool,
 }

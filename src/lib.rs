@@ -21,6 +21,7 @@
 
 pub mod cli;
 pub mod commands;
+pub mod compare;
 pub mod link;
 pub mod plan;
 pub mod recorder;
