@@ -82,6 +82,7 @@ fn recorder_metric(gm: GateMetric) -> Option<Metric> {
         GateMetric::E2e => Some(Metric::E2e),
         GateMetric::Overhead => Some(Metric::Overhead),
         GateMetric::OutputTokS => Some(Metric::OutputTokS),
+        GateMetric::DecodeTokS => Some(Metric::DecodeTokS),
         GateMetric::SessionWall | GateMetric::ErrorRate => None,
     }
 }

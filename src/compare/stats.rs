@@ -16,13 +16,15 @@ use crate::rng::Rng;
 
 /// Values sorted ascending, each tagged with the cluster (request) it came from.
 ///
-/// Invariants (checked in [`Sample::new`]): no NaN or infinite values; cluster ids are
-/// `0..clusters`, every one used at least once.
+/// Invariants (established by [`Sample::new`]): no NaN or infinite values; cluster ids are
+/// `0..clusters`, every one used at least once; `size`/`sum` hold each cluster's count and
+/// sum of values.
 #[derive(Debug, Clone, Default, PartialEq)]
 pub struct Sample {
     values: Vec<f64>,
     cluster_of: Vec<u32>,
-    clusters: u32,
+    size: Vec<u64>,
+    sum: Vec<f64>,
 }
 
 impl Sample {
@@ -30,23 +32,22 @@ impl Sample {
     /// and empty clusters are dropped.
     pub fn new(groups: impl IntoIterator<Item = Vec<f64>>) -> Sample {
         let mut pairs: Vec<(f64, u32)> = Vec::new();
-        let mut clusters = 0u32;
+        let (mut size, mut sum) = (Vec::new(), Vec::new());
         for g in groups {
             let before = pairs.len();
-            pairs.extend(
-                g.into_iter()
-                    .filter(|v| v.is_finite())
-                    .map(|v| (v, clusters)),
-            );
+            let id = size.len() as u32;
+            pairs.extend(g.into_iter().filter(|v| v.is_finite()).map(|v| (v, id)));
             if pairs.len() > before {
-                clusters += 1;
+                size.push((pairs.len() - before) as u64);
+                sum.push(pairs[before..].iter().map(|p| p.0).sum());
             }
         }
         pairs.sort_by(|a, b| a.0.total_cmp(&b.0));
         Sample {
             values: pairs.iter().map(|p| p.0).collect(),
             cluster_of: pairs.iter().map(|p| p.1).collect(),
-            clusters,
+            size,
+            sum,
         }
     }
 
@@ -67,12 +68,12 @@ impl Sample {
 
     /// Number of resampling units (requests, sessions).
     pub fn clusters(&self) -> usize {
-        self.clusters as usize
+        self.size.len()
     }
 
     /// The statistic over the whole sample (every cluster weighted once).
     pub fn point(&self, stat: Stat) -> Option<f64> {
-        let ones = vec![1u32; self.clusters as usize];
+        let ones = vec![1u32; self.clusters()];
         let mut out = [0.0];
         self.weighted(&ones, &[stat], &mut out).then_some(out[0])
     }
@@ -80,61 +81,62 @@ impl Sample {
     /// Computes `stats` with cluster `c` counted `weights[c]` times. Quantiles are
     /// nearest-rank: the smallest value whose cumulative weight reaches `q` of the total.
     /// Returns false when the total weight is zero.
+    ///
+    /// This is the bootstrap's inner loop, so it avoids touching every value: totals and
+    /// means come from per-cluster sizes and sums, quantiles up to the median are found
+    /// walking up from the smallest value and higher ones walking down from the largest
+    /// (p99 looks at ~1 % of the values).
     fn weighted(&self, weights: &[u32], stats: &[Stat], out: &mut [f64]) -> bool {
-        let total: u64 = self
-            .cluster_of
-            .iter()
-            .map(|&c| u64::from(weights[c as usize]))
-            .sum();
+        let mut total = 0u64;
+        let mut sum = 0.0;
+        for ((w, n), s) in weights.iter().zip(&self.size).zip(&self.sum) {
+            total += u64::from(*w) * n;
+            sum += f64::from(*w) * s;
+        }
         if total == 0 {
             return false;
         }
-        let mut sum = 0.0;
-        if stats.contains(&Stat::Mean) {
-            for (v, &c) in self.values.iter().zip(&self.cluster_of) {
-                sum += v * f64::from(weights[c as usize]);
-            }
-        }
-        // Targets in cumulative weight; quantiles are found in one ascending walk.
-        let targets: Vec<Option<u64>> = stats
-            .iter()
-            .map(|s| match s {
-                Stat::Quantile(q) => Some(((q * total as f64).ceil() as u64).clamp(1, total)),
-                Stat::Mean => None,
-            })
-            .collect();
-        let mut acc = 0u64;
-        let mut pending = targets.iter().filter(|t| t.is_some()).count();
-        for (v, &c) in self.values.iter().zip(&self.cluster_of) {
-            if pending == 0 {
-                break;
-            }
-            let w = u64::from(weights[c as usize]);
-            if w == 0 {
-                continue;
-            }
-            let before = acc;
-            acc += w;
-            for (i, t) in targets.iter().enumerate() {
-                if let Some(t) = *t {
-                    if before < t && acc >= t {
-                        out[i] = *v;
-                        pending -= 1;
-                    }
+        for (i, st) in stats.iter().enumerate() {
+            out[i] = match *st {
+                Stat::Mean => sum / total as f64,
+                Stat::Quantile(q) => {
+                    let t = ((q * total as f64).ceil() as u64).clamp(1, total);
+                    self.nearest_rank(weights, total, t)
                 }
-            }
-        }
-        for (i, s) in stats.iter().enumerate() {
-            if *s == Stat::Mean {
-                out[i] = sum / total as f64;
-            }
+            };
         }
         true
     }
 
+    /// The value at cumulative weight `t` (1-based) of `total`.
+    fn nearest_rank(&self, weights: &[u32], total: u64, t: u64) -> f64 {
+        let w = |i: usize| u64::from(weights[self.cluster_of[i] as usize]);
+        if t <= total / 2 {
+            let mut acc = 0u64;
+            for i in 0..self.values.len() {
+                acc += w(i);
+                if acc >= t {
+                    return self.values[i];
+                }
+            }
+        } else {
+            // Weight strictly above value i is `above`; i holds rank t when
+            // total − above − w(i) < t ≤ total − above.
+            let mut above = 0u64;
+            for i in (0..self.values.len()).rev() {
+                let wi = w(i);
+                if wi > 0 && above + wi > total - t {
+                    return self.values[i];
+                }
+                above += wi;
+            }
+        }
+        self.values.last().copied().unwrap_or(f64::NAN)
+    }
+
     fn resample_weights(&self, rng: &mut Rng, weights: &mut [u32]) {
         weights.fill(0);
-        let n = u64::from(self.clusters);
+        let n = self.clusters() as u64;
         for _ in 0..n {
             weights[rng.below(n) as usize] += 1;
         }
@@ -346,6 +348,52 @@ mod tests {
         assert_eq!(clustered.len(), 3);
         assert_eq!(clustered.clusters(), 2);
         assert_eq!(Sample::default().point(Stat::Mean), None);
+    }
+
+    #[test]
+    fn weighted_quantiles_match_expanding_the_resample() {
+        let mut rng = Rng::new(42);
+        for round in 0..200 {
+            let groups: Vec<Vec<f64>> = (0..1 + rng.below(12))
+                .map(|_| {
+                    (0..1 + rng.below(4))
+                        .map(|_| rng.below(20) as f64)
+                        .collect()
+                })
+                .collect();
+            let s = Sample::new(groups.clone());
+            let weights: Vec<u32> = (0..s.clusters()).map(|_| rng.below(3) as u32).collect();
+            let mut expanded: Vec<f64> = groups
+                .iter()
+                .zip(&weights)
+                .flat_map(|(g, w)| (0..*w).flat_map(move |_| g.iter().copied()))
+                .collect();
+            expanded.sort_by(f64::total_cmp);
+            let stats = [
+                Stat::Quantile(0.1),
+                Stat::Quantile(0.5),
+                Stat::Quantile(0.9),
+                Stat::Quantile(0.99),
+                Stat::Mean,
+            ];
+            let mut out = [0.0; 5];
+            let ok = s.weighted(&weights, &stats, &mut out);
+            assert_eq!(ok, !expanded.is_empty(), "round {round}");
+            if !ok {
+                continue;
+            }
+            let n = expanded.len();
+            for (i, q) in [0.1, 0.5, 0.9, 0.99].into_iter().enumerate() {
+                let rank = ((q * n as f64).ceil() as usize).clamp(1, n);
+                assert_eq!(
+                    out[i],
+                    expanded[rank - 1],
+                    "round {round} q {q} {expanded:?} {weights:?}"
+                );
+            }
+            let mean = expanded.iter().sum::<f64>() / n as f64;
+            assert!((out[4] - mean).abs() < 1e-9);
+        }
     }
 
     #[test]
