@@ -10,10 +10,8 @@ use crate::recorder::TransportKind;
 /// Measure how fast streaming LLM APIs feel: round-trip overhead, time to first token,
 /// per-token time and throughput, over HTTP-SSE, HTTP/2 and the Responses WebSocket mode.
 ///
-/// Quick start (offline, against the embedded simulator's GPU-class and wafer-scale
-/// profiles over an emulated 40 ms link):
-///
-///     spark-bench run scenarios/snake.toml
+/// Quick start, offline, against the embedded simulator's GPU-class and wafer-scale
+/// profiles over an emulated 40 ms link: `spark-bench run scenarios/snake.toml`
 ///
 /// Exit codes: 0 success; 1 `compare` found a regression; 2 usage, configuration or
 /// runtime error; 130 interrupted by Ctrl-C (results written, marked interrupted).

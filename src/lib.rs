@@ -19,15 +19,20 @@
 //! Shared infrastructure: [`link`] (user-space WAN emulation), [`timer`] (sub-ms sleeps),
 //! [`tls`], [`rng`], [`units`].
 
+pub mod backend;
 pub mod cli;
 pub mod commands;
 pub mod compare;
+pub mod driver;
 pub mod link;
 pub mod plan;
+pub mod progress;
 pub mod recorder;
 pub mod rng;
 pub mod scenario;
+pub mod sim;
 pub mod store;
 pub mod timer;
 pub mod tls;
+pub mod transport;
 pub mod units;

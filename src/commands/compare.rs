@@ -5,7 +5,7 @@
 //! Owns: the I/O around the pure `compare` module (reading `requests.csv`, `chunks.csv`,
 //! `sessions.csv`; finding charts), the comparability check, and argument validation.
 
-use std::collections::{BTreeSet, HashMap};
+use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};
 
 use anyhow::Context as _;
@@ -15,7 +15,7 @@ use crate::cli::CompareArgs;
 use crate::compare::{
     self, render, Comparison, GateMetric, RunLabel, RunSamples, Settings, Thresholds,
 };
-use crate::recorder::{CellKey, Chunk};
+use crate::recorder::CellKey;
 use crate::store::{self, LoadedRun};
 
 /// Output format of `compare`.
@@ -195,27 +195,16 @@ fn cells(run: &LoadedRun) -> BTreeSet<CellKey> {
     }
 }
 
-/// Streams `requests.csv` (with each request's chunks from `chunks.csv`, for ITL) and
-/// `sessions.csv` into samples.
+/// Reads `requests.csv` (with each request's chunks from `chunks.csv`, for ITL) and
+/// `sessions.csv` into samples. An unfinished run's torn final row is skipped, as
+/// `LoadedRun` does everywhere.
 pub fn load_samples(run: &LoadedRun) -> anyhow::Result<RunSamples> {
     let mut samples = RunSamples::new();
     for c in cells(run) {
         samples.ensure_cell(c);
     }
-    let mut chunks: HashMap<u64, Vec<(u32, Chunk)>> = HashMap::new();
-    for row in run.chunk_rows()? {
-        let row = row?;
-        chunks
-            .entry(row.request_id)
-            .or_default()
-            .push((row.index, row.chunk()));
-    }
-    for row in run.request_rows()? {
-        let row = row?;
-        let mut cs = chunks.remove(&row.id).unwrap_or_default();
-        cs.sort_by_key(|(i, _)| *i);
-        let rec = row.into_record(cs.into_iter().map(|(_, c)| c).collect());
-        samples.add_request(&rec);
+    for r in run.records()? {
+        samples.add_request(&r);
     }
     for s in run.sessions()? {
         samples.add_session(&s);

@@ -1,8 +1,254 @@
-//! `spark-bench run`.
+//! `spark-bench run`: scenario → plan → (embedded simulators) → driver → recorder + store →
+//! table, report, baseline.
+
+use std::path::Path;
+use std::sync::Arc;
+
+use anyhow::Context;
+use tokio::sync::{mpsc, watch};
 
 use crate::cli::RunArgs;
+use crate::driver::{self, Endpoint, Event, Stop};
+use crate::link::Link;
+use crate::plan::{self, Plan};
+use crate::recorder::{LiveStats, Recorder};
+use crate::sim;
+use crate::store::{RunStatus, RunWriter};
+use crate::transport::{Clock, Trust};
+
+use super::{EXIT_INTERRUPTED, EXIT_OK};
+
+/// The link emulated on the client side when the scenario and `--link` say nothing and the
+/// target is the embedded simulator: a typical developer-to-cloud round trip.
+pub const DEFAULT_SIM_LINK: &str = "rtt=40ms";
 
 /// Executes `spark-bench run`; returns the exit code.
-pub async fn execute(_args: RunArgs) -> anyhow::Result<u8> {
-    anyhow::bail!("`spark-bench run` is not implemented yet")
+pub async fn execute(args: RunArgs) -> anyhow::Result<u8> {
+    let plan = Arc::new(load_plan(&args)?);
+    for w in &plan.warnings {
+        eprintln!("warning: {w}");
+    }
+    let outcome = run_plan(plan, &args.out, ProgressChoice::from_args(&args)).await?;
+
+    if args.json {
+        println!("{}", serde_json::to_string_pretty(&outcome.summary)?);
+    } else {
+        println!("{}", crate::recorder::table(&outcome.summary));
+    }
+    eprintln!("results: {}", outcome.dir.display());
+    if !args.no_report {
+        match render_report(&outcome.dir) {
+            Ok(paths) => {
+                for p in paths {
+                    eprintln!("report: {}", p.display());
+                }
+            }
+            Err(e) => eprintln!("warning: the report could not be rendered: {e:#}"),
+        }
+    }
+    if let Some(name) = &args.save_baseline {
+        let saved = crate::store::save_baseline(&args.out, &outcome.dir, name)?;
+        eprintln!("baseline {name:?} saved to {}", saved.display());
+    }
+    if outcome.interrupted {
+        eprintln!(
+            "interrupted: every completed request was written; the run is marked interrupted"
+        );
+        return Ok(EXIT_INTERRUPTED);
+    }
+    if let Some(name) = &args.baseline {
+        return super::compare::gate_against_baseline(name, &outcome.dir);
+    }
+    Ok(EXIT_OK)
+}
+
+/// Reads the scenario and builds the plan with the command line's overrides.
+pub fn load_plan(args: &RunArgs) -> anyhow::Result<Plan> {
+    let loaded = crate::scenario::load(&args.scenario)?;
+    let targets_file = args
+        .targets_file
+        .as_deref()
+        .map(crate::scenario::load_targets)
+        .transpose()?;
+    let overrides = plan::Overrides {
+        targets: args.targets.clone(),
+        targets_file,
+        transports: args.transports.clone(),
+        sessions: args.sessions,
+        concurrency: args.concurrency,
+        seed: args.seed,
+        link: args.link,
+    };
+    Ok(plan::build(
+        &loaded.scenario,
+        &loaded.path,
+        loaded.source.as_bytes(),
+        &overrides,
+    )?)
+}
+
+/// How to show progress.
+#[derive(Debug, Clone, Copy)]
+pub struct ProgressChoice(pub crate::progress::Mode);
+
+impl ProgressChoice {
+    fn from_args(args: &RunArgs) -> Self {
+        ProgressChoice(crate::progress::Mode::detect(args.quiet || args.json))
+    }
+}
+
+/// What a finished (or interrupted) run left behind.
+pub struct RunOutcome {
+    /// The results directory.
+    pub dir: std::path::PathBuf,
+    /// The summary written to `summary.json`.
+    pub summary: crate::recorder::Summary,
+    /// True when Ctrl-C stopped the run.
+    pub interrupted: bool,
+}
+
+/// Runs a plan end to end: starts embedded simulators for simulator targets (one per cell,
+/// so cells cannot disturb each other), drives every cell, records and writes the results.
+/// The plan's link applies to simulator targets, and to real endpoints only when it came
+/// from `--link`.
+pub async fn run_plan(
+    plan: Arc<Plan>,
+    out: &Path,
+    progress: ProgressChoice,
+) -> anyhow::Result<RunOutcome> {
+    let mut sims = Vec::new();
+    let mut endpoints = Vec::new();
+    for (i, cell) in plan.cells.iter().enumerate() {
+        match (&cell.target.base_url, &cell.target.sim_profile) {
+            (Some(url), _) => endpoints.push(Endpoint {
+                base_url: url.clone(),
+                trust: Trust::PublicRoots,
+                link: if plan.link_for_real_targets {
+                    plan.link
+                } else {
+                    Link::default()
+                },
+            }),
+            (None, Some(profile_name)) => {
+                let profile = sim::Profile::builtin(profile_name).with_context(|| {
+                    format!(
+                        "target {}: unknown simulator profile {profile_name:?} (known: {})",
+                        cell.target.name,
+                        sim::Profile::builtin_names().join(", ")
+                    )
+                })?;
+                let mut cfg = sim::SimConfig::new(profile);
+                cfg.seed = crate::rng::Rng::derive(plan.seed, 1000 + i as u64).next_u64();
+                let cert = crate::tls::SelfSigned::generate()?;
+                cfg.tls = Some(cert.clone());
+                let handle = sim::spawn(cfg).await?;
+                endpoints.push(Endpoint {
+                    base_url: handle.base_url.clone(),
+                    trust: Trust::Sim(cert),
+                    link: plan.link,
+                });
+                sims.push(handle);
+            }
+            (None, None) => anyhow::bail!(
+                "target {} has neither base_url nor sim_profile; set one in [targets.{}]",
+                cell.target.name,
+                cell.target.name
+            ),
+        }
+    }
+
+    let command_line: Vec<String> = std::env::args().collect();
+    let mut writer = RunWriter::create(out, &plan, &command_line)?;
+    let dir = writer.dir().to_path_buf();
+    eprintln!(
+        "spark-bench: {} × {} cells, {} sessions each, link {}; writing {}",
+        plan.scenario_name,
+        plan.cells.len(),
+        plan.load.sessions,
+        plan.link,
+        dir.display()
+    );
+
+    let clock = Clock::start();
+    let stop = Stop::default();
+    let ctrl_c = tokio::spawn(watch_ctrl_c(stop.clone()));
+
+    let (tx, mut rx) = mpsc::channel::<Event>(4096);
+    let (live_tx, live_rx) = watch::channel((0u64, LiveStats::default()));
+    let total_sessions = plan.cells.len() as u64 * plan.sessions.len() as u64;
+    let progress_task = tokio::spawn(crate::progress::show(progress.0, total_sessions, live_rx));
+
+    // The recorder task owns the measurements and the incremental files.
+    let recorder_task = tokio::spawn(async move {
+        let mut recorder = Recorder::new();
+        let mut sessions_done = 0u64;
+        let mut write_error: Option<anyhow::Error> = None;
+        while let Some(event) = rx.recv().await {
+            let written = match &event {
+                Event::Request(r) => {
+                    recorder.add_request(r);
+                    writer.write_request(r)
+                }
+                Event::Session(s) => {
+                    sessions_done += 1;
+                    recorder.add_session(s);
+                    writer.write_session(s)
+                }
+            };
+            if let Err(e) = written {
+                write_error.get_or_insert(e.into());
+            }
+            let _ = live_tx.send((sessions_done, recorder.live()));
+        }
+        (writer, recorder, write_error)
+    });
+
+    let driven = driver::run(plan.clone(), endpoints, clock, stop.clone(), tx).await;
+    let (writer, recorder, write_error) = recorder_task
+        .await
+        .map_err(|e| anyhow::anyhow!("the recorder task failed: {e}"))?;
+    let _ = progress_task.await;
+    ctrl_c.abort();
+    for s in sims {
+        s.shutdown().await;
+    }
+
+    let interrupted = stop.dispatch.is_cancelled();
+    let status = match (&driven, interrupted) {
+        (Err(_), _) => RunStatus::Failed,
+        (Ok(()), true) => RunStatus::Interrupted,
+        (Ok(()), false) => RunStatus::Complete,
+    };
+    let summary = crate::recorder::Summary::from_recorder(&recorder);
+    writer.finish(status, &recorder)?;
+    driven?;
+    if let Some(e) = write_error {
+        return Err(e.context("writing the results"));
+    }
+    Ok(RunOutcome {
+        dir,
+        summary,
+        interrupted,
+    })
+}
+
+/// First Ctrl-C: stop sending new requests and give in-flight ones 2 s to finish.
+/// Second Ctrl-C: cancel in-flight requests at once.
+async fn watch_ctrl_c(stop: Stop) {
+    if tokio::signal::ctrl_c().await.is_err() {
+        return;
+    }
+    eprintln!("\ninterrupt: stopping; in-flight requests get 2 s (Ctrl-C again to cut them off)");
+    stop.dispatch.cancel();
+    let inflight = stop.inflight.clone();
+    tokio::select! {
+        _ = tokio::time::sleep(std::time::Duration::from_secs(2)) => {}
+        _ = tokio::signal::ctrl_c() => {}
+    }
+    inflight.cancel();
+}
+
+// INTEGRATION-PENDING: replaced by report::render_run.
+fn render_report(_dir: &Path) -> anyhow::Result<Vec<std::path::PathBuf>> {
+    Ok(Vec::new())
 }

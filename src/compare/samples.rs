@@ -13,7 +13,10 @@ use std::collections::BTreeMap;
 
 use super::gate::GateMetric;
 use super::stats::Sample;
-use crate::recorder::{CellKey, Metric, OutcomeKind, RequestKind, RequestRecord, SessionRecord};
+use crate::recorder::{
+    request_statistics, session_statistics, CellKey, Metric, OutcomeKind, RequestKind,
+    RequestRecord, SessionRecord,
+};
 
 /// Samples of one cell, in natural units (ms, tok/s).
 #[derive(Debug, Clone, Default)]
@@ -27,9 +30,15 @@ pub struct CellSamples {
 }
 
 impl CellSamples {
-    /// Adds one request.
+    /// Adds one request. The inclusion rule is the recorder's
+    /// ([`request_statistics`]): warm-up sessions never count; a successful `generate:false`
+    /// warm-up request only pays connection setup (not gated); cancelled requests are not
+    /// the server's fault and stay out of the error rate.
     pub fn add_request(&mut self, r: &RequestRecord) {
-        if r.warmup || r.kind == RequestKind::Warmup || r.outcome == OutcomeKind::Cancelled {
+        if r.warmup || r.outcome == OutcomeKind::Cancelled {
+            return;
+        }
+        if r.kind == RequestKind::Warmup && r.is_ok() {
             return;
         }
         self.counted += 1;
@@ -37,27 +46,20 @@ impl CellSamples {
             self.failed += 1;
             return;
         }
-        for gm in GateMetric::ALL {
-            let Some(m) = recorder_metric(gm) else {
-                continue;
-            };
-            let values: Vec<f64> = m
-                .request_samples(r)
-                .into_iter()
-                .map(|v| m.to_natural(v as f64))
-                .collect();
-            if !values.is_empty() {
-                self.per_request.entry(gm).or_default().push(values);
+        let mut values: BTreeMap<GateMetric, Vec<f64>> = BTreeMap::new();
+        for (m, v) in request_statistics(r) {
+            if let Some(gm) = gate_metric(m) {
+                values.entry(gm).or_default().push(m.to_natural(v as f64));
             }
+        }
+        for (gm, v) in values {
+            self.per_request.entry(gm).or_default().push(v);
         }
     }
 
     /// Adds one session.
     pub fn add_session(&mut self, s: &SessionRecord) {
-        if s.warmup || s.failed > 0 {
-            return;
-        }
-        if let Some(v) = Metric::SessionWall.session_sample(s) {
+        if let Some(v) = session_statistics(s) {
             self.session_wall
                 .push(Metric::SessionWall.to_natural(v as f64));
         }
@@ -73,17 +75,17 @@ impl CellSamples {
     }
 }
 
-/// The recorder metric behind a per-request gate metric.
-fn recorder_metric(gm: GateMetric) -> Option<Metric> {
-    match gm {
-        GateMetric::Ttft => Some(Metric::Ttft),
-        GateMetric::Tpot => Some(Metric::Tpot),
-        GateMetric::Itl => Some(Metric::Itl),
-        GateMetric::E2e => Some(Metric::E2e),
-        GateMetric::Overhead => Some(Metric::Overhead),
-        GateMetric::OutputTokS => Some(Metric::OutputTokS),
-        GateMetric::DecodeTokS => Some(Metric::DecodeTokS),
-        GateMetric::SessionWall | GateMetric::ErrorRate => None,
+/// The per-request gate metric a recorder metric feeds, if any.
+fn gate_metric(m: Metric) -> Option<GateMetric> {
+    match m {
+        Metric::Ttft => Some(GateMetric::Ttft),
+        Metric::Tpot => Some(GateMetric::Tpot),
+        Metric::Itl => Some(GateMetric::Itl),
+        Metric::E2e => Some(GateMetric::E2e),
+        Metric::Overhead => Some(GateMetric::Overhead),
+        Metric::OutputTokS => Some(GateMetric::OutputTokS),
+        Metric::DecodeTokS => Some(GateMetric::DecodeTokS),
+        _ => None,
     }
 }
 

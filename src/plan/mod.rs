@@ -13,6 +13,12 @@ use serde::{Deserialize, Serialize};
 use crate::link::Link;
 use crate::recorder::{ApiFlavour, TransportKind};
 
+pub mod arrival;
+mod build;
+pub mod targets;
+
+pub use build::{build, Overrides, PlanError};
+
 /// Everything the driver needs to run, fully resolved.
 #[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct Plan {
@@ -35,6 +41,13 @@ pub struct Plan {
     /// Link emulation applied on the client side for embedded-simulator targets (and for
     /// any target when given with `--link`).
     pub link: Link,
+    /// True when the link was given with `--link`: then it applies to real endpoints too.
+    /// A scenario's `link` (or the default `rtt=40ms`) applies to simulator targets only.
+    #[serde(default)]
+    pub link_for_real_targets: bool,
+    /// Scenario `description`.
+    #[serde(default)]
+    pub description: String,
     /// Gate thresholds from the scenario's `[gate]`, for `compare`.
     pub gate: BTreeMap<String, String>,
     /// Things the plan builder adjusted or skipped (e.g. a `ws` cell dropped for a
@@ -115,7 +128,9 @@ pub struct SessionPlan {
     pub index: u32,
     /// Excluded from statistics.
     pub warmup: bool,
-    /// Intended start relative to the cell start (0 for closed loop).
+    /// Intended start relative to the start of the session's phase: warm-up sessions all
+    /// have 0; measured sessions count from the end of the warm-up phase (0 for closed loop,
+    /// Poisson offsets for open loop).
     #[serde(with = "crate::units::serde_duration")]
     pub start_offset: Duration,
     /// The turns, in order.

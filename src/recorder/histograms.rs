@@ -13,7 +13,7 @@ use hdrhistogram::Histogram;
 use serde::{Deserialize, Serialize};
 
 use super::metrics::Metric;
-use super::record::{OutcomeKind, RequestRecord, SessionRecord};
+use super::record::{OutcomeKind, RequestKind, RequestRecord, SessionRecord};
 
 /// Significant decimal digits kept by every histogram (0.1 % value resolution).
 pub const SIGNIFICANT_DIGITS: u8 = 3;
@@ -60,7 +60,9 @@ pub struct CellStats {
     pub requests: u64,
     /// Measured requests by outcome (`ok` included).
     pub by_outcome: BTreeMap<OutcomeKind, u64>,
-    /// Warm-up requests (any outcome); never in histograms.
+    /// Warm-up requests: every request of a warm-up session (any outcome), plus successful
+    /// `generate:false` WebSocket warm-ups in measured sessions (whose connection setup is
+    /// still recorded; a failed one counts as a failed request). Never in latency histograms.
     pub warmup_requests: u64,
     /// Measured sessions.
     pub sessions: u64,
@@ -159,6 +161,34 @@ impl CellStats {
     }
 }
 
+/// The histogram samples (metric, stored value) one request contributes, under the
+/// recorder's rules: nothing for warm-up sessions or failed requests, only
+/// `connection_setup` for a `generate:false` WebSocket warm-up, every metric otherwise.
+/// Shared with readers that want raw samples (e.g. `compare`'s resampling), so both see
+/// exactly the same population.
+pub fn request_statistics(r: &RequestRecord) -> Vec<(Metric, u64)> {
+    if r.warmup || !r.is_ok() {
+        return Vec::new();
+    }
+    if r.kind == RequestKind::Warmup {
+        let m = Metric::ConnectionSetup;
+        return m.request_samples(r).into_iter().map(|v| (m, v)).collect();
+    }
+    Metric::ALL
+        .into_iter()
+        .flat_map(|m| m.request_samples(r).into_iter().map(move |v| (m, v)))
+        .collect()
+}
+
+/// The `session_wall` sample of a session, ns: `None` for warm-up sessions and sessions
+/// with a failed request.
+pub fn session_statistics(s: &SessionRecord) -> Option<u64> {
+    if s.warmup || s.failed > 0 {
+        return None;
+    }
+    Metric::SessionWall.session_sample(s)
+}
+
 /// Records → histograms and counters, per cell. Pure and mergeable.
 #[derive(Debug, Clone, Default)]
 pub struct Recorder {
@@ -200,6 +230,18 @@ impl Recorder {
             cell.warmup_requests += 1;
             return;
         }
+        if r.kind == RequestKind::Warmup {
+            // A `generate:false` warm-up inside a measured session: it produces no output,
+            // so it stays out of the latency histograms, but the connection it opened is a
+            // real cost of the session, and a failed warm-up is a real failure.
+            if r.is_ok() {
+                cell.warmup_requests += 1;
+                for (m, v) in request_statistics(r) {
+                    cell.record(m, v);
+                }
+                return;
+            }
+        }
         cell.requests += 1;
         *cell.by_outcome.entry(r.outcome).or_default() += 1;
         if !r.is_ok() {
@@ -218,10 +260,8 @@ impl Recorder {
                 .entry(src.as_str().to_string())
                 .or_default() += 1;
         }
-        for m in Metric::ALL {
-            for v in m.request_samples(r) {
-                cell.record(m, v);
-            }
+        for (m, v) in request_statistics(r) {
+            cell.record(m, v);
         }
     }
 
@@ -240,7 +280,7 @@ impl Recorder {
             cell.failed_sessions += 1;
             return;
         }
-        if let Some(v) = Metric::SessionWall.session_sample(s) {
+        if let Some(v) = session_statistics(s) {
             cell.record(Metric::SessionWall, v);
         }
     }
@@ -383,6 +423,31 @@ mod tests {
         assert!((live.ttft_p50_ms.unwrap() - 100.0).abs() < 0.1);
         // 11 tokens over 0 .. 200 ms
         assert!((live.output_tok_s.unwrap() - 55.0).abs() < 1e-9);
+    }
+
+    #[test]
+    fn ws_warmup_requests_only_contribute_connection_setup() {
+        let mut rec = Recorder::new();
+        let warm = RequestRecord {
+            target: "sim".into(),
+            transport: "ws".into(),
+            kind: RequestKind::Warmup,
+            tcp_connect_ns: Some(40_000_000),
+            ws_upgrade_ns: Some(40_000_000),
+            first_event_ns: Some(41_000_000),
+            end_ns: Some(42_000_000),
+            ..Default::default()
+        };
+        rec.add_request(&warm);
+        rec.add_request(&RequestRecord {
+            outcome: OutcomeKind::UpgradeError,
+            ..warm.clone()
+        });
+        let c = rec.cell(&CellKey::new("sim", "ws")).unwrap();
+        assert_eq!((c.warmup_requests, c.requests, c.failed()), (1, 1, 1));
+        assert_eq!(c.histogram(Metric::ConnectionSetup).unwrap().len(), 1);
+        assert!(c.histogram(Metric::E2e).is_none());
+        assert!(c.histogram(Metric::FirstEvent).is_none());
     }
 
     #[test]

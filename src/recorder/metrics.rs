@@ -4,7 +4,7 @@
 //! Owns: metric names (they are file names under `histograms/` and keys in `summary.json`,
 //! so they never change), storage scaling, and the per-record sample extraction.
 //! Does not own: the metric definitions themselves (TTFT, TPOT, overhead, …), which live on
-//! [`RequestRecord`](super::RequestRecord) and are only called here.
+//! `RequestRecord` and are only called here.
 
 use serde::{Deserialize, Serialize};
 

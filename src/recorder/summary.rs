@@ -66,6 +66,12 @@ pub struct CellSummary {
     pub output_tokens: u64,
     /// Content chunks of successful measured requests.
     pub chunks: u64,
+    /// Seconds from the earliest intended start to the latest end of the successful
+    /// measured requests (0 when there are none).
+    pub span_s: f64,
+    /// Aggregate output rate: `output_tokens / span_s` (0 when the span is 0). Unlike the
+    /// per-request `output_tok_s` metric, this counts concurrent sessions together.
+    pub aggregate_output_tok_s: f64,
     /// Per metric name (`ttft`, `tpot`, …): statistics in natural units. Metrics without
     /// samples are absent.
     pub metrics: BTreeMap<String, MetricSummary>,
@@ -185,6 +191,10 @@ impl CellSummary {
 
 fn cell_summary(target: &str, transport: &str, c: &CellStats) -> CellSummary {
     let denominator = c.requests.saturating_sub(c.cancelled());
+    let span_s = match (c.first_intended_ns, c.last_end_ns) {
+        (Some(f), Some(l)) if l > f => (l - f) as f64 / 1e9,
+        _ => 0.0,
+    };
     CellSummary {
         target: target.to_string(),
         transport: transport.to_string(),
@@ -208,6 +218,12 @@ fn cell_summary(target: &str, transport: &str, c: &CellStats) -> CellSummary {
             .collect(),
         output_tokens: c.output_tokens,
         chunks: c.chunks,
+        span_s,
+        aggregate_output_tok_s: if span_s > 0.0 {
+            c.output_tokens as f64 / span_s
+        } else {
+            0.0
+        },
         metrics: Metric::ALL
             .into_iter()
             .filter_map(|m| {
@@ -438,6 +454,8 @@ mod tests {
         assert_eq!((ws.requests, ws.ok, ws.failed, ws.cancelled), (2, 1, 1, 0));
         assert_eq!(ws.error_rate, 0.5);
         assert_eq!(ws.by_outcome.get("timeout"), Some(&1));
+        // 11 tokens from intended start 0 to the last token at 200 ms.
+        assert!((ws.span_s - 0.2).abs() < 1e-12 && (ws.aggregate_output_tok_s - 55.0).abs() < 1e-9);
         assert!(close(http.metric(Metric::Ttft).unwrap().p50, 200.0));
         assert!(close(ws.metric(Metric::Overhead).unwrap().p50, 20.0));
         assert!(close(ws.metric(Metric::Tpot).unwrap().p50, 10.0));

@@ -1,7 +1,7 @@
 //! Scenario errors that point at the file, line, column and key, and say how to fix it.
 //!
 //! toml/serde report a byte span and a terse message ("unknown field `think`, expected one
-//! of …"); this turns them into "unknown key `think` in [[turns]] (entry 2) at
+//! of …"); this turns them into "unknown key `think` in `[[turns]]` (entry 2) at
 //! scenarios/x.toml:12:1; did you mean `think_time`?".
 
 use std::ops::Range;

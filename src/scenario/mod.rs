@@ -35,7 +35,10 @@ pub fn parse(path: &str, text: &str) -> Result<Scenario, ScenarioError> {
 
 /// Parses a `--targets FILE` text.
 pub fn parse_targets(path: &str, text: &str) -> Result<TargetsFile, ScenarioError> {
-    toml::from_str(text).map_err(|e| error::from_toml(path, text, &e))
+    let mut file: TargetsFile =
+        toml::from_str(text).map_err(|e| error::from_toml(path, text, &e))?;
+    file.path = path.to_string();
+    Ok(file)
 }
 
 /// Reads and parses a scenario file.
@@ -147,5 +150,68 @@ mod tests {
             "{e}"
         );
         assert!(e.contains("did you mean `tool_time`?"), "{e}");
+    }
+
+    fn readme() -> String {
+        std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/scenarios/README.md"))
+            .unwrap()
+    }
+
+    /// The known keys of a table, read from the error for an unknown key.
+    fn known_keys(text: &str) -> Vec<String> {
+        let e = err(text);
+        let list = e
+            .split("known keys")
+            .nth(1)
+            .unwrap_or_else(|| panic!("{e}"));
+        let list = list.trim_start_matches(" here").trim_start_matches(": ");
+        list.trim_end_matches(')')
+            .split(", ")
+            .map(str::to_string)
+            .collect()
+    }
+
+    #[test]
+    fn readme_documents_every_key_and_its_example_parses() {
+        let doc = readme();
+        let t = "[[turns]]\nprompt = \"p\"\n";
+        let tables = [
+            "name = \"x\"\nzzz = 1\n".to_string(),
+            "name = \"x\"\n[load]\nzzz = 1\n".to_string(),
+            "name = \"x\"\n[matrix]\nzzz = 1\n".to_string(),
+            "name = \"x\"\n[[turns]]\nzzz = 1\n".to_string(),
+            format!("name = \"x\"\n{t}tool_calls = [{{ name = \"a\", zzz = 1 }}]\n"),
+            format!("name = \"x\"\n{t}agent = {{ calls = 1, tools = [\"a\"], zzz = 1 }}\n"),
+            "name = \"x\"\n[targets.a]\nzzz = 1\n".to_string(),
+        ];
+        let mut checked = 0;
+        for text in &tables {
+            for key in known_keys(text) {
+                let documented = [
+                    format!("| `{key}` |"),
+                    format!("## `[{key}]`"),
+                    format!("## `[[{key}]]`"),
+                    format!("## `[{key}.NAME]`"),
+                ];
+                assert!(
+                    documented.iter().any(|d| doc.contains(d.as_str())),
+                    "scenarios/README.md does not document `{key}`"
+                );
+                checked += 1;
+            }
+        }
+        assert!(checked > 30, "{checked}");
+        let example = doc
+            .split("```toml\n")
+            .nth(1)
+            .unwrap()
+            .split("```")
+            .next()
+            .unwrap();
+        let s = parse("README example", example).unwrap();
+        let plan =
+            crate::plan::build(&s, "README", example.as_bytes(), &Default::default()).unwrap();
+        assert_eq!(plan.cells.len(), 6);
+        assert_eq!(plan.sessions.len(), 5);
     }
 }

@@ -161,6 +161,9 @@ pub struct TargetSpec {
 #[derive(Debug, Clone, Default, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct TargetsFile {
+    /// Where it was read from (for messages); set by the loader, not a TOML key.
+    #[serde(skip)]
+    pub path: String,
     /// The targets.
     #[serde(default)]
     pub targets: BTreeMap<String, TargetSpec>,

@@ -17,7 +17,10 @@ use super::{
     SESSIONS_FILE, SUMMARY_FILE,
 };
 use crate::plan::Plan;
-use crate::recorder::{CellKey, Chunk, Metric, Recorder, RequestRecord, SessionRecord, Summary};
+use crate::recorder::{
+    request_statistics, session_statistics, CellKey, Chunk, Metric, Recorder, RequestRecord,
+    SessionRecord, Summary,
+};
 
 /// A results directory, loaded.
 #[derive(Debug, Clone)]
@@ -34,6 +37,11 @@ pub struct LoadedRun {
     /// True when `summary.json` was missing (the run did not finish) and the summary and
     /// histograms were recomputed from `requests.csv`/`chunks.csv`/`sessions.csv`.
     pub rebuilt: bool,
+    /// Torn final CSV rows skipped while rebuilding (a process killed mid-write can leave
+    /// half a row at the end of a file). Always 0 for a run that finished.
+    pub skipped_rows: u64,
+    /// Tolerate a torn last row (only for runs without `summary.json`).
+    lenient: bool,
 }
 
 impl LoadedRun {
@@ -71,13 +79,24 @@ impl LoadedRun {
             },
             histograms: BTreeMap::new(),
             rebuilt: false,
+            skipped_rows: 0,
+            lenient: false,
         };
         let spath = dir.join(SUMMARY_FILE);
         if spath.is_file() {
             run.summary = read_json(&spath)?;
             run.histograms = read_histograms(&dir.join(HISTOGRAMS_DIR))?;
         } else {
-            let rec = run.recorder()?;
+            run.lenient = true;
+            let mut skipped = 0;
+            let mut rec = Recorder::new();
+            for r in run.records_counting(&mut skipped)? {
+                rec.add_request(&r);
+            }
+            for s in run.sessions_counting(&mut skipped)? {
+                rec.add_session(&s);
+            }
+            run.skipped_rows = skipped;
             run.summary = Summary::from_recorder(&rec);
             run.histograms = rec
                 .histograms()
@@ -129,34 +148,60 @@ impl LoadedRun {
 
     /// Every session of `sessions.csv`.
     pub fn sessions(&self) -> Result<Vec<SessionRecord>> {
+        self.sessions_counting(&mut 0)
+    }
+
+    fn sessions_counting(&self, skipped: &mut u64) -> Result<Vec<SessionRecord>> {
         let path = self.dir.join(SESSIONS_FILE);
-        let reader = open_csv(&path)?;
-        reader
+        let rows = open_csv(&path)?
             .into_deserialize::<SessionRow>()
-            .map(|r| {
-                r.map(SessionRow::into_record)
-                    .map_err(|e| csv_read_err(&path, e))
-            })
-            .collect()
+            .map(|r| r.map_err(|e| csv_read_err(&path, e)));
+        Ok(collect_rows(rows, self.lenient, skipped)?
+            .into_iter()
+            .map(SessionRow::into_record)
+            .collect())
     }
 
     /// Every request with its chunks, rebuilt from `requests.csv` and `chunks.csv` (holds the
     /// whole run in memory; use [`LoadedRun::request_rows`] to stream).
     pub fn records(&self) -> Result<Vec<RequestRecord>> {
+        self.records_counting(&mut 0)
+    }
+
+    fn records_counting(&self, skipped: &mut u64) -> Result<Vec<RequestRecord>> {
         let mut chunks: HashMap<u64, Vec<(u32, Chunk)>> = HashMap::new();
-        for row in self.chunk_rows()? {
-            let row = row?;
+        for row in collect_rows(self.chunk_rows()?, self.lenient, skipped)? {
             chunks
                 .entry(row.request_id)
                 .or_default()
                 .push((row.index, row.chunk()));
         }
         let mut out = Vec::new();
-        for row in self.request_rows()? {
-            let row = row?;
+        for row in collect_rows(self.request_rows()?, self.lenient, skipped)? {
             let mut cs = chunks.remove(&row.id).unwrap_or_default();
             cs.sort_by_key(|(i, _)| *i);
             out.push(row.into_record(cs.into_iter().map(|(_, c)| c).collect()));
+        }
+        Ok(out)
+    }
+
+    /// Every raw sample per cell and metric, in stored units, with exactly the recorder's
+    /// inclusion rules ([`request_statistics`], [`session_statistics`]); for resampling
+    /// statistics that histograms cannot give (e.g. bootstrap confidence intervals).
+    pub fn samples(&self) -> Result<BTreeMap<(CellKey, Metric), Vec<u64>>> {
+        let mut out: BTreeMap<(CellKey, Metric), Vec<u64>> = BTreeMap::new();
+        for r in self.records()? {
+            let key = CellKey::new(&r.target, &r.transport);
+            for (m, v) in request_statistics(&r) {
+                out.entry((key.clone(), m)).or_default().push(v);
+            }
+        }
+        for s in self.sessions()? {
+            if let Some(v) = session_statistics(&s) {
+                out.entry((CellKey::new(&s.target, &s.transport), Metric::SessionWall))
+                    .or_default()
+                    .push(v);
+            }
         }
         Ok(out)
     }
@@ -198,6 +243,25 @@ impl Iterator for ChunkRows {
     fn next(&mut self) -> Option<Self::Item> {
         Some(self.inner.next()?.map_err(|e| csv_read_err(&self.path, e)))
     }
+}
+
+/// Collects rows; when `lenient`, a bad *final* row (torn by a kill mid-write) is skipped
+/// and counted instead of failing. A bad row anywhere else is always an error.
+fn collect_rows<T>(
+    rows: impl Iterator<Item = Result<T>>,
+    lenient: bool,
+    skipped: &mut u64,
+) -> Result<Vec<T>> {
+    let mut rows = rows.peekable();
+    let mut out = Vec::new();
+    while let Some(row) = rows.next() {
+        match row {
+            Ok(v) => out.push(v),
+            Err(_) if lenient && rows.peek().is_none() => *skipped += 1,
+            Err(e) => return Err(e),
+        }
+    }
+    Ok(out)
 }
 
 fn open_csv(path: &Path) -> Result<csv::Reader<File>> {

@@ -55,6 +55,8 @@ pub(crate) fn test_plan() -> Plan {
             session_interval: None,
         },
         link: "rtt=40ms".parse::<Link>().unwrap(),
+        link_for_real_targets: false,
+        description: "a test".into(),
         gate: BTreeMap::new(),
         warnings: vec!["a warning".into()],
         scenario_source: "name = \"smoke test\"\n".into(),
@@ -225,6 +227,14 @@ fn round_trip_rows_histograms_summary_manifest() {
     assert_eq!(run.records().unwrap(), records());
     assert_eq!(run.sessions().unwrap(), sessions());
     assert_eq!(run.chunk_rows().unwrap().count(), 16);
+    // Raw samples hold exactly what the histograms hold.
+    let samples = run.samples().unwrap();
+    assert_eq!(samples.len(), run.histograms.len());
+    for (k, vs) in &samples {
+        let mut h = crate::recorder::new_histogram();
+        vs.iter().for_each(|v| h.record(*v).unwrap());
+        assert_eq!(&h, &run.histograms[k], "{k:?}");
+    }
     // A recorder rebuilt from the CSVs summarises to the same numbers.
     assert_eq!(
         Summary::from_recorder(&run.recorder().unwrap()),
@@ -289,8 +299,29 @@ fn interrupted_status_and_unfinished_runs() {
     drop(w);
     let died = LoadedRun::open(&died_dir).unwrap();
     assert!(died.rebuilt);
+    assert_eq!(died.skipped_rows, 0);
     assert_eq!(died.manifest.status, RunStatus::Running);
     assert_eq!(died.summary, Summary::from_recorder(&rec));
+
+    // Killed mid-row: half a row at the end of requests.csv is skipped and counted; the
+    // same damage in a finished run is an error.
+    let csv_path = died_dir.join(REQUESTS_FILE);
+    let mut text = std::fs::read_to_string(&csv_path).unwrap();
+    text.push_str("99,sim-wafer,ht");
+    std::fs::write(&csv_path, &text).unwrap();
+    let torn = LoadedRun::open(&died_dir).unwrap();
+    assert_eq!(torn.skipped_rows, 1);
+    assert_eq!(torn.summary, Summary::from_recorder(&rec));
+    let finished_csv = dir.join(REQUESTS_FILE);
+    let mut text = std::fs::read_to_string(&finished_csv).unwrap();
+    text.push_str("99,sim-wafer,ht");
+    std::fs::write(&finished_csv, &text).unwrap();
+    let run = LoadedRun::open(&dir).unwrap();
+    let err = run.records().unwrap_err().to_string();
+    assert!(
+        err.contains("requests.csv") && err.contains("bad row"),
+        "{err}"
+    );
 }
 
 #[test]

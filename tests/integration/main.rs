@@ -1,4 +1,15 @@
-//! One integration-test binary: every test starts real servers on 127.0.0.1:0.
+//! The single integration-test binary.
 
+mod client_interop;
+mod client_peer;
+mod client_sim;
 mod common;
 mod compare_synthetic;
+mod data;
+mod sim_cli;
+mod sim_client;
+mod sim_faults;
+mod sim_link;
+mod sim_rates;
+mod sim_wire;
+mod sim_ws;

@@ -1,0 +1,477 @@
+//! Chat Completions streaming decoder: `data:` JSON chunks ending in `data: [DONE]`.
+//!
+//! Owns: what counts as content (non-empty `delta.content`, reasoning deltas and tool-call
+//! argument deltas; the `role` prelude and empty strings are not tokens), tool-call assembly
+//! by `index`, usage (final chunk, or cumulative on every chunk for vLLM
+//! `continuous_usage_stats`), provider timing (Cerebras `time_info`, llama.cpp `timings`,
+//! Groq `usage.*_time` / `x_groq.usage`), and errors (`{"error":…}` data → server error).
+//! Does not own: clocks (times are on the wire events).
+
+use std::borrow::Cow;
+
+use serde::Deserialize;
+
+use super::timing::{CerebrasTimeInfo, GroqUsageTimes, LlamaTimings};
+use super::{error_from_body, error_message, ContentKind, StreamEvent, ToolCall};
+use crate::recorder::OutcomeKind;
+use crate::transport::WireEvent;
+
+/// Decoder state for one chat completion.
+#[derive(Debug, Default)]
+pub struct ChatDecoder {
+    /// Answer text so far.
+    pub text: String,
+    calls: Vec<ToolCall>,
+    started: bool,
+    finished: bool,
+    status: Option<u16>,
+    id_sent: bool,
+}
+
+#[derive(Deserialize)]
+struct Chunk<'a> {
+    #[serde(borrow)]
+    id: Option<Cow<'a, str>>,
+    #[serde(default)]
+    choices: Vec<Choice<'a>>,
+    usage: Option<Usage>,
+    error: Option<serde_json::Value>,
+    time_info: Option<CerebrasTimeInfo>,
+    timings: Option<LlamaTimings>,
+    x_groq: Option<XGroq>,
+}
+
+#[derive(Deserialize)]
+struct Choice<'a> {
+    #[serde(borrow)]
+    delta: Option<Delta<'a>>,
+}
+
+#[derive(Deserialize)]
+struct Delta<'a> {
+    #[serde(borrow)]
+    content: Option<Cow<'a, str>>,
+    #[serde(borrow, alias = "reasoning")]
+    reasoning_content: Option<Cow<'a, str>>,
+    #[serde(borrow)]
+    tool_calls: Option<Vec<ToolCallDelta<'a>>>,
+}
+
+#[derive(Deserialize)]
+struct ToolCallDelta<'a> {
+    #[serde(default)]
+    index: usize,
+    #[serde(borrow)]
+    id: Option<Cow<'a, str>>,
+    #[serde(borrow)]
+    function: Option<FunctionDelta<'a>>,
+}
+
+#[derive(Deserialize)]
+struct FunctionDelta<'a> {
+    #[serde(borrow)]
+    name: Option<Cow<'a, str>>,
+    #[serde(borrow)]
+    arguments: Option<Cow<'a, str>>,
+}
+
+#[derive(Deserialize)]
+struct Usage {
+    prompt_tokens: Option<u32>,
+    completion_tokens: Option<u32>,
+    prompt_tokens_details: Option<Details>,
+    #[serde(flatten)]
+    times: GroqUsageTimes,
+}
+
+#[derive(Deserialize)]
+struct Details {
+    cached_tokens: Option<u32>,
+}
+
+#[derive(Deserialize)]
+struct XGroq {
+    usage: Option<Usage>,
+}
+
+impl ChatDecoder {
+    /// Decodes one wire event.
+    pub fn decode(&mut self, ev: &WireEvent, out: &mut dyn FnMut(StreamEvent)) {
+        if self.finished {
+            return;
+        }
+        match ev {
+            WireEvent::Headers {
+                status, headers, ..
+            } => {
+                if (200..300).contains(status) {
+                    if let Some(t) = super::timing::from_headers(headers) {
+                        out(StreamEvent::ServerTiming(t));
+                    }
+                } else {
+                    self.status = Some(*status);
+                }
+            }
+            WireEvent::ErrorBody { data, .. } => {
+                self.finished = true;
+                out(error_from_body(self.status.unwrap_or(0), data));
+            }
+            WireEvent::Sse { data, .. } => self.data(data, out),
+            WireEvent::WsText { .. } => {
+                self.finished = true;
+                out(StreamEvent::Error {
+                    kind: OutcomeKind::ProtocolError,
+                    status: None,
+                    message: "chat completions has no WebSocket mode".into(),
+                });
+            }
+            WireEvent::End { .. } => {
+                if let Some(status) = self.status {
+                    self.finished = true;
+                    out(error_from_body(status, b""));
+                }
+            }
+        }
+    }
+
+    fn data(&mut self, data: &[u8], out: &mut dyn FnMut(StreamEvent)) {
+        if !self.started {
+            self.started = true;
+            out(StreamEvent::FirstEvent);
+        }
+        if data.trim_ascii() == b"[DONE]" {
+            self.finish(out, true);
+            return;
+        }
+        let chunk: Chunk = match serde_json::from_slice(data) {
+            Ok(c) => c,
+            Err(e) => {
+                self.finished = true;
+                out(StreamEvent::Error {
+                    kind: OutcomeKind::ProtocolError,
+                    status: None,
+                    message: format!(
+                        "unparsable chat chunk ({e}): {}",
+                        String::from_utf8_lossy(&data[..data.len().min(200)])
+                    ),
+                });
+                return;
+            }
+        };
+        if let Some(err) = chunk.error {
+            self.finished = true;
+            out(StreamEvent::Error {
+                kind: OutcomeKind::ServerError,
+                status: err.get("code").and_then(|c| c.as_u64()).map(|c| c as u16),
+                message: error_message(&err),
+            });
+            return;
+        }
+        if let Some(id) = chunk.id.as_deref() {
+            if !self.id_sent {
+                // Same id on every chunk; reported once, from the first chunk that has it.
+                out(StreamEvent::ResponseId(id.to_string()));
+                self.id_sent = true;
+            }
+        }
+        let cumulative = chunk.usage.as_ref().and_then(|u| u.completion_tokens);
+        for choice in &chunk.choices {
+            let Some(delta) = &choice.delta else { continue };
+            if let Some(t) = delta.reasoning_content.as_deref().filter(|t| !t.is_empty()) {
+                out(StreamEvent::Content {
+                    kind: ContentKind::Reasoning,
+                    text_len: t.len() as u32,
+                    cumulative_usage: cumulative,
+                });
+            }
+            if let Some(t) = delta.content.as_deref().filter(|t| !t.is_empty()) {
+                self.text.push_str(t);
+                out(StreamEvent::Content {
+                    kind: ContentKind::Text,
+                    text_len: t.len() as u32,
+                    cumulative_usage: cumulative,
+                });
+            }
+            for tc in delta.tool_calls.iter().flatten() {
+                while self.calls.len() <= tc.index.min(64) {
+                    self.calls.push(ToolCall::default());
+                }
+                let call = &mut self.calls[tc.index.min(64)];
+                if let Some(id) = &tc.id {
+                    call.call_id = id.to_string();
+                }
+                if let Some(f) = &tc.function {
+                    if let Some(n) = &f.name {
+                        call.name.push_str(n);
+                    }
+                    if let Some(a) = f.arguments.as_deref().filter(|a| !a.is_empty()) {
+                        call.arguments.push_str(a);
+                        out(StreamEvent::Content {
+                            kind: ContentKind::ToolArguments,
+                            text_len: a.len() as u32,
+                            cumulative_usage: cumulative,
+                        });
+                    }
+                }
+            }
+        }
+        let groq = chunk.x_groq.as_ref().and_then(|x| x.usage.as_ref());
+        for u in chunk.usage.iter().chain(groq) {
+            // With continuous usage every chunk carries it; the last one wins.
+            out(StreamEvent::Usage {
+                input: u.prompt_tokens,
+                cached: u
+                    .prompt_tokens_details
+                    .as_ref()
+                    .and_then(|d| d.cached_tokens),
+                output: u.completion_tokens,
+            });
+            if let Some(t) = u.times.timing() {
+                out(StreamEvent::ServerTiming(t));
+            }
+        }
+        if let Some(t) = &chunk.time_info {
+            out(StreamEvent::ServerTiming(t.timing()));
+        }
+        if let Some(t) = &chunk.timings {
+            out(StreamEvent::ServerTiming(t.timing()));
+        }
+    }
+
+    fn finish(&mut self, out: &mut dyn FnMut(StreamEvent), ok: bool) {
+        self.finished = true;
+        for call in self.calls.drain(..) {
+            if !call.name.is_empty() {
+                out(StreamEvent::ToolCall(call));
+            }
+        }
+        out(StreamEvent::Done { ok });
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use bytes::Bytes;
+
+    pub(crate) fn run(frames: &[&str]) -> Vec<StreamEvent> {
+        let mut d = ChatDecoder::default();
+        let mut got = Vec::new();
+        d.decode(
+            &WireEvent::Headers {
+                at_ns: 0,
+                status: 200,
+                headers: Default::default(),
+            },
+            &mut |e| got.push(e),
+        );
+        for f in frames {
+            d.decode(
+                &WireEvent::Sse {
+                    at_ns: 1,
+                    event: None,
+                    data: Bytes::copy_from_slice(f.as_bytes()),
+                },
+                &mut |e| got.push(e),
+            );
+        }
+        got
+    }
+
+    fn text(n: u32) -> StreamEvent {
+        StreamEvent::Content {
+            kind: ContentKind::Text,
+            text_len: n,
+            cumulative_usage: None,
+        }
+    }
+
+    #[test]
+    fn openai_reference_stream() {
+        let got = run(&[
+            r#"{"id":"chatcmpl-123","object":"chat.completion.chunk","created":1694268190,"model":"gpt-4o-mini","system_fingerprint":"fp_44709d6fcb","choices":[{"index":0,"delta":{"role":"assistant","content":""},"logprobs":null,"finish_reason":null}],"usage":null,"obfuscation":"r4N7vQ2m"}"#,
+            r#"{"id":"chatcmpl-123","choices":[{"index":0,"delta":{"content":"Hello"},"logprobs":null,"finish_reason":null}],"usage":null}"#,
+            r#"{"id":"chatcmpl-123","choices":[{"index":0,"delta":{"content":" w\u00f6rld"},"finish_reason":null}]}"#,
+            r#"{"id":"chatcmpl-123","choices":[{"index":0,"delta":{},"logprobs":null,"finish_reason":"stop"}],"obfuscation":""}"#,
+            r#"{"id":"chatcmpl-123","choices":[],"usage":{"prompt_tokens":9,"completion_tokens":12,"total_tokens":21,"prompt_tokens_details":{"cached_tokens":0,"audio_tokens":0},"completion_tokens_details":{"reasoning_tokens":0}}}"#,
+            "[DONE]",
+        ]);
+        assert_eq!(
+            got,
+            vec![
+                StreamEvent::FirstEvent,
+                StreamEvent::ResponseId("chatcmpl-123".into()),
+                text(5),
+                text(7),
+                StreamEvent::Usage {
+                    input: Some(9),
+                    cached: Some(0),
+                    output: Some(12)
+                },
+                StreamEvent::Done { ok: true },
+            ]
+        );
+    }
+
+    #[test]
+    fn error_data_is_a_server_error_and_ends_the_stream() {
+        let got = run(&[
+            r#"{"id":"c","choices":[{"index":0,"delta":{"content":"a"}}]}"#,
+            r#"{"error":{"message":"overloaded","type":"server_error","code":null}}"#,
+            "[DONE]",
+        ]);
+        assert_eq!(got.len(), 4);
+        assert!(
+            matches!(&got[3], StreamEvent::Error { kind: OutcomeKind::ServerError, message, .. } if message == "overloaded")
+        );
+    }
+
+    #[test]
+    fn non_2xx_status_uses_the_error_body() {
+        let mut d = ChatDecoder::default();
+        let mut got = Vec::new();
+        d.decode(
+            &WireEvent::Headers {
+                at_ns: 0,
+                status: 429,
+                headers: Default::default(),
+            },
+            &mut |e| got.push(e),
+        );
+        d.decode(
+            &WireEvent::ErrorBody {
+                at_ns: 1,
+                data: Bytes::from_static(
+                    br#"{"error":{"message":"slow down","code":"rate_limit"}}"#,
+                ),
+            },
+            &mut |e| got.push(e),
+        );
+        d.decode(&WireEvent::End { at_ns: 2 }, &mut |e| got.push(e));
+        assert_eq!(
+            got,
+            vec![StreamEvent::Error {
+                kind: OutcomeKind::HttpStatus,
+                status: Some(429),
+                message: "rate_limit: slow down".into()
+            }]
+        );
+    }
+
+    #[test]
+    fn cerebras_time_info_is_in_seconds() {
+        let got = run(&[
+            r#"{"choices":[],"usage":{"prompt_tokens":69,"completion_tokens":45,"total_tokens":114,"prompt_tokens_details":{"cached_tokens":32}},"time_info":{"queue_time":0.001,"prompt_time":0.006,"completion_time":0.014,"total_time":0.09,"created":1782514735.28}}"#,
+            "[DONE]",
+        ]);
+        let t = got
+            .iter()
+            .find_map(|e| match e {
+                StreamEvent::ServerTiming(t) => Some(t.clone()),
+                _ => None,
+            })
+            .unwrap();
+        assert_eq!(t.source, "cerebras-time-info");
+        assert!((t.ttft_ms.unwrap() - 7.0).abs() < 1e-9);
+        assert!((t.total_ms.unwrap() - 90.0).abs() < 1e-9);
+        assert!((t.queue_ms.unwrap() - 1.0).abs() < 1e-9);
+        assert!(got.contains(&StreamEvent::Usage {
+            input: Some(69),
+            cached: Some(32),
+            output: Some(45)
+        }));
+    }
+
+    #[test]
+    fn llamacpp_timings_are_in_ms() {
+        let got = run(&[
+            r#"{"choices":[],"created":1758108431,"id":"chatcmpl-x","model":"m","object":"chat.completion.chunk","usage":{"completion_tokens":31,"prompt_tokens":75,"total_tokens":106},"timings":{"cache_n":0,"prompt_n":75,"prompt_ms":180.025,"prompt_per_token_ms":2.40,"prompt_per_second":416.6,"predicted_n":31,"predicted_ms":875.429,"predicted_per_token_ms":28.24,"predicted_per_second":35.41}}"#,
+            "[DONE]",
+        ]);
+        let t = got
+            .iter()
+            .find_map(|e| match e {
+                StreamEvent::ServerTiming(t) => Some(t.clone()),
+                _ => None,
+            })
+            .unwrap();
+        assert_eq!(t.source, "llamacpp-timings");
+        assert_eq!(t.ttft_ms, Some(180.025));
+        assert!((t.total_ms.unwrap() - 1055.454).abs() < 1e-9);
+    }
+
+    #[test]
+    fn groq_x_groq_usage_and_vllm_continuous_usage() {
+        let got = run(&[
+            r#"{"id":"g","choices":[],"x_groq":{"id":"req_1","usage":{"queue_time":0.02,"prompt_tokens":10,"prompt_time":0.005,"completion_tokens":3,"completion_time":0.01,"total_time":0.035}}}"#,
+        ]);
+        let t = got
+            .iter()
+            .find_map(|e| match e {
+                StreamEvent::ServerTiming(t) => Some(t.clone()),
+                _ => None,
+            })
+            .unwrap();
+        assert_eq!(t.source, "groq-usage");
+        assert!((t.ttft_ms.unwrap() - 25.0).abs() < 1e-9);
+        let got = run(&[
+            r#"{"id":"v","choices":[{"index":0,"delta":{"content":"ab"}}],"usage":{"prompt_tokens":5,"completion_tokens":2,"total_tokens":7}}"#,
+        ]);
+        assert!(got.contains(&StreamEvent::Content {
+            kind: ContentKind::Text,
+            text_len: 2,
+            cumulative_usage: Some(2)
+        }));
+    }
+
+    #[test]
+    fn tool_calls_assemble_by_index() {
+        let mut d = ChatDecoder::default();
+        let mut got = Vec::new();
+        for f in [
+            r#"{"id":"c","choices":[{"index":0,"delta":{"role":"assistant","content":null,"tool_calls":[{"index":0,"id":"call_1","type":"function","function":{"name":"read_file","arguments":""}}]}}]}"#,
+            r#"{"id":"c","choices":[{"index":0,"delta":{"tool_calls":[{"index":0,"function":{"arguments":"{\"path\":"}}]}}]}"#,
+            r#"{"id":"c","choices":[{"index":0,"delta":{"tool_calls":[{"index":0,"function":{"arguments":"\"a.rs\"}"}}]}}]}"#,
+            "[DONE]",
+        ] {
+            d.decode(
+                &WireEvent::Sse {
+                    at_ns: 0,
+                    event: None,
+                    data: Bytes::copy_from_slice(f.as_bytes()),
+                },
+                &mut |e| got.push(e),
+            );
+        }
+        assert!(got.contains(&StreamEvent::ToolCall(ToolCall {
+            call_id: "call_1".into(),
+            name: "read_file".into(),
+            arguments: "{\"path\":\"a.rs\"}".into()
+        })));
+        let args = got
+            .iter()
+            .filter(|e| {
+                matches!(
+                    e,
+                    StreamEvent::Content {
+                        kind: ContentKind::ToolArguments,
+                        ..
+                    }
+                )
+            })
+            .count();
+        assert_eq!(args, 2);
+    }
+
+    #[test]
+    fn garbage_is_a_protocol_error() {
+        let got = run(&["{not json"]);
+        assert!(matches!(
+            got.last(),
+            Some(StreamEvent::Error {
+                kind: OutcomeKind::ProtocolError,
+                ..
+            })
+        ));
+    }
+}

@@ -1,0 +1,186 @@
+//! Backend: protocol adapters for the OpenAI-compatible APIs.
+//!
+//! Owns: per-session conversation state and the chaining rule ([`conversation`]), request
+//! bodies and headers ([`request`]), and decoders that turn stamped wire events into
+//! [`StreamEvent`]s ([`chat`], [`responses`]), plus provider timing ([`timing`]) and the
+//! per-chunk token split ([`tokens`]).
+//! Does not own: sockets, clocks or sleeps. Times come from the transport on the wire
+//! events; decoders never read a clock.
+
+pub mod chat;
+pub mod conversation;
+pub mod request;
+pub mod responses;
+pub mod timing;
+pub mod tokens;
+
+use serde::{Deserialize, Serialize};
+
+pub use conversation::{Conversation, Item};
+
+use crate::recorder::{ApiFlavour, OutcomeKind, ServerTiming};
+use crate::transport::WireEvent;
+
+/// Which function the model is asked to call.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub enum ToolChoice {
+    /// The model decides (`"auto"`).
+    #[default]
+    Auto,
+    /// No tool calls (`"none"`).
+    None,
+    /// Force this function.
+    Function(String),
+}
+
+/// A function call the model made.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, Default)]
+pub struct ToolCall {
+    /// `call_…` id to answer with.
+    pub call_id: String,
+    /// Function name.
+    pub name: String,
+    /// JSON arguments as sent by the model.
+    pub arguments: String,
+}
+
+/// What a content chunk carried.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ContentKind {
+    /// Answer text.
+    Text,
+    /// Reasoning text (counted as output, not part of the reply).
+    Reasoning,
+    /// Tool-call argument text (counted as output: the model generated it).
+    ToolArguments,
+}
+
+/// One thing a response said, in protocol-neutral terms.
+#[derive(Debug, Clone, PartialEq)]
+pub enum StreamEvent {
+    /// The first protocol event of this response (not stale frames of an earlier one).
+    FirstEvent,
+    /// A token-bearing delta.
+    Content {
+        /// What it was.
+        kind: ContentKind,
+        /// UTF-8 bytes of the delta.
+        text_len: u32,
+        /// Cumulative output tokens reported on this chunk (vLLM `continuous_usage_stats`).
+        cumulative_usage: Option<u32>,
+    },
+    /// A completed function call.
+    ToolCall(ToolCall),
+    /// Server token counts.
+    Usage {
+        /// Input tokens.
+        input: Option<u32>,
+        /// Cached input tokens.
+        cached: Option<u32>,
+        /// Output tokens.
+        output: Option<u32>,
+    },
+    /// Server-reported timing.
+    ServerTiming(ServerTiming),
+    /// The response id.
+    ResponseId(String),
+    /// Terminal event.
+    Done {
+        /// True for a successful completion (`incomplete` for a token limit counts as ok).
+        ok: bool,
+    },
+    /// The response failed (terminal).
+    Error {
+        /// Outcome to record.
+        kind: OutcomeKind,
+        /// HTTP status (or the WS error envelope's status).
+        status: Option<u16>,
+        /// Message from the server.
+        message: String,
+    },
+}
+
+impl StreamEvent {
+    /// True for events that end the response.
+    pub fn is_terminal(&self) -> bool {
+        matches!(self, StreamEvent::Done { .. } | StreamEvent::Error { .. })
+    }
+}
+
+/// A decoder for one response.
+#[derive(Debug)]
+pub enum Decoder {
+    /// Chat completions SSE.
+    Chat(chat::ChatDecoder),
+    /// Responses API (SSE or WebSocket).
+    Responses(responses::ResponsesDecoder),
+}
+
+impl Decoder {
+    /// A decoder for `api`.
+    pub fn new(api: ApiFlavour) -> Self {
+        match api {
+            ApiFlavour::ChatCompletions => Decoder::Chat(chat::ChatDecoder::default()),
+            ApiFlavour::Responses => Decoder::Responses(responses::ResponsesDecoder::default()),
+        }
+    }
+
+    /// Decodes one wire event; stream events go to `out`.
+    pub fn decode(&mut self, ev: &WireEvent, out: &mut dyn FnMut(StreamEvent)) {
+        match self {
+            Decoder::Chat(d) => d.decode(ev, out),
+            Decoder::Responses(d) => d.decode(ev, out),
+        }
+    }
+
+    /// The answer text accumulated so far.
+    pub fn text(&self) -> &str {
+        match self {
+            Decoder::Chat(d) => &d.text,
+            Decoder::Responses(d) => &d.text,
+        }
+    }
+
+    /// Takes the answer text.
+    pub fn take_text(&mut self) -> String {
+        match self {
+            Decoder::Chat(d) => std::mem::take(&mut d.text),
+            Decoder::Responses(d) => std::mem::take(&mut d.text),
+        }
+    }
+}
+
+/// Common handling of a non-2xx HTTP response: `Headers` with the status, then `ErrorBody`.
+/// Returns the status when the headers said non-2xx, for the decoder to remember.
+pub(crate) fn error_from_body(status: u16, data: &[u8]) -> StreamEvent {
+    #[derive(Deserialize)]
+    struct Env {
+        error: Option<serde_json::Value>,
+    }
+    let message = serde_json::from_slice::<Env>(data)
+        .ok()
+        .and_then(|e| e.error)
+        .map(|e| error_message(&e))
+        .unwrap_or_else(|| String::from_utf8_lossy(&data[..data.len().min(300)]).into_owned());
+    StreamEvent::Error {
+        kind: OutcomeKind::HttpStatus,
+        status: Some(status),
+        message,
+    }
+}
+
+/// `message` (and `code`) of an OpenAI-style error object, or the JSON itself.
+pub(crate) fn error_message(v: &serde_json::Value) -> String {
+    match (
+        v.get("message").and_then(|m| m.as_str()),
+        v.get("code").and_then(|c| c.as_str()),
+    ) {
+        (Some(m), Some(c)) => format!("{c}: {m}"),
+        (Some(m), None) => m.to_string(),
+        (None, Some(c)) => c.to_string(),
+        (None, None) => match v.as_str() {
+            Some(s) => s.to_string(),
+            None => v.to_string(),
+        },
+    }
+}

@@ -1,0 +1,425 @@
+//! Request bodies and headers for Chat Completions and the Responses API (HTTP and
+//! WebSocket).
+//!
+//! Owns: the JSON of each request, tool definitions and `tool_choice`, the API key header
+//! (read from the environment at build time, never stored or logged), extra target headers,
+//! the simulator fault (`x-sim-fault` header on HTTP, `"sim_fault"` field on WebSocket).
+//! Does not own: sending (transport) or history (conversation).
+
+use bytes::Bytes;
+use http::{HeaderName, HeaderValue};
+use serde_json::{json, Map, Value};
+
+use super::{Conversation, Item, ToolChoice};
+use crate::plan::Target;
+use crate::recorder::{ApiFlavour, RequestKind};
+use crate::transport::http::HttpRequest;
+
+/// What one request asks for.
+#[derive(Debug, Clone, Default)]
+pub struct RequestSpec {
+    /// User prompt, tool result or warm-up.
+    pub kind: RequestKind,
+    /// `max_output_tokens` / `max_tokens`.
+    pub max_output_tokens: u32,
+    /// Tool choice for this request.
+    pub tool_choice: ToolChoice,
+    /// Function tools offered (one per name).
+    pub tools: Vec<String>,
+    /// Simulator fault spec (`status=500`, `stall=5s`, `reset-after=3`).
+    pub fault: Option<String>,
+    /// Chat: ask for cumulative usage on every chunk (vLLM `continuous_usage_stats`).
+    pub continuous_usage_stats: bool,
+}
+
+/// A request that could not be built (e.g. a missing API key variable).
+#[derive(Debug, thiserror::Error)]
+#[error("{0}")]
+pub struct BuildError(pub String);
+
+/// `Authorization` and the target's extra headers.
+fn common_headers(target: &Target) -> Result<Vec<(HeaderName, HeaderValue)>, BuildError> {
+    let mut h = Vec::new();
+    if let Some(var) = &target.api_key_env {
+        let key = std::env::var(var).map_err(|_| {
+            BuildError(format!(
+                "target {:?}: environment variable {var} (api_key_env) is not set; export it or remove api_key_env",
+                target.name
+            ))
+        })?;
+        let mut v = HeaderValue::from_str(&format!("Bearer {}", key.trim())).map_err(|_| {
+            BuildError(format!(
+                "the API key in {var} contains characters not allowed in a header"
+            ))
+        })?;
+        v.set_sensitive(true);
+        h.push((http::header::AUTHORIZATION, v));
+    }
+    for (k, v) in &target.headers {
+        let name = HeaderName::from_bytes(k.as_bytes()).map_err(|_| {
+            BuildError(format!(
+                "target {:?}: invalid header name {k:?}",
+                target.name
+            ))
+        })?;
+        let value = HeaderValue::from_str(v).map_err(|_| {
+            BuildError(format!(
+                "target {:?}: invalid value for header {k:?}",
+                target.name
+            ))
+        })?;
+        h.push((name, value));
+    }
+    Ok(h)
+}
+
+/// Headers of the WebSocket upgrade request.
+pub fn ws_headers(target: &Target) -> Result<Vec<(HeaderName, HeaderValue)>, BuildError> {
+    let mut h = common_headers(target)?;
+    h.push((
+        HeaderName::from_static("openai-beta"),
+        HeaderValue::from_static("responses_websockets=2026-02-06"),
+    ));
+    if target.request_timing {
+        h.push((
+            HeaderName::from_static("x-responsesapi-include-timing-metrics"),
+            HeaderValue::from_static("true"),
+        ));
+    }
+    Ok(h)
+}
+
+/// The HTTP request (`POST {prefix}/chat/completions` or `/responses`).
+pub fn http_request(
+    target: &Target,
+    conv: &Conversation,
+    spec: &RequestSpec,
+) -> Result<HttpRequest, BuildError> {
+    let mut headers = common_headers(target)?;
+    headers.push((
+        http::header::CONTENT_TYPE,
+        HeaderValue::from_static("application/json"),
+    ));
+    headers.push((
+        http::header::ACCEPT,
+        HeaderValue::from_static("text/event-stream"),
+    ));
+    if let Some(f) = &spec.fault {
+        let v = HeaderValue::from_str(f)
+            .map_err(|_| BuildError(format!("invalid fault spec {f:?}")))?;
+        headers.push((HeaderName::from_static("x-sim-fault"), v));
+    }
+    let (path, body) = match target.api {
+        ApiFlavour::ChatCompletions => ("/chat/completions", chat_body(target, conv, spec)),
+        ApiFlavour::Responses => ("/responses", responses_body(target, conv, spec, false)),
+    };
+    let body =
+        serde_json::to_vec(&body).map_err(|e| BuildError(format!("encoding the request: {e}")))?;
+    Ok(HttpRequest {
+        path: path.to_string(),
+        headers,
+        body: Bytes::from(body),
+    })
+}
+
+/// The WebSocket `response.create` message (flat envelope, no `stream`).
+pub fn ws_message(
+    target: &Target,
+    conv: &Conversation,
+    spec: &RequestSpec,
+) -> Result<String, BuildError> {
+    if target.api != ApiFlavour::Responses {
+        return Err(BuildError(format!(
+            "target {:?} speaks chat completions, which has no WebSocket mode; use an HTTP transport",
+            target.name
+        )));
+    }
+    let body = responses_body(target, conv, spec, true);
+    serde_json::to_string(&body).map_err(|e| BuildError(format!("encoding the request: {e}")))
+}
+
+fn responses_body(target: &Target, conv: &Conversation, spec: &RequestSpec, ws: bool) -> Value {
+    let mut b = Map::new();
+    if ws {
+        b.insert("type".into(), json!("response.create"));
+    }
+    b.insert("model".into(), json!(target.model));
+    if !ws {
+        b.insert("stream".into(), json!(true));
+        b.insert(
+            "stream_options".into(),
+            json!({"include_obfuscation": false}),
+        );
+    }
+    b.insert("store".into(), json!(target.store));
+    if !conv.system.is_empty() {
+        b.insert("instructions".into(), json!(conv.system));
+    }
+    if let Some(id) = conv.previous_response_id() {
+        b.insert("previous_response_id".into(), json!(id));
+    }
+    let input: Vec<Value> = conv
+        .items_to_send()
+        .iter()
+        .flat_map(responses_items)
+        .collect();
+    b.insert("input".into(), Value::Array(input));
+    if spec.max_output_tokens > 0 {
+        b.insert("max_output_tokens".into(), json!(spec.max_output_tokens));
+    }
+    if !spec.tools.is_empty() {
+        let tools: Vec<Value> = spec
+            .tools
+            .iter()
+            .map(|n| json!({"type": "function", "name": n, "description": format!("The {n} tool."), "parameters": params()}))
+            .collect();
+        b.insert("tools".into(), Value::Array(tools));
+        b.insert(
+            "tool_choice".into(),
+            match &spec.tool_choice {
+                ToolChoice::Auto => json!("auto"),
+                ToolChoice::None => json!("none"),
+                ToolChoice::Function(n) => json!({"type": "function", "name": n}),
+            },
+        );
+    }
+    if ws && spec.kind == RequestKind::Warmup {
+        b.insert("generate".into(), json!(false));
+    }
+    if ws {
+        if let Some(f) = &spec.fault {
+            b.insert("sim_fault".into(), json!(f));
+        }
+    }
+    Value::Object(b)
+}
+
+fn responses_items(item: &Item) -> Vec<Value> {
+    match item {
+        Item::User(t) => vec![
+            json!({"type": "message", "role": "user", "content": [{"type": "input_text", "text": t}]}),
+        ],
+        Item::Assistant { text, calls } => {
+            let mut v = Vec::new();
+            if !text.is_empty() {
+                // The EasyInputMessage form (string content): accepted by the API and by servers
+                // that do not model `output_text` parts in input (llmsim 0.6).
+                v.push(json!({"type": "message", "role": "assistant", "content": text}));
+            }
+            for c in calls {
+                v.push(json!({"type": "function_call", "call_id": c.call_id, "name": c.name, "arguments": c.arguments}));
+            }
+            v
+        }
+        Item::ToolOutput { call_id, output } => {
+            vec![json!({"type": "function_call_output", "call_id": call_id, "output": output})]
+        }
+    }
+}
+
+fn params() -> Value {
+    json!({"type": "object", "properties": {"input": {"type": "string"}}})
+}
+
+fn chat_body(target: &Target, conv: &Conversation, spec: &RequestSpec) -> Value {
+    let mut messages = Vec::new();
+    if !conv.system.is_empty() {
+        messages.push(json!({"role": "system", "content": conv.system}));
+    }
+    for item in conv.items() {
+        messages.push(match item {
+            Item::User(t) => json!({"role": "user", "content": t}),
+            Item::Assistant { text, calls } if calls.is_empty() => json!({"role": "assistant", "content": text}),
+            Item::Assistant { text, calls } => {
+                let tc: Vec<Value> = calls
+                    .iter()
+                    .map(|c| json!({"id": c.call_id, "type": "function", "function": {"name": c.name, "arguments": c.arguments}}))
+                    .collect();
+                let content = if text.is_empty() { Value::Null } else { json!(text) };
+                json!({"role": "assistant", "content": content, "tool_calls": tc})
+            }
+            Item::ToolOutput { call_id, output } => json!({"role": "tool", "tool_call_id": call_id, "content": output}),
+        });
+    }
+    let mut stream_options = json!({"include_usage": true});
+    if spec.continuous_usage_stats {
+        stream_options["continuous_usage_stats"] = json!(true);
+    }
+    let mut b = json!({
+        "model": target.model,
+        "stream": true,
+        "stream_options": stream_options,
+        "messages": messages,
+    });
+    if spec.max_output_tokens > 0 {
+        b["max_tokens"] = json!(spec.max_output_tokens);
+    }
+    if !spec.tools.is_empty() {
+        b["tools"] = Value::Array(
+            spec.tools
+                .iter()
+                .map(|n| json!({"type": "function", "function": {"name": n, "description": format!("The {n} tool."), "parameters": params()}}))
+                .collect(),
+        );
+        b["tool_choice"] = match &spec.tool_choice {
+            ToolChoice::Auto => json!("auto"),
+            ToolChoice::None => json!("none"),
+            ToolChoice::Function(n) => json!({"type": "function", "function": {"name": n}}),
+        };
+    }
+    b
+}
+
+#[cfg(test)]
+pub(crate) mod tests {
+    use super::*;
+    use crate::recorder::TransportKind;
+    use std::time::Duration;
+
+    pub(crate) fn target(api: ApiFlavour) -> Target {
+        Target {
+            name: "t".into(),
+            base_url: Some("http://127.0.0.1:1/v1".into()),
+            sim_profile: None,
+            api,
+            model: "m".into(),
+            api_key_env: None,
+            hardware: "x".into(),
+            headers: Default::default(),
+            store: false,
+            ws_warmup: false,
+            request_timing: true,
+            request_timeout: Duration::from_secs(10),
+            stall_timeout: Duration::from_secs(5),
+            transports: TransportKind::ALL.to_vec(),
+        }
+    }
+
+    #[test]
+    fn responses_ws_message_is_flat_and_incremental() {
+        let t = target(ApiFlavour::Responses);
+        let mut c = Conversation::new("be brief", ApiFlavour::Responses, TransportKind::Ws, false);
+        c.add_user_message("hi");
+        c.on_reply(&crate::backend::conversation::Reply {
+            ok: true,
+            response_id: Some("resp_1".into()),
+            tool_calls: vec![],
+            text: "yo".into(),
+        });
+        c.add_user_message("next");
+        let spec = RequestSpec {
+            max_output_tokens: 50,
+            tools: vec!["read_file".into()],
+            tool_choice: ToolChoice::Function("read_file".into()),
+            fault: Some("status=500".into()),
+            ..Default::default()
+        };
+        let v: Value = serde_json::from_str(&ws_message(&t, &c, &spec).unwrap()).unwrap();
+        assert_eq!(v["type"], "response.create");
+        assert!(v.get("stream").is_none());
+        assert_eq!(v["previous_response_id"], "resp_1");
+        assert_eq!(v["input"].as_array().unwrap().len(), 1);
+        assert_eq!(v["input"][0]["content"][0]["text"], "next");
+        assert_eq!(
+            v["tool_choice"],
+            json!({"type": "function", "name": "read_file"})
+        );
+        assert_eq!(v["sim_fault"], "status=500");
+        assert_eq!(v["instructions"], "be brief");
+        assert!(v.get("generate").is_none());
+        let warm = RequestSpec {
+            kind: RequestKind::Warmup,
+            ..Default::default()
+        };
+        let v: Value = serde_json::from_str(&ws_message(&t, &c, &warm).unwrap()).unwrap();
+        assert_eq!(v["generate"], false);
+    }
+
+    #[test]
+    fn responses_http_body_and_headers() {
+        let t = target(ApiFlavour::Responses);
+        let mut c = Conversation::new("", ApiFlavour::Responses, TransportKind::Http, false);
+        c.add_user_message("hi");
+        let spec = RequestSpec {
+            max_output_tokens: 8,
+            fault: Some("stall=1s".into()),
+            ..Default::default()
+        };
+        let r = http_request(&t, &c, &spec).unwrap();
+        assert_eq!(r.path, "/responses");
+        let v: Value = serde_json::from_slice(&r.body).unwrap();
+        assert_eq!(v["stream"], true);
+        assert_eq!(v["store"], false);
+        assert_eq!(v["stream_options"]["include_obfuscation"], false);
+        assert_eq!(v["max_output_tokens"], 8);
+        assert!(r
+            .headers
+            .iter()
+            .any(|(k, v)| k == "x-sim-fault" && v == "stall=1s"));
+        assert!(!r.headers.iter().any(|(k, _)| k == "authorization"));
+    }
+
+    #[test]
+    fn chat_body_carries_tool_calls_and_tool_results() {
+        let t = target(ApiFlavour::ChatCompletions);
+        let mut c = Conversation::new(
+            "sys",
+            ApiFlavour::ChatCompletions,
+            TransportKind::Http,
+            false,
+        );
+        c.add_user_message("fix it");
+        let call = crate::backend::ToolCall {
+            call_id: "call_1".into(),
+            name: "read_file".into(),
+            arguments: "{}".into(),
+        };
+        c.on_reply(&crate::backend::conversation::Reply {
+            ok: true,
+            response_id: Some("x".into()),
+            tool_calls: vec![call],
+            text: String::new(),
+        });
+        c.add_tool_output("call_1", "contents");
+        let spec = RequestSpec {
+            max_output_tokens: 20,
+            tools: vec!["read_file".into()],
+            tool_choice: ToolChoice::Auto,
+            ..Default::default()
+        };
+        let r = http_request(&t, &c, &spec).unwrap();
+        assert_eq!(r.path, "/chat/completions");
+        let v: Value = serde_json::from_slice(&r.body).unwrap();
+        assert_eq!(v["stream_options"]["include_usage"], true);
+        assert!(v["stream_options"].get("continuous_usage_stats").is_none());
+        assert_eq!(v["max_tokens"], 20);
+        let m = v["messages"].as_array().unwrap();
+        assert_eq!(m.len(), 4);
+        assert_eq!(m[2]["tool_calls"][0]["function"]["name"], "read_file");
+        assert_eq!(m[2]["content"], Value::Null);
+        assert_eq!(m[3]["role"], "tool");
+        assert_eq!(m[3]["tool_call_id"], "call_1");
+        assert_eq!(v["tool_choice"], "auto");
+        assert!(ws_message(&t, &c, &spec).is_err());
+    }
+
+    #[test]
+    fn api_key_comes_from_the_environment_and_is_sensitive() {
+        let mut t = target(ApiFlavour::Responses);
+        t.api_key_env = Some("SPARK_BENCH_TEST_KEY_UNSET_7f3".into());
+        let c = Conversation::new("", ApiFlavour::Responses, TransportKind::Http, false);
+        let e = http_request(&t, &c, &RequestSpec::default())
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("SPARK_BENCH_TEST_KEY_UNSET_7f3"), "{e}");
+        // PATH is always set: use it as a stand-in key without touching the environment.
+        t.api_key_env = Some("PATH".into());
+        if let Ok(h) = ws_headers(&t) {
+            let auth = h.iter().find(|(k, _)| k == "authorization").unwrap();
+            assert!(auth.1.is_sensitive());
+            assert!(h
+                .iter()
+                .any(|(k, v)| k == "x-responsesapi-include-timing-metrics" && v == "true"));
+        }
+    }
+}

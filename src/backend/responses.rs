@@ -1,0 +1,526 @@
+//! Responses API decoder, for both SSE (`event:` + `data:` JSON) and WebSocket text
+//! messages (the same JSON objects, one per message).
+//!
+//! Owns: content (`response.output_text.delta`; reasoning and function-call argument deltas
+//! count as output), function calls (`response.output_item.done` items of type
+//! `function_call`, falling back to the terminal event's `output`), usage, the terminal events
+//! (`response.completed`, `response.incomplete`, `response.failed`, `response.done`), both
+//! error shapes (SSE flat `{"type":"error","code","message"}` and the WebSocket envelope
+//! `{"type":"error","status":N,"error":{…}}`), and `responsesapi.websocket_timing`.
+//! Unknown event types are ignored.
+//!
+//! Stale frames: a server may send `response.done` after `response.completed`. On a
+//! persistent WebSocket that trailing frame is read at the start of the *next* turn, so
+//! terminal and delta events that arrive before this turn's `response.created` are ignored
+//! (and do not count as its first event). Error envelopes and timing are never stale.
+
+use std::borrow::Cow;
+
+use serde::Deserialize;
+
+use super::timing::WsTimingMetrics;
+use super::{error_from_body, error_message, ContentKind, StreamEvent, ToolCall};
+use crate::recorder::OutcomeKind;
+use crate::transport::WireEvent;
+
+/// Decoder state for one response.
+#[derive(Debug, Default)]
+pub struct ResponsesDecoder {
+    /// Answer text so far.
+    pub text: String,
+    calls: Vec<ToolCall>,
+    started: bool,
+    first_sent: bool,
+    finished: bool,
+    status: Option<u16>,
+}
+
+#[derive(Deserialize)]
+struct Event<'a> {
+    #[serde(borrow, rename = "type")]
+    kind: Cow<'a, str>,
+    #[serde(borrow)]
+    delta: Option<Cow<'a, str>>,
+    response: Option<Response>,
+    item: Option<OutputItem>,
+    status: Option<u16>,
+    status_code: Option<u16>,
+    error: Option<serde_json::Value>,
+    code: Option<serde_json::Value>,
+    message: Option<String>,
+    timing_metrics: Option<WsTimingMetrics>,
+}
+
+#[derive(Deserialize)]
+struct Response {
+    id: Option<String>,
+    usage: Option<Usage>,
+    error: Option<serde_json::Value>,
+    #[serde(default)]
+    output: Vec<OutputItem>,
+}
+
+#[derive(Deserialize)]
+struct OutputItem {
+    #[serde(rename = "type")]
+    kind: Option<String>,
+    call_id: Option<String>,
+    name: Option<String>,
+    arguments: Option<String>,
+}
+
+#[derive(Deserialize)]
+struct Usage {
+    input_tokens: Option<u32>,
+    output_tokens: Option<u32>,
+    input_tokens_details: Option<Details>,
+}
+
+#[derive(Deserialize)]
+struct Details {
+    cached_tokens: Option<u32>,
+}
+
+impl ResponsesDecoder {
+    /// Decodes one wire event.
+    pub fn decode(&mut self, ev: &WireEvent, out: &mut dyn FnMut(StreamEvent)) {
+        if self.finished {
+            return;
+        }
+        match ev {
+            WireEvent::Headers {
+                status, headers, ..
+            } => {
+                if (200..300).contains(status) {
+                    if let Some(t) = super::timing::from_headers(headers) {
+                        out(StreamEvent::ServerTiming(t));
+                    }
+                } else {
+                    self.status = Some(*status);
+                }
+            }
+            WireEvent::ErrorBody { data, .. } => {
+                self.finished = true;
+                out(error_from_body(self.status.unwrap_or(0), data));
+            }
+            WireEvent::Sse { data, .. } => {
+                if data.trim_ascii() == b"[DONE]" {
+                    return; // not part of the Responses API; tolerated
+                }
+                self.json(data, out)
+            }
+            WireEvent::WsText { text, .. } => self.json(text, out),
+            WireEvent::End { .. } => {
+                if let Some(status) = self.status {
+                    self.finished = true;
+                    out(error_from_body(status, b""));
+                }
+            }
+        }
+    }
+
+    fn first(&mut self, out: &mut dyn FnMut(StreamEvent)) {
+        if !self.first_sent {
+            self.first_sent = true;
+            out(StreamEvent::FirstEvent);
+        }
+    }
+
+    fn json(&mut self, data: &[u8], out: &mut dyn FnMut(StreamEvent)) {
+        let ev: Event = match serde_json::from_slice(data) {
+            Ok(e) => e,
+            Err(e) => {
+                self.first(out);
+                self.finished = true;
+                out(StreamEvent::Error {
+                    kind: OutcomeKind::ProtocolError,
+                    status: None,
+                    message: format!(
+                        "unparsable Responses event ({e}): {}",
+                        String::from_utf8_lossy(&data[..data.len().min(200)])
+                    ),
+                });
+                return;
+            }
+        };
+        match ev.kind.as_ref() {
+            "error" => {
+                self.first(out);
+                self.finished = true;
+                let status = ev.status.or(ev.status_code);
+                let message = match (&ev.error, &ev.message) {
+                    (Some(e), _) => error_message(e),
+                    (None, Some(m)) => match ev.code.as_ref().and_then(|c| c.as_str()) {
+                        Some(c) => format!("{c}: {m}"),
+                        None => m.clone(),
+                    },
+                    (None, None) => "error event without a message".into(),
+                };
+                out(StreamEvent::Error {
+                    kind: OutcomeKind::ServerError,
+                    status,
+                    message,
+                });
+            }
+            "responsesapi.websocket_timing" => {
+                if let Some(t) = &ev.timing_metrics {
+                    out(StreamEvent::ServerTiming(t.timing()));
+                }
+            }
+            "response.created" | "response.queued" | "response.in_progress" => {
+                self.started = true;
+                self.first(out);
+                if let Some(id) = ev.response.and_then(|r| r.id) {
+                    if ev.kind == "response.created" {
+                        out(StreamEvent::ResponseId(id));
+                    }
+                }
+            }
+            _ if !self.started => {} // stale frame of an earlier response
+            "response.output_text.delta" => self.delta(ContentKind::Text, ev.delta, out),
+            "response.reasoning_text.delta" | "response.reasoning_summary_text.delta" => {
+                self.delta(ContentKind::Reasoning, ev.delta, out)
+            }
+            "response.function_call_arguments.delta" => {
+                self.delta(ContentKind::ToolArguments, ev.delta, out)
+            }
+            "response.output_item.done" => {
+                if let Some(call) = ev.item.and_then(as_call) {
+                    self.calls.push(call);
+                }
+            }
+            "response.completed" | "response.incomplete" | "response.done" => {
+                self.finished = true;
+                if let Some(r) = ev.response {
+                    if self.calls.is_empty() {
+                        self.calls.extend(r.output.into_iter().filter_map(as_call));
+                    }
+                    if let Some(u) = r.usage {
+                        out(StreamEvent::Usage {
+                            input: u.input_tokens,
+                            cached: u.input_tokens_details.and_then(|d| d.cached_tokens),
+                            output: u.output_tokens,
+                        });
+                    }
+                }
+                for call in self.calls.drain(..) {
+                    out(StreamEvent::ToolCall(call));
+                }
+                out(StreamEvent::Done { ok: true });
+            }
+            "response.failed" => {
+                self.finished = true;
+                let message = ev
+                    .response
+                    .and_then(|r| r.error)
+                    .map(|e| error_message(&e))
+                    .unwrap_or_else(|| "response.failed".into());
+                out(StreamEvent::Error {
+                    kind: OutcomeKind::ServerError,
+                    status: None,
+                    message,
+                });
+            }
+            _ => {} // unknown or uninteresting event types
+        }
+    }
+
+    fn delta(
+        &mut self,
+        kind: ContentKind,
+        delta: Option<Cow<'_, str>>,
+        out: &mut dyn FnMut(StreamEvent),
+    ) {
+        let Some(d) = delta.filter(|d| !d.is_empty()) else {
+            return;
+        };
+        if kind == ContentKind::Text {
+            self.text.push_str(&d);
+        }
+        out(StreamEvent::Content {
+            kind,
+            text_len: d.len() as u32,
+            cumulative_usage: None,
+        });
+    }
+}
+
+fn as_call(item: OutputItem) -> Option<ToolCall> {
+    (item.kind.as_deref() == Some("function_call")).then(|| ToolCall {
+        call_id: item.call_id.unwrap_or_default(),
+        name: item.name.unwrap_or_default(),
+        arguments: item.arguments.unwrap_or_default(),
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use bytes::Bytes;
+
+    fn ws(d: &mut ResponsesDecoder, frames: &[&str]) -> Vec<StreamEvent> {
+        let mut got = Vec::new();
+        for f in frames {
+            d.decode(
+                &WireEvent::WsText {
+                    at_ns: 0,
+                    text: Bytes::copy_from_slice(f.as_bytes()),
+                },
+                &mut |e| got.push(e),
+            );
+        }
+        got
+    }
+
+    const TEXT_STREAM: &[&str] = &[
+        r#"{"type":"response.created","sequence_number":0,"response":{"id":"resp_1","object":"response","created_at":1741487325,"status":"in_progress","model":"m","output":[],"usage":null}}"#,
+        r#"{"type":"response.in_progress","sequence_number":1,"response":{"id":"resp_1","status":"in_progress"}}"#,
+        r#"{"type":"response.output_item.added","sequence_number":2,"output_index":0,"item":{"id":"msg_1","type":"message","status":"in_progress","role":"assistant","content":[]}}"#,
+        r#"{"type":"response.content_part.added","sequence_number":3,"item_id":"msg_1","output_index":0,"content_index":0,"part":{"type":"output_text","text":"","annotations":[]}}"#,
+        r#"{"type":"response.output_text.delta","sequence_number":4,"item_id":"msg_1","output_index":0,"content_index":0,"delta":"fn","logprobs":[]}"#,
+        r#"{"type":"codex.rate_limits","whatever":1}"#,
+        r#"{"type":"response.output_text.delta","sequence_number":5,"item_id":"msg_1","output_index":0,"content_index":0,"delta":" main","logprobs":[]}"#,
+        r#"{"type":"response.output_text.done","sequence_number":6,"text":"fn main"}"#,
+        r#"{"type":"response.output_item.done","sequence_number":7,"output_index":0,"item":{"id":"msg_1","type":"message","role":"assistant","content":[{"type":"output_text","text":"fn main"}]}}"#,
+        r#"{"type":"response.completed","sequence_number":8,"response":{"id":"resp_1","status":"completed","output":[{"type":"message","content":[]}],"usage":{"input_tokens":9261,"input_tokens_details":{"cached_tokens":7},"output_tokens":405,"output_tokens_details":{"reasoning_tokens":0},"total_tokens":9666}}}"#,
+    ];
+
+    fn text(n: u32) -> StreamEvent {
+        StreamEvent::Content {
+            kind: ContentKind::Text,
+            text_len: n,
+            cumulative_usage: None,
+        }
+    }
+
+    #[test]
+    fn text_stream_over_ws_with_unknown_events() {
+        let mut d = ResponsesDecoder::default();
+        let got = ws(&mut d, TEXT_STREAM);
+        assert_eq!(
+            got,
+            vec![
+                StreamEvent::FirstEvent,
+                StreamEvent::ResponseId("resp_1".into()),
+                text(2),
+                text(5),
+                StreamEvent::Usage {
+                    input: Some(9261),
+                    cached: Some(7),
+                    output: Some(405)
+                },
+                StreamEvent::Done { ok: true },
+            ]
+        );
+        assert_eq!(d.text, "fn main");
+    }
+
+    #[test]
+    fn same_stream_over_sse() {
+        let mut d = ResponsesDecoder::default();
+        let mut got = Vec::new();
+        d.decode(
+            &WireEvent::Headers {
+                at_ns: 0,
+                status: 200,
+                headers: Default::default(),
+            },
+            &mut |e| got.push(e),
+        );
+        for f in TEXT_STREAM {
+            let name = f.split('"').nth(3).unwrap().to_string();
+            d.decode(
+                &WireEvent::Sse {
+                    at_ns: 0,
+                    event: Some(Bytes::from(name)),
+                    data: Bytes::copy_from_slice(f.as_bytes()),
+                },
+                &mut |e| got.push(e),
+            );
+        }
+        assert_eq!(got.len(), 6);
+        assert_eq!(got.last(), Some(&StreamEvent::Done { ok: true }));
+    }
+
+    #[test]
+    fn response_done_after_completed_is_tolerated_and_stale_on_the_next_turn() {
+        let mut d = ResponsesDecoder::default();
+        let mut frames = TEXT_STREAM.to_vec();
+        frames.push(r#"{"type":"response.done","response":{"id":"resp_1"}}"#);
+        let got = ws(&mut d, &frames);
+        assert_eq!(got.iter().filter(|e| e.is_terminal()).count(), 1);
+        // The next turn reads the trailing frame first: ignored, not a first event.
+        let mut next = ResponsesDecoder::default();
+        let got = ws(
+            &mut next,
+            &[r#"{"type":"response.done","response":{"id":"resp_1"}}"#],
+        );
+        assert!(got.is_empty());
+        let got = ws(&mut next, TEXT_STREAM);
+        assert_eq!(got.first(), Some(&StreamEvent::FirstEvent));
+        assert_eq!(got.last(), Some(&StreamEvent::Done { ok: true }));
+    }
+
+    #[test]
+    fn response_done_alone_is_terminal() {
+        let mut d = ResponsesDecoder::default();
+        let got = ws(
+            &mut d,
+            &[
+                TEXT_STREAM[0],
+                TEXT_STREAM[4],
+                r#"{"type":"response.done","response":{"id":"resp_1","usage":{"input_tokens":1,"output_tokens":1}}}"#,
+            ],
+        );
+        assert_eq!(got.last(), Some(&StreamEvent::Done { ok: true }));
+    }
+
+    #[test]
+    fn ws_error_envelope_and_sse_error_event() {
+        let mut d = ResponsesDecoder::default();
+        let got = ws(
+            &mut d,
+            &[
+                r#"{"type":"error","status":400,"error":{"type":"invalid_request_error","code":"previous_response_not_found","message":"Previous response with id 'resp_abc' not found.","param":"previous_response_id"}}"#,
+            ],
+        );
+        assert_eq!(
+            got,
+            vec![
+                StreamEvent::FirstEvent,
+                StreamEvent::Error {
+                    kind: OutcomeKind::ServerError,
+                    status: Some(400),
+                    message: "previous_response_not_found: Previous response with id 'resp_abc' not found.".into()
+                }
+            ]
+        );
+        let mut d = ResponsesDecoder::default();
+        let got = ws(
+            &mut d,
+            &[
+                TEXT_STREAM[0],
+                r#"{"type":"error","code":"ERR_SOMETHING","message":"boom","param":null,"sequence_number":1}"#,
+            ],
+        );
+        assert_eq!(
+            got.last(),
+            Some(&StreamEvent::Error {
+                kind: OutcomeKind::ServerError,
+                status: None,
+                message: "ERR_SOMETHING: boom".into()
+            })
+        );
+    }
+
+    #[test]
+    fn failed_and_incomplete() {
+        let mut d = ResponsesDecoder::default();
+        let got = ws(
+            &mut d,
+            &[
+                TEXT_STREAM[0],
+                r#"{"type":"response.failed","response":{"id":"resp_1","status":"failed","error":{"code":"server_error","message":"engine died"}}}"#,
+            ],
+        );
+        assert_eq!(
+            got.last(),
+            Some(&StreamEvent::Error {
+                kind: OutcomeKind::ServerError,
+                status: None,
+                message: "server_error: engine died".into()
+            })
+        );
+        let mut d = ResponsesDecoder::default();
+        let got = ws(
+            &mut d,
+            &[
+                TEXT_STREAM[0],
+                r#"{"type":"response.incomplete","response":{"id":"resp_1","status":"incomplete","incomplete_details":{"reason":"max_output_tokens"},"usage":{"input_tokens":3,"output_tokens":16}}}"#,
+            ],
+        );
+        assert!(got.contains(&StreamEvent::Usage {
+            input: Some(3),
+            cached: None,
+            output: Some(16)
+        }));
+        assert_eq!(got.last(), Some(&StreamEvent::Done { ok: true }));
+    }
+
+    #[test]
+    fn function_calls_and_websocket_timing() {
+        let mut d = ResponsesDecoder::default();
+        let got = ws(
+            &mut d,
+            &[
+                TEXT_STREAM[0],
+                r#"{"type":"responsesapi.websocket_timing","timing_metrics":{"responses_duration_excl_engine_and_client_tool_time_ms":124,"engine_service_total_ms":457,"engine_iapi_ttft_total_ms":211,"engine_service_ttft_total_ms":233,"engine_iapi_tbt_across_engine_calls_ms":377,"engine_service_tbt_across_engine_calls_ms":399}}"#,
+                r#"{"type":"response.output_item.added","output_index":0,"item":{"id":"fc_1","type":"function_call","call_id":"call_9","name":"run_tests","arguments":""}}"#,
+                r#"{"type":"response.function_call_arguments.delta","item_id":"fc_1","output_index":0,"delta":"{\"x\":1}"}"#,
+                r#"{"type":"response.output_item.done","output_index":0,"item":{"id":"fc_1","type":"function_call","call_id":"call_9","name":"run_tests","arguments":"{\"x\":1}","status":"completed"}}"#,
+                r#"{"type":"response.completed","response":{"id":"resp_1","status":"completed","output":[],"usage":{"input_tokens":5,"output_tokens":4}}}"#,
+            ],
+        );
+        let t = got
+            .iter()
+            .find_map(|e| match e {
+                StreamEvent::ServerTiming(t) => Some(t.clone()),
+                _ => None,
+            })
+            .unwrap();
+        assert_eq!(t.source, "websocket-timing");
+        assert_eq!(t.ttft_ms, Some(233.0));
+        assert_eq!(t.api_overhead_ms, Some(124.0));
+        assert_eq!(t.total_ms, Some(581.0));
+        assert!(got.contains(&StreamEvent::ToolCall(ToolCall {
+            call_id: "call_9".into(),
+            name: "run_tests".into(),
+            arguments: "{\"x\":1}".into()
+        })));
+        assert!(got.contains(&StreamEvent::Content {
+            kind: ContentKind::ToolArguments,
+            text_len: 7,
+            cumulative_usage: None
+        }));
+    }
+
+    #[test]
+    fn http_error_status_and_garbage() {
+        let mut d = ResponsesDecoder::default();
+        let mut got = Vec::new();
+        d.decode(
+            &WireEvent::Headers {
+                at_ns: 0,
+                status: 500,
+                headers: Default::default(),
+            },
+            &mut |e| got.push(e),
+        );
+        d.decode(
+            &WireEvent::ErrorBody {
+                at_ns: 0,
+                data: Bytes::from_static(
+                    b"{\"error\":{\"message\":\"injected\",\"type\":\"server_error\"}}",
+                ),
+            },
+            &mut |e| got.push(e),
+        );
+        assert_eq!(
+            got,
+            vec![StreamEvent::Error {
+                kind: OutcomeKind::HttpStatus,
+                status: Some(500),
+                message: "injected".into()
+            }]
+        );
+        let mut d = ResponsesDecoder::default();
+        let got = ws(&mut d, &["nope"]);
+        assert!(matches!(
+            got.last(),
+            Some(StreamEvent::Error {
+                kind: OutcomeKind::ProtocolError,
+                ..
+            })
+        ));
+    }
+}

@@ -1,0 +1,340 @@
+//! One request: ties a session's transport to its backend and fills one [`RequestRecord`].
+//!
+//! Owns: the order of one exchange (dispatch stamp → connection (WebSocket: open first, so the
+//! body knows whether the socket is new) → body → wire events through the decoder → record),
+//! the mapping of transport endings and stream events to outcomes, per-chunk tokens, and
+//! updating the conversation with the reply (so chaining state always matches what was sent).
+//! Does not own: pacing, think time, tool execution or what the next turn says (the driver),
+//! nor sockets or JSON (transport, backend).
+//!
+//! Never panics and never returns an error: every failure is a record with an outcome.
+
+use tokio_util::sync::CancellationToken;
+
+use crate::backend::request::{self, RequestSpec as Spec};
+use crate::backend::tokens::{self, ChunkInfo};
+use crate::backend::{Decoder, StreamEvent};
+use crate::plan::Target;
+use crate::recorder::{
+    Chunk, OutcomeKind, RequestKind, RequestRecord, ServerTiming, TransportKind,
+};
+use crate::transport::{Ending, Exchanged, Flow, Limits, WireEvent};
+
+pub use crate::backend::conversation::{Conversation, Reply};
+pub use crate::backend::request::RequestSpec;
+pub use crate::backend::{ToolCall, ToolChoice};
+pub use crate::transport::{Clock, Connector, SessionTransport, Trust};
+
+/// Identity and schedule of one request.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct RecordMeta {
+    /// Sequence number in the run.
+    pub id: u64,
+    /// Session index within its cell.
+    pub session: u32,
+    /// Request index within its session.
+    pub turn: u32,
+    /// Intended send time, ns since run start.
+    pub intended_ns: u64,
+    /// Warm-up session (excluded from statistics).
+    pub warmup: bool,
+}
+
+/// What the decoder said, collected with arrival times.
+#[derive(Default)]
+struct Acc {
+    headers_ns: Option<u64>,
+    first_event_ns: Option<u64>,
+    end_ns: Option<u64>,
+    chunks: Vec<(u64, ChunkInfo)>,
+    input: Option<u32>,
+    cached: Option<u32>,
+    output: Option<u32>,
+    timing: Option<ServerTiming>,
+    response_id: Option<String>,
+    tool_calls: Vec<ToolCall>,
+    terminal: Option<StreamEvent>,
+}
+
+impl Acc {
+    fn apply(&mut self, at_ns: u64, ev: StreamEvent) {
+        match ev {
+            StreamEvent::FirstEvent => {
+                self.first_event_ns.get_or_insert(at_ns);
+            }
+            StreamEvent::Content {
+                text_len,
+                cumulative_usage,
+                ..
+            } => self.chunks.push((
+                at_ns,
+                ChunkInfo {
+                    text_bytes: text_len,
+                    cumulative: cumulative_usage,
+                },
+            )),
+            StreamEvent::ToolCall(c) => self.tool_calls.push(c),
+            StreamEvent::Usage {
+                input,
+                cached,
+                output,
+            } => {
+                self.input = input.or(self.input);
+                self.cached = cached.or(self.cached);
+                self.output = output.or(self.output);
+            }
+            StreamEvent::ServerTiming(t) => {
+                // Body timing (provider fields) beats the header, which only covers the time
+                // until the response headers of a stream.
+                let keep_old = self.timing.as_ref().is_some_and(|old| {
+                    old.source != "openai-processing-ms" && t.source == "openai-processing-ms"
+                });
+                if !keep_old {
+                    self.timing = Some(t);
+                }
+            }
+            StreamEvent::ResponseId(id) => self.response_id = Some(id),
+            ev @ (StreamEvent::Done { .. } | StreamEvent::Error { .. }) => {
+                if self.terminal.is_none() {
+                    self.end_ns = Some(at_ns);
+                    self.terminal = Some(ev);
+                }
+            }
+        }
+    }
+}
+
+/// Runs one request on `conn` and returns its record and the reply. The conversation is
+/// updated with the reply (`on_reply`, or `on_new_socket` when a WebSocket was opened); the
+/// caller adds the next user message or tool outputs.
+///
+/// `spec.kind == Warmup` sends a `generate:false` warm-up; it needs the `ws` transport.
+pub async fn exchange(
+    conn: &mut SessionTransport,
+    target: &Target,
+    conv: &mut Conversation,
+    spec: &Spec,
+    meta: &RecordMeta,
+    cancel: &CancellationToken,
+) -> (RequestRecord, Reply) {
+    let clock = conn.clock();
+    let dispatch_ns = clock.now_ns();
+    let limits = Limits {
+        deadline: clock.instant(dispatch_ns) + target.request_timeout,
+        stall: target.stall_timeout,
+    };
+    let kind = conn.kind();
+    let mut rec = RequestRecord {
+        id: meta.id,
+        target: target.name.clone(),
+        transport: kind.as_str().to_string(),
+        session: meta.session,
+        turn: meta.turn,
+        kind: spec.kind,
+        warmup: meta.warmup,
+        intended_ns: meta.intended_ns,
+        dispatch_ns,
+        protocol: match kind {
+            TransportKind::Http | TransportKind::HttpPooled => "HTTP/1.1",
+            TransportKind::Http2 => "HTTP/2",
+            TransportKind::Ws => "WebSocket",
+        }
+        .to_string(),
+        ..RequestRecord::default()
+    };
+
+    let mut decoder = Decoder::new(target.api);
+    let mut acc = Acc::default();
+    let mut sink = |ev: WireEvent| -> Flow {
+        let at = ev.at_ns();
+        match &ev {
+            WireEvent::Headers { .. } => acc.headers_ns = Some(at),
+            WireEvent::End { .. } => {
+                acc.end_ns.get_or_insert(at);
+            }
+            _ => {}
+        }
+        decoder.decode(&ev, &mut |se| acc.apply(at, se));
+        if acc.terminal.is_some() {
+            Flow::Stop
+        } else {
+            Flow::Continue
+        }
+    };
+
+    let exchanged: Result<Exchanged, (OutcomeKind, String)> = if cancel.is_cancelled() {
+        Err((OutcomeKind::Cancelled, "cancelled before dispatch".into()))
+    } else if kind == TransportKind::Ws {
+        match request::ws_headers(target) {
+            Err(e) => Err((OutcomeKind::ProtocolError, e.to_string())),
+            Ok(headers) => match conn.ensure_ws(&headers, limits, cancel).await {
+                Err(failed) => Ok(failed),
+                Ok(opened) => {
+                    if opened.is_some() {
+                        conv.on_new_socket();
+                    }
+                    match request::ws_message(target, conv, spec) {
+                        Err(e) => Err((OutcomeKind::ProtocolError, e.to_string())),
+                        Ok(text) => {
+                            rec.chaining = conv.chaining();
+                            Ok(conn.ws_turn(text, opened, limits, cancel, &mut sink).await)
+                        }
+                    }
+                }
+            },
+        }
+    } else if spec.kind == RequestKind::Warmup {
+        Err((
+            OutcomeKind::ProtocolError,
+            "a generate:false warm-up needs the ws transport".into(),
+        ))
+    } else {
+        match request::http_request(target, conv, spec) {
+            Err(e) => Err((OutcomeKind::ProtocolError, e.to_string())),
+            Ok(req) => {
+                rec.chaining = conv.chaining();
+                Ok(conn.http(&req, limits, cancel, &mut sink).await)
+            }
+        }
+    };
+
+    let now = clock.now_ns();
+    match exchanged {
+        Err((outcome, msg)) => {
+            rec.outcome = outcome;
+            rec.error = Some(msg);
+            rec.end_ns = Some(now);
+        }
+        Ok(x) => {
+            rec.dns_ns = x.setup.dns_ns;
+            rec.tcp_connect_ns = x.setup.tcp_connect_ns;
+            rec.tls_handshake_ns = x.setup.tls_handshake_ns;
+            rec.ws_upgrade_ns = x.setup.ws_upgrade_ns;
+            rec.connection_reused = x.setup.reused;
+            rec.connection_id = x.setup.connection_id;
+            rec.alpn = x.setup.alpn.clone();
+            rec.protocol = x.protocol.to_string();
+            rec.request_written_ns = x.request_written_ns;
+            rec.bytes_sent = x.bytes_sent;
+            rec.bytes_received = x.bytes_received;
+            let (outcome, status, error) = outcome_of(acc.terminal.as_ref(), &x.ending, target);
+            rec.outcome = outcome;
+            rec.http_status = status;
+            rec.error = error;
+            rec.end_ns = Some(if acc.terminal.is_some() {
+                acc.end_ns.unwrap_or(now)
+            } else {
+                // A failure ends when we gave up (or when the stream ended).
+                acc.end_ns.unwrap_or(now)
+            });
+        }
+    }
+
+    rec.response_headers_ns = acc.headers_ns;
+    rec.first_event_ns = acc.first_event_ns;
+    let infos: Vec<ChunkInfo> = acc.chunks.iter().map(|c| c.1).collect();
+    let (per_chunk, total, source) = tokens::split(&infos, acc.output);
+    rec.chunks = acc
+        .chunks
+        .iter()
+        .zip(per_chunk)
+        .map(|((at, info), t)| Chunk {
+            at_ns: *at,
+            tokens: t,
+            text_bytes: info.text_bytes,
+        })
+        .collect();
+    rec.first_token_ns = rec.chunks.first().map(|c| c.at_ns);
+    rec.last_token_ns = rec.chunks.last().map(|c| c.at_ns);
+    rec.output_tokens = total;
+    rec.token_source = source;
+    rec.input_tokens = acc.input;
+    rec.cached_input_tokens = acc.cached;
+    rec.server_timing = acc.timing;
+    rec.response_id = acc.response_id.clone();
+    rec.tool_calls = acc.tool_calls.len() as u32;
+
+    let reply = Reply {
+        ok: rec.outcome == OutcomeKind::Ok,
+        response_id: acc.response_id,
+        tool_calls: acc.tool_calls,
+        text: decoder.take_text(),
+    };
+    if kind == TransportKind::Ws
+        && rec
+            .error
+            .as_deref()
+            .is_some_and(|e| e.contains("websocket_connection_limit_reached"))
+    {
+        // The server closes the socket after this envelope (60-minute limit): reconnect on
+        // the next turn instead of failing it on a dead socket.
+        conn.close_ws();
+    }
+    conv.on_reply(&reply);
+    if reply.ok && spec.kind == RequestKind::Warmup {
+        conn.set_ws_warmed();
+    }
+    (rec, reply)
+}
+
+fn outcome_of(
+    terminal: Option<&StreamEvent>,
+    ending: &Ending,
+    target: &Target,
+) -> (OutcomeKind, Option<u16>, Option<String>) {
+    match terminal {
+        Some(StreamEvent::Done { ok: true }) => (OutcomeKind::Ok, None, None),
+        Some(StreamEvent::Done { ok: false }) => (
+            OutcomeKind::ServerError,
+            None,
+            Some("the response ended unsuccessfully".into()),
+        ),
+        Some(StreamEvent::Error {
+            kind,
+            status,
+            message,
+        }) => (*kind, *status, Some(message.clone())),
+        _ => match ending {
+            Ending::Finished => (
+                OutcomeKind::Truncated,
+                None,
+                Some("the stream ended before its terminal event".into()),
+            ),
+            Ending::Connect(m) => (OutcomeKind::ConnectError, None, Some(m.clone())),
+            Ending::Tls(m) => (OutcomeKind::TlsError, None, Some(m.clone())),
+            Ending::Upgrade(s, m) => (OutcomeKind::UpgradeError, *s, Some(m.clone())),
+            Ending::Stall => (
+                OutcomeKind::Timeout,
+                None,
+                Some(format!(
+                    "no bytes for {} (stall timeout)",
+                    crate::units::fmt_duration_spec(target.stall_timeout)
+                )),
+            ),
+            Ending::Deadline => (
+                OutcomeKind::Timeout,
+                None,
+                Some(format!(
+                    "request exceeded {} (request timeout)",
+                    crate::units::fmt_duration_spec(target.request_timeout)
+                )),
+            ),
+            Ending::Cancelled => (OutcomeKind::Cancelled, None, Some("cancelled".into())),
+            Ending::Io(m) => (OutcomeKind::Truncated, None, Some(m.clone())),
+            Ending::WsClose(1011, r) => (
+                OutcomeKind::ServerError,
+                None,
+                Some(format!(
+                    "WebSocket closed by the server with 1011 (internal error) {r}"
+                )),
+            ),
+            Ending::WsClose(code, r) => (
+                OutcomeKind::Truncated,
+                None,
+                Some(format!(
+                    "WebSocket closed with code {code} before the terminal event {r}"
+                )),
+            ),
+        },
+    }
+}

@@ -1,0 +1,327 @@
+//! The load generator: executes a [`Plan`], cell by cell, session by session.
+//!
+//! Owns: concurrency (sessions in flight per cell), pacing (intended send times: think time
+//! after a turn, tool time after a tool call, open-loop session arrivals), warm-ups, and
+//! cancellation. Emits one [`RequestRecord`] per request and one [`SessionRecord`] per
+//! session on a bounded channel; the run is over when every sender has dropped.
+//! Does not own: any wire protocol (`backend`, `transport`), statistics (`recorder`) or
+//! files (`store`).
+//!
+//! Every cell (target × transport) runs at the same time as the others, each against its own
+//! connections (and, for the embedded simulator, its own server instance), so a run of eight
+//! cells takes as long as its slowest cell, not the sum.
+//!
+//! Coordinated omission: every request carries the time it was *meant* to be sent. A session
+//! that waits for a concurrency slot, or a request the driver sends late, is measured from
+//! its intended start, so client-side queueing shows up in TTFT instead of vanishing.
+
+pub mod exchange;
+
+use std::sync::Arc;
+use tokio::sync::{mpsc, Semaphore};
+use tokio_util::sync::CancellationToken;
+
+use crate::backend::{Conversation, ToolChoice};
+use crate::plan::{Cell, Plan, SessionPlan, Target};
+use crate::recorder::{RequestKind, RequestRecord, SessionRecord, TransportKind};
+use crate::transport::{Clock, Trust};
+use exchange::{exchange, Connector, RecordMeta, Reply, RequestSpec, SessionTransport};
+
+/// What the driver emits.
+#[derive(Debug)]
+pub enum Event {
+    /// A request finished (in any way).
+    Request(Box<RequestRecord>),
+    /// A session finished.
+    Session(SessionRecord),
+}
+
+/// How to reach each cell's target: the base URL and what to trust.
+#[derive(Clone)]
+pub struct Endpoint {
+    /// Base URL, e.g. `https://127.0.0.1:41234/v1`.
+    pub base_url: String,
+    /// Certificates to trust.
+    pub trust: Trust,
+    /// Client-side link emulation for this cell.
+    pub link: crate::link::Link,
+}
+
+/// Cancellation for a run: the first Ctrl-C stops dispatch, the second aborts in-flight requests.
+#[derive(Clone, Default)]
+pub struct Stop {
+    /// No new request is sent once this is cancelled.
+    pub dispatch: CancellationToken,
+    /// In-flight requests end as `cancelled` once this is cancelled.
+    pub inflight: CancellationToken,
+}
+
+/// Runs every cell of the plan concurrently. `endpoints[i]` serves `plan.cells[i]`.
+/// Returns when all cells are done or stopped; events go to `tx`.
+pub async fn run(
+    plan: Arc<Plan>,
+    endpoints: Vec<Endpoint>,
+    clock: Clock,
+    stop: Stop,
+    tx: mpsc::Sender<Event>,
+) -> anyhow::Result<()> {
+    anyhow::ensure!(
+        endpoints.len() == plan.cells.len(),
+        "internal error: {} endpoints for {} cells",
+        endpoints.len(),
+        plan.cells.len()
+    );
+    let ids = Arc::new(std::sync::atomic::AtomicU64::new(0));
+    let mut tasks = tokio::task::JoinSet::new();
+    for (index, (cell, endpoint)) in plan.cells.iter().zip(endpoints).enumerate() {
+        let cell_seed = crate::rng::Rng::derive(plan.seed, index as u64 + 1).next_u64();
+        let mut target = cell.target.clone();
+        target.base_url = Some(endpoint.base_url.clone());
+        let connector = Connector::new(
+            &target,
+            cell.transport,
+            endpoint.trust.clone(),
+            endpoint.link,
+            clock.clone(),
+            cell_seed,
+        )?;
+        let ctx = CellContext {
+            plan: plan.clone(),
+            cell: Cell {
+                target,
+                transport: cell.transport,
+            },
+            connector: Arc::new(connector),
+            clock: clock.clone(),
+            stop: stop.clone(),
+            tx: tx.clone(),
+            ids: ids.clone(),
+        };
+        tasks.spawn(run_cell(ctx));
+    }
+    drop(tx);
+    while let Some(joined) = tasks.join_next().await {
+        joined.map_err(|e| anyhow::anyhow!("a cell task failed: {e}"))?;
+    }
+    Ok(())
+}
+
+#[derive(Clone)]
+struct CellContext {
+    plan: Arc<Plan>,
+    cell: Cell,
+    connector: Arc<Connector>,
+    clock: Clock,
+    stop: Stop,
+    tx: mpsc::Sender<Event>,
+    ids: Arc<std::sync::atomic::AtomicU64>,
+}
+
+impl CellContext {
+    fn next_id(&self) -> u64 {
+        self.ids.fetch_add(1, std::sync::atomic::Ordering::Relaxed)
+    }
+}
+
+async fn run_cell(ctx: CellContext) {
+    let cell_start = ctx.clock.now_ns();
+    let slots = Arc::new(Semaphore::new(ctx.plan.load.concurrency.max(1) as usize));
+    let mut sessions = tokio::task::JoinSet::new();
+    // Warm-up sessions run (and finish) before measured ones start.
+    let (warm, measured): (Vec<_>, Vec<_>) =
+        ctx.plan.sessions.iter().cloned().partition(|s| s.warmup);
+    for phase in [warm, measured] {
+        let phase_start = ctx.clock.now_ns().max(cell_start);
+        for session in phase {
+            if ctx.stop.dispatch.is_cancelled() {
+                break;
+            }
+            let intended = phase_start + session.start_offset.as_nanos() as u64;
+            // Open loop: wait for the arrival time (not for a slot) before taking a slot,
+            // so a late slot shows up as dispatch lag from the intended start.
+            if !sleep_until_ns(&ctx, intended).await {
+                break;
+            }
+            let permit = tokio::select! {
+                p = slots.clone().acquire_owned() => match p { Ok(p) => p, Err(_) => break },
+                _ = ctx.stop.dispatch.cancelled() => break,
+            };
+            let closed_loop = ctx.plan.load.session_interval.is_none();
+            let session_intended = if closed_loop {
+                ctx.clock.now_ns()
+            } else {
+                intended
+            };
+            let ctx2 = ctx.clone();
+            sessions.spawn(async move {
+                run_session(&ctx2, &session, session_intended).await;
+                drop(permit);
+            });
+        }
+        while sessions.join_next().await.is_some() {}
+    }
+}
+
+/// Sleeps until `ns` on the run clock; false if dispatch was stopped first.
+async fn sleep_until_ns(ctx: &CellContext, ns: u64) -> bool {
+    let deadline = ctx.clock.instant(ns);
+    tokio::select! {
+        _ = crate::timer::sleep_until(deadline) => true,
+        _ = ctx.stop.dispatch.cancelled() => false,
+    }
+}
+
+/// One session's mutable state while it runs.
+struct SessionRun<'a> {
+    ctx: &'a CellContext,
+    session: &'a SessionPlan,
+    conn: SessionTransport,
+    conv: Conversation,
+    next_turn: u32,
+    requests: u32,
+    failed: u32,
+    last_end: u64,
+}
+
+impl SessionRun<'_> {
+    /// Sends one request, forwards its record, and returns the reply, end time and success.
+    async fn send(&mut self, spec: RequestSpec, intended: u64) -> (Reply, u64, bool) {
+        let meta = RecordMeta {
+            id: self.ctx.next_id(),
+            session: self.session.index,
+            turn: self.next_turn,
+            intended_ns: intended,
+            warmup: self.session.warmup,
+        };
+        self.next_turn += 1;
+        let (record, reply) = exchange(
+            &mut self.conn,
+            &self.ctx.cell.target,
+            &mut self.conv,
+            &spec,
+            &meta,
+            &self.ctx.stop.inflight,
+        )
+        .await;
+        let end = record.end_ns.unwrap_or_else(|| self.ctx.clock.now_ns());
+        let ok = record.is_ok();
+        self.requests += 1;
+        self.failed += u32::from(!ok);
+        self.last_end = end;
+        let _ = self.ctx.tx.send(Event::Request(Box::new(record))).await;
+        (reply, end, ok)
+    }
+}
+
+async fn run_session(ctx: &CellContext, session: &SessionPlan, intended_start: u64) {
+    let target: &Target = &ctx.cell.target;
+    let mut run = SessionRun {
+        ctx,
+        session,
+        conn: ctx.connector.session(),
+        conv: Conversation::new(
+            &ctx.plan.system_prompt,
+            target.api,
+            ctx.cell.transport,
+            target.store,
+        ),
+        next_turn: 0,
+        requests: 0,
+        failed: 0,
+        last_end: intended_start,
+    };
+    let mut intended = intended_start;
+
+    'turns: for turn in &session.turns {
+        intended = run.last_end.max(intended) + turn.think_time.as_nanos() as u64;
+        if !sleep_until_ns(ctx, intended).await {
+            break;
+        }
+        // A fresh WebSocket gets a `generate:false` warm-up first when the target asks for it.
+        if ctx.cell.transport == TransportKind::Ws && target.ws_warmup && !run.conn.ws_warm() {
+            let spec = RequestSpec {
+                kind: RequestKind::Warmup,
+                max_output_tokens: turn.max_output_tokens,
+                tool_choice: ToolChoice::Auto,
+                tools: Vec::new(),
+                fault: None,
+                continuous_usage_stats: false,
+            };
+            let (_, end, _) = run.send(spec, intended).await;
+            intended = end;
+        }
+        run.conv.add_user_message(&turn.user_text);
+        let tools: Vec<String> = turn.tool_calls.iter().map(|t| t.name.clone()).collect();
+        let mut calls = turn.tool_calls.iter();
+        let mut next_call = calls.next();
+        let mut fault = turn.fault.clone();
+        let mut kind = RequestKind::User;
+        loop {
+            if ctx.stop.dispatch.is_cancelled() {
+                break 'turns;
+            }
+            let tool_choice = match next_call {
+                Some(call) => ToolChoice::Function(call.name.clone()),
+                None if tools.is_empty() => ToolChoice::Auto,
+                None => ToolChoice::None,
+            };
+            let spec = RequestSpec {
+                kind,
+                max_output_tokens: turn.max_output_tokens,
+                tool_choice,
+                tools: tools.clone(),
+                fault: fault.take(),
+                // Exact per-chunk token counts where the server supports the vLLM extension
+                // (the embedded simulator does); real APIs may reject unknown stream options.
+                continuous_usage_stats: target.sim_profile.is_some(),
+            };
+            let (reply, end, ok) = run.send(spec, intended).await;
+            // `exchange` has already updated the conversation with the reply (or the failure).
+            if !ok {
+                // The turn is lost; the session goes on with the next turn.
+                continue 'turns;
+            }
+            let Some(call) = next_call else { break };
+            if reply.tool_calls.is_empty() {
+                // The model answered in text although a tool was requested: nothing to return.
+                break;
+            }
+            // Answer each tool call the model made, after the simulated tool time.
+            for tc in &reply.tool_calls {
+                run.conv
+                    .add_tool_output(&tc.call_id, &tool_output(&tc.name, call.output_bytes));
+            }
+            intended = end + call.tool_time.as_nanos() as u64;
+            if !sleep_until_ns(ctx, intended).await {
+                break 'turns;
+            }
+            next_call = calls.next();
+            kind = RequestKind::ToolResult;
+        }
+    }
+    let _ = ctx
+        .tx
+        .send(Event::Session(SessionRecord {
+            target: target.name.clone(),
+            transport: ctx.cell.transport.as_str().to_string(),
+            session: session.index,
+            warmup: session.warmup,
+            start_ns: intended_start,
+            end_ns: run.last_end,
+            requests: run.requests,
+            failed: run.failed,
+        }))
+        .await;
+}
+
+/// A deterministic tool output of about `bytes` bytes (looks like test-runner output).
+fn tool_output(tool: &str, bytes: u32) -> String {
+    let mut out = format!("$ {tool}\n");
+    let mut i = 0u32;
+    while out.len() < bytes as usize {
+        i += 1;
+        out.push_str(&format!("test module_{i}::case_{i} ... ok\n"));
+    }
+    out.truncate(bytes.max(1) as usize);
+    out
+}

@@ -1,0 +1,329 @@
+//! Plan building: shipped files, precedence, matrix rules, validation messages, seeds.
+
+use std::path::Path;
+use std::time::Duration;
+
+use super::*;
+use crate::scenario;
+
+fn repo(rel: &str) -> std::path::PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join(rel)
+}
+
+fn plan_of(text: &str, o: &Overrides) -> Result<Plan, PlanError> {
+    let s = scenario::parse("s.toml", text).map_err(|e| PlanError::new(e.to_string()))?;
+    build(&s, "s.toml", text.as_bytes(), o)
+}
+
+const MINIMAL: &str = "name = \"m\"\n[[turns]]\nprompt = \"hi\"\n";
+
+#[test]
+fn every_shipped_scenario_parses_and_builds() {
+    let mut seen = 0;
+    for entry in std::fs::read_dir(repo("scenarios")).unwrap() {
+        let path = entry.unwrap().path();
+        if path.extension().and_then(|e| e.to_str()) != Some("toml") {
+            continue;
+        }
+        let loaded = scenario::load(&path).unwrap_or_else(|e| panic!("{e}"));
+        let plan = build(
+            &loaded.scenario,
+            &loaded.path,
+            loaded.source.as_bytes(),
+            &Overrides::default(),
+        )
+        .unwrap_or_else(|e| panic!("{}: {e}", path.display()));
+        assert!(
+            !plan.cells.is_empty() && !plan.sessions.is_empty(),
+            "{}",
+            path.display()
+        );
+        assert!(
+            plan.warnings.is_empty(),
+            "{}: {:?}",
+            path.display(),
+            plan.warnings
+        );
+        assert!(plan.scenario_hash.starts_with("sha256:") && plan.scenario_hash.len() == 7 + 64);
+        // The plan survives the manifest's JSON round trip.
+        let json = serde_json::to_string(&plan).unwrap();
+        let back: Plan = serde_json::from_str(&json).unwrap();
+        assert_eq!(serde_json::to_string(&back).unwrap(), json);
+        seen += 1;
+    }
+    assert!(
+        seen >= 5,
+        "expected the five shipped scenarios, found {seen}"
+    );
+}
+
+#[test]
+fn every_shipped_targets_file_parses_and_resolves() {
+    let mut seen = 0;
+    for entry in std::fs::read_dir(repo("targets")).unwrap() {
+        let path = entry.unwrap().path();
+        let file = scenario::load_targets(&path).unwrap_or_else(|e| panic!("{e}"));
+        assert_eq!(file.targets.len(), 1, "{}", path.display());
+        let name = file.targets.keys().next().unwrap().clone();
+        let o = Overrides {
+            targets: vec![name.clone()],
+            targets_file: Some(file),
+            ..Default::default()
+        };
+        let plan = plan_of(MINIMAL, &o).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
+        let t = &plan.cells[0].target;
+        assert!(t.base_url.as_deref().unwrap().starts_with("http"), "{name}");
+        let chat = t.api == crate::recorder::ApiFlavour::ChatCompletions;
+        assert_eq!(plan.cells.len(), if chat { 3 } else { 4 }, "{name}");
+        // Skipped ws cells are warned about (transports came from defaults, not the CLI).
+        assert_eq!(
+            plan.warnings
+                .iter()
+                .any(|w| w.contains("no WebSocket mode")),
+            chat,
+            "{name}: {:?}",
+            plan.warnings
+        );
+        seen += 1;
+    }
+    assert_eq!(seen, 7);
+}
+
+#[test]
+fn snake_story_numbers() {
+    let loaded = scenario::load(&repo("scenarios/snake.toml")).unwrap();
+    let plan = build(
+        &loaded.scenario,
+        &loaded.path,
+        loaded.source.as_bytes(),
+        &Overrides::default(),
+    )
+    .unwrap();
+    assert_eq!(plan.cells.len(), 8);
+    assert_eq!(plan.load.sessions, 2);
+    assert_eq!(plan.load.concurrency, 2);
+    assert_eq!(plan.link.to_string(), "rtt=40ms");
+    let turns = &plan.sessions[0].turns;
+    assert_eq!(turns[0].max_output_tokens, 2800);
+    // GPU profile ~65 tok/s: output alone ≤ ~75 s per session, think time included.
+    let tokens: u32 = turns.iter().map(|t| t.max_output_tokens).sum();
+    let think: Duration = turns.iter().map(|t| t.think_time).sum();
+    let gpu_s = f64::from(tokens) / 65.0 + think.as_secs_f64();
+    assert!(gpu_s < 75.0, "gpu session ≈ {gpu_s:.0}s");
+    assert!((2800.0 / 65.0 - 43.0f64).abs() < 1.0);
+}
+
+#[test]
+fn overrides_take_precedence() {
+    let text = "name = \"m\"\nseed = 5\nlink = \"rtt=80ms\"\n[load]\nsessions = 3\nconcurrency = 3\n[[turns]]\nprompt = \"hi\"\n";
+    let p = plan_of(text, &Overrides::default()).unwrap();
+    assert_eq!((p.seed, p.load.sessions, p.load.concurrency), (5, 3, 3));
+    assert_eq!(p.link.to_string(), "rtt=80ms");
+    assert!(!p.link_for_real_targets);
+    let o = Overrides {
+        seed: Some(9),
+        sessions: Some(1),
+        concurrency: Some(1),
+        link: Some("none".parse().unwrap()),
+        targets: vec!["sim-cpu".into()],
+        transports: vec![TransportKind::Ws, TransportKind::Http],
+        ..Default::default()
+    };
+    let p = plan_of(text, &o).unwrap();
+    assert_eq!((p.seed, p.load.sessions, p.load.concurrency), (9, 1, 1));
+    assert!(p.link.is_none() && p.link_for_real_targets);
+    let cells: Vec<String> = p
+        .cells
+        .iter()
+        .map(|c| format!("{}/{}", c.target.name, c.transport))
+        .collect();
+    assert_eq!(cells, vec!["sim-cpu/ws", "sim-cpu/http"]);
+    // Defaults: both headline targets, all four transports, rtt=40ms, seed 1.
+    let p = plan_of(MINIMAL, &Overrides::default()).unwrap();
+    assert_eq!(p.cells.len(), 8);
+    assert_eq!((p.seed, p.link.to_string()), (1, "rtt=40ms".to_string()));
+    assert_eq!(p.sessions[0].turns[0].max_output_tokens, 1024);
+}
+
+#[test]
+fn chat_completions_ws_is_skipped_from_the_matrix_but_an_error_on_the_cli() {
+    let text = "name = \"m\"\n[matrix]\ntargets = [\"groq\"]\n[targets.groq]\nbase_url = \"https://api.groq.com/openai/v1\"\napi = \"chat-completions\"\nmodel = \"llama\"\napi_key_env = \"GROQ_API_KEY\"\n[[turns]]\nprompt = \"hi\"\n";
+    let p = plan_of(text, &Overrides::default()).unwrap();
+    assert_eq!(p.cells.len(), 3);
+    assert_eq!(p.warnings.len(), 2, "{:?}", p.warnings); // ws skipped + link is sim-only
+    assert!(
+        p.warnings[0].contains("skipping groq × ws"),
+        "{:?}",
+        p.warnings
+    );
+    // --transport ws alone (matrix target): skipped with a warning → no cells → error.
+    let o = Overrides {
+        transports: vec![TransportKind::Ws],
+        ..Default::default()
+    };
+    assert!(plan_of(text, &o)
+        .unwrap_err()
+        .to_string()
+        .contains("no target supports"));
+    // Both named on the CLI: an error that says what to do.
+    let o = Overrides {
+        targets: vec!["groq".into()],
+        transports: vec![TransportKind::Ws, TransportKind::Http],
+        ..Default::default()
+    };
+    let e = plan_of(text, &o).unwrap_err().to_string();
+    assert!(
+        e.contains("--target groq --transport ws") && e.contains("drop `--transport ws`"),
+        "{e}"
+    );
+}
+
+#[test]
+fn unknown_target_lists_known_ones() {
+    let o = Overrides {
+        targets: vec!["sim-wafr".into()],
+        ..Default::default()
+    };
+    let e = plan_of(MINIMAL, &o).unwrap_err().to_string();
+    assert!(
+        e.contains("unknown target `sim-wafr` (--target)")
+            && e.contains("did you mean `sim-wafer`?"),
+        "{e}"
+    );
+    assert!(
+        e.contains("known targets: sim-cpu, sim-gpu, sim-wafer"),
+        "{e}"
+    );
+    let text = "name = \"m\"\n[matrix]\ntargets = [\"openai\"]\n[[turns]]\nprompt = \"hi\"\n";
+    let e = plan_of(text, &Overrides::default())
+        .unwrap_err()
+        .to_string();
+    assert!(
+        e.contains("[matrix] targets in s.toml") && e.contains("--targets FILE"),
+        "{e}"
+    );
+}
+
+#[test]
+fn validation_messages_say_how_to_fix() {
+    let cases: [(&str, Overrides, &str); 8] = [
+        ("name = \"m\"\n", Overrides::default(), "add at least one"),
+        (
+            MINIMAL,
+            Overrides {
+                sessions: Some(0),
+                ..Default::default()
+            },
+            "--sessions is 0; use 1 to 100000",
+        ),
+        (
+            "name = \"m\"\n[load]\nconcurrency = 0\n[[turns]]\nprompt = \"hi\"\n",
+            Overrides::default(),
+            "[load] concurrency in s.toml is 0",
+        ),
+        (
+            "name = \"m\"\nmax_output_tokens = 0\n[[turns]]\nprompt = \"hi\"\n",
+            Overrides::default(),
+            "use 1 to 131072",
+        ),
+        (
+            "name = \"m\"\n[[turns]]\nprompt = \"hi\"\nmax_output_tokens = 200000\n",
+            Overrides::default(),
+            "[[turns]] entry 1 in s.toml: `max_output_tokens` is 200000",
+        ),
+        (
+            "name = \"m\"\n[[turns]]\nprompt = \"hi\"\nthink_time = \"2h\"\n",
+            Overrides::default(),
+            "keep it at most 1h",
+        ),
+        (
+            "name = \"m\"\n[[turns]]\nprompt = \"hi\"\nagent = { calls = 3, tools = [] }\n",
+            Overrides::default(),
+            "agent.tools must list tool names",
+        ),
+        (
+            "name = \"m\"\n[load]\nsession_interval = \"0s\"\n[[turns]]\nprompt = \"hi\"\n",
+            Overrides::default(),
+            "between 1ms and 1h",
+        ),
+    ];
+    for (text, o, want) in cases {
+        let e = plan_of(text, &o).unwrap_err().to_string();
+        assert!(e.contains(want), "want {want:?} in {e:?}");
+    }
+}
+
+#[test]
+fn warmup_sessions_come_first_and_open_loop_offsets_are_seeded() {
+    let text = "name = \"m\"\nseed = 3\n[load]\nsessions = 6\nwarmup_sessions = 2\nsession_interval = \"2s\"\n[[turns]]\nprompt = \"go\"\nagent = { calls = 20, tools = [\"read_file\", \"run_tests\", \"apply_patch\"], tool_time = \"300ms\" }\n";
+    let a = plan_of(text, &Overrides::default()).unwrap();
+    assert_eq!(a.sessions.len(), 8);
+    assert!(a.sessions[..2]
+        .iter()
+        .all(|s| s.warmup && s.start_offset.is_zero()));
+    assert!(a.sessions[2..].iter().all(|s| !s.warmup));
+    assert_eq!(
+        a.sessions.iter().map(|s| s.index).collect::<Vec<_>>(),
+        (0..8).collect::<Vec<_>>()
+    );
+    assert_eq!(a.sessions[2].start_offset, Duration::ZERO);
+    assert!(a.sessions[3].start_offset > Duration::ZERO);
+    let calls = &a.sessions[2].turns[0].tool_calls;
+    assert_eq!(calls.len(), 20);
+    assert!(calls
+        .iter()
+        .all(|c| c.tool_time == Duration::from_millis(300) && c.output_bytes == 1024));
+    let tools: std::collections::BTreeSet<&str> = calls.iter().map(|c| c.name.as_str()).collect();
+    assert_eq!(tools.len(), 3, "20 draws from 3 tools use all of them");
+
+    // Same seed → identical plan; another seed → other offsets and tool order.
+    let b = plan_of(text, &Overrides::default()).unwrap();
+    assert_eq!(
+        serde_json::to_string(&a).unwrap(),
+        serde_json::to_string(&b).unwrap()
+    );
+    let c = plan_of(
+        text,
+        &Overrides {
+            seed: Some(4),
+            ..Default::default()
+        },
+    )
+    .unwrap();
+    assert_ne!(a.sessions[3].start_offset, c.sessions[3].start_offset);
+    let order = |p: &Plan| {
+        p.sessions[2].turns[0]
+            .tool_calls
+            .iter()
+            .map(|c| c.name.clone())
+            .collect::<Vec<_>>()
+    };
+    assert_ne!(order(&a), order(&c));
+    // Sessions differ from each other but every cell replays the same ones (one list).
+    assert_ne!(
+        order(&a),
+        a.sessions[3].turns[0]
+            .tool_calls
+            .iter()
+            .map(|c| c.name.clone())
+            .collect::<Vec<_>>()
+    );
+}
+
+#[test]
+fn repeat_context_and_explicit_tool_calls_expand() {
+    let text = "name = \"m\"\ncontext_bytes = 5000\nsystem_prompt = \"Be brief.\"\n[[turns]]\nprompt = \"x\"\nrepeat = 3\nfault = \"status=500\"\n[[turns]]\nprompt = \"y\"\ntool_calls = [{ name = \"grep\", tool_time = \"20ms\", output_bytes = 10 }, { name = \"read_file\" }]\n";
+    let p = plan_of(text, &Overrides::default()).unwrap();
+    let turns = &p.sessions[0].turns;
+    assert_eq!(turns.len(), 4);
+    assert!(turns[..3]
+        .iter()
+        .all(|t| t.user_text == "x" && t.fault.as_deref() == Some("status=500")));
+    assert_eq!(turns[3].tool_calls.len(), 2);
+    assert_eq!(turns[3].tool_calls[0].tool_time, Duration::from_millis(20));
+    assert_eq!(turns[3].tool_calls[1].output_bytes, 1024);
+    assert_eq!(p.system_prompt.len(), "Be brief.".len() + 5000);
+    assert!(p.system_prompt.contains("pub fn "));
+    let again = plan_of(text, &Overrides::default()).unwrap();
+    assert_eq!(p.system_prompt, again.system_prompt);
+}

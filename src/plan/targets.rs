@@ -1,0 +1,382 @@
+//! Targets: the built-in simulator targets, and resolving `[targets.NAME]` tables (from the
+//! scenario and `--targets FILE`) field by field on top of them.
+//!
+//! Owns: target defaults and per-target validation (names, URLs, API flavour vs transports,
+//! no credentials in headers). Pure: no I/O; API keys are referred to by variable name only.
+
+use std::collections::BTreeMap;
+use std::time::Duration;
+
+use super::PlanError;
+use crate::plan::Target;
+use crate::recorder::{ApiFlavour, TransportKind};
+use crate::scenario::TargetSpec;
+
+/// Names of the built-in targets (embedded simulator profiles).
+pub const BUILTIN_TARGETS: [&str; 3] = ["sim-gpu", "sim-wafer", "sim-cpu"];
+
+/// Simulator profiles a target's `sim_profile` may name.
+pub const SIM_PROFILES: [&str; 3] = ["gpu", "wafer", "cpu"];
+
+/// Default per-request deadline.
+pub const DEFAULT_REQUEST_TIMEOUT: Duration = Duration::from_secs(300);
+/// Default stall limit.
+pub const DEFAULT_STALL_TIMEOUT: Duration = Duration::from_secs(30);
+
+/// Header names that carry credentials; they must come from `api_key_env`, never a file.
+const SECRET_HEADERS: [&str; 5] = [
+    "authorization",
+    "x-api-key",
+    "api-key",
+    "proxy-authorization",
+    "cookie",
+];
+
+/// The transports an API flavour can use.
+pub fn transports_for(api: ApiFlavour) -> Vec<TransportKind> {
+    match api {
+        ApiFlavour::Responses => TransportKind::ALL.to_vec(),
+        // The WebSocket mode exists only for the Responses API.
+        ApiFlavour::ChatCompletions => {
+            vec![
+                TransportKind::Http,
+                TransportKind::HttpPooled,
+                TransportKind::Http2,
+            ]
+        }
+    }
+}
+
+/// A built-in target by name.
+pub fn builtin(name: &str) -> Option<Target> {
+    let (profile, hardware) = match name {
+        "sim-gpu" => ("gpu", "GPU (simulated)"),
+        "sim-wafer" => ("wafer", "Wafer-scale (simulated)"),
+        "sim-cpu" => ("cpu", "CPU (simulated)"),
+        _ => return None,
+    };
+    Some(sim_target(name, profile, hardware))
+}
+
+fn sim_target(name: &str, profile: &str, hardware: &str) -> Target {
+    Target {
+        name: name.to_string(),
+        base_url: None,
+        sim_profile: Some(profile.to_string()),
+        api: ApiFlavour::Responses,
+        model: format!("sim-{profile}"),
+        api_key_env: None,
+        hardware: hardware.to_string(),
+        headers: BTreeMap::new(),
+        store: false,
+        ws_warmup: true,
+        request_timing: true,
+        request_timeout: DEFAULT_REQUEST_TIMEOUT,
+        stall_timeout: DEFAULT_STALL_TIMEOUT,
+        transports: TransportKind::ALL.to_vec(),
+    }
+}
+
+/// True for names usable as a directory name: `[A-Za-z0-9._-]+`, not starting with `.`.
+pub fn is_valid_name(name: &str) -> bool {
+    !name.is_empty()
+        && !name.starts_with('.')
+        && name
+            .chars()
+            .all(|c| c.is_ascii_alphanumeric() || matches!(c, '.' | '_' | '-'))
+}
+
+/// Resolves target `name`: the built-in (if any), then each `(origin, spec)` layered on in
+/// order (scenario first, `--targets FILE` last). `origin` names the file for messages.
+pub fn resolve(name: &str, layers: &[(&str, &TargetSpec)]) -> Result<Target, PlanError> {
+    if !is_valid_name(name) {
+        return Err(PlanError::new(format!(
+            "target name {name:?} is not usable: use letters, digits, '.', '_' and '-' (it becomes a directory under histograms/)"
+        )));
+    }
+    let origin = layers.last().map_or("built-in targets", |(o, _)| *o);
+    let mut t = match builtin(name) {
+        Some(t) => t,
+        None => {
+            // A new target: it needs somewhere to go.
+            let base_url = layers.iter().rev().find_map(|(_, s)| s.base_url.clone());
+            let profile = layers.iter().rev().find_map(|(_, s)| s.sim_profile.clone());
+            match (base_url, profile) {
+                (None, None) => {
+                    return Err(PlanError::new(format!(
+                        "[targets.{name}] in {origin} has neither `base_url` nor `sim_profile`; add `base_url = \"https://host/v1\"` for a real endpoint or `sim_profile = \"gpu\"` for the embedded simulator"
+                    )))
+                }
+                (Some(_), _) => Target {
+                    hardware: "unspecified".to_string(),
+                    model: String::new(),
+                    sim_profile: None,
+                    ..sim_target(name, "gpu", "")
+                },
+                (None, Some(p)) => sim_target(name, &p, &format!("{} (simulated)", capitalise(&p))),
+            }
+        }
+    };
+    let mut explicit_transports = None;
+    let mut explicit_ws_warmup = None;
+    let mut explicit_timing = None;
+    for (_, s) in layers {
+        if let Some(v) = &s.base_url {
+            t.base_url = Some(v.trim_end_matches('/').to_string());
+            t.sim_profile = None;
+        }
+        if let Some(v) = &s.sim_profile {
+            t.sim_profile = Some(v.clone());
+            t.base_url = None;
+        }
+        if let Some(v) = s.api {
+            t.api = v;
+        }
+        if let Some(v) = &s.model {
+            t.model = v.clone();
+        }
+        if let Some(v) = &s.api_key_env {
+            t.api_key_env = Some(v.clone());
+        }
+        if let Some(v) = &s.hardware {
+            t.hardware = v.clone();
+        }
+        if let Some(v) = &s.headers {
+            t.headers
+                .extend(v.iter().map(|(k, v)| (k.clone(), v.clone())));
+        }
+        if let Some(v) = s.store {
+            t.store = v;
+        }
+        if let Some(v) = s.ws_warmup {
+            explicit_ws_warmup = Some(v);
+        }
+        if let Some(v) = s.request_timing {
+            explicit_timing = Some(v);
+        }
+        if let Some(v) = s.request_timeout {
+            t.request_timeout = v.0;
+        }
+        if let Some(v) = s.stall_timeout {
+            t.stall_timeout = v.0;
+        }
+        if let Some(v) = &s.transports {
+            explicit_transports = Some(v.clone());
+        }
+    }
+    let is_chat = t.api == ApiFlavour::ChatCompletions;
+    // Responses-only features default off for chat completions.
+    t.ws_warmup = explicit_ws_warmup.unwrap_or(!is_chat);
+    t.request_timing = explicit_timing.unwrap_or(!is_chat);
+    let supported = transports_for(t.api);
+    t.transports = match explicit_transports {
+        Some(list) => {
+            if let Some(bad) = list.iter().find(|k| !supported.contains(k)) {
+                return Err(PlanError::new(format!(
+                    "[targets.{name}] lists transport `{bad}`, which the chat-completions API cannot use (the WebSocket mode is Responses-only); remove it or set `api = \"responses\"`"
+                )));
+            }
+            dedup(list)
+        }
+        None => supported,
+    };
+    validate(&t, origin)?;
+    Ok(t)
+}
+
+fn validate(t: &Target, origin: &str) -> Result<(), PlanError> {
+    let name = &t.name;
+    if let Some(url) = &t.base_url {
+        if !(url.starts_with("http://") || url.starts_with("https://")) {
+            return Err(PlanError::new(format!(
+                "[targets.{name}] base_url {url:?} in {origin} must start with http:// or https://, e.g. \"https://api.openai.com/v1\""
+            )));
+        }
+        if t.model.trim().is_empty() {
+            return Err(PlanError::new(format!(
+                "[targets.{name}] in {origin} has no `model`; add e.g. `model = \"gpt-4.1-mini\"`"
+            )));
+        }
+    }
+    if let Some(p) = &t.sim_profile {
+        if !SIM_PROFILES.contains(&p.as_str()) {
+            return Err(PlanError::new(format!(
+                "[targets.{name}] sim_profile {p:?} is not a simulator profile; use one of: {}",
+                SIM_PROFILES.join(", ")
+            )));
+        }
+    }
+    if t.store && t.api == ApiFlavour::ChatCompletions {
+        return Err(PlanError::new(format!(
+            "[targets.{name}] sets `store = true`, which only the Responses API supports; remove it or set `api = \"responses\"`"
+        )));
+    }
+    if let Some(h) = t
+        .headers
+        .keys()
+        .find(|h| SECRET_HEADERS.contains(&h.to_ascii_lowercase().as_str()))
+    {
+        return Err(PlanError::new(format!(
+            "[targets.{name}] sets header `{h}` in {origin}: credentials must not be written in files (they would end up in results). Set `api_key_env = \"VAR\"` and export VAR instead"
+        )));
+    }
+    if let Some(env) = &t.api_key_env {
+        if env.is_empty() || !env.chars().all(|c| c.is_ascii_alphanumeric() || c == '_') {
+            return Err(PlanError::new(format!(
+                "[targets.{name}] api_key_env {env:?} is not an environment variable name; write the variable's name (e.g. \"OPENAI_API_KEY\"), never the key itself"
+            )));
+        }
+    }
+    if t.request_timeout < Duration::from_millis(100)
+        || t.request_timeout > Duration::from_secs(3600)
+    {
+        return Err(PlanError::new(format!(
+            "[targets.{name}] request_timeout must be between 100ms and 1h, e.g. \"300s\""
+        )));
+    }
+    if t.stall_timeout.is_zero() || t.stall_timeout > t.request_timeout {
+        return Err(PlanError::new(format!(
+            "[targets.{name}] stall_timeout must be above 0 and at most request_timeout ({}), e.g. \"30s\"",
+            crate::units::fmt_duration_spec(t.request_timeout)
+        )));
+    }
+    Ok(())
+}
+
+/// "gpu" → "GPU" (short names are acronyms), "wafer" → "Wafer".
+fn capitalise(s: &str) -> String {
+    if s.len() <= 3 {
+        return s.to_ascii_uppercase();
+    }
+    let mut c = s.chars();
+    c.next().map_or(String::new(), |f| {
+        f.to_ascii_uppercase().to_string() + c.as_str()
+    })
+}
+
+pub(crate) fn dedup<T: PartialEq + Copy>(list: Vec<T>) -> Vec<T> {
+    let mut out: Vec<T> = Vec::with_capacity(list.len());
+    for x in list {
+        if !out.contains(&x) {
+            out.push(x);
+        }
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::scenario::Dur;
+
+    #[test]
+    fn builtins_are_simulator_targets_with_all_transports() {
+        for name in BUILTIN_TARGETS {
+            let t = resolve(name, &[]).unwrap();
+            assert!(t.base_url.is_none());
+            assert_eq!(t.transports, TransportKind::ALL.to_vec());
+            assert!(t.ws_warmup && t.request_timing);
+            assert_eq!(t.request_timeout, Duration::from_secs(300));
+            assert_eq!(t.stall_timeout, Duration::from_secs(30));
+        }
+        assert_eq!(
+            builtin("sim-wafer").unwrap().hardware,
+            "Wafer-scale (simulated)"
+        );
+        assert_eq!(builtin("sim-gpu").unwrap().model, "sim-gpu");
+        assert_eq!(
+            builtin("sim-cpu").unwrap().sim_profile.as_deref(),
+            Some("cpu")
+        );
+    }
+
+    #[test]
+    fn layers_override_field_by_field() {
+        let a = TargetSpec {
+            request_timeout: Some(Dur(Duration::from_secs(60))),
+            ..Default::default()
+        };
+        let b = TargetSpec {
+            hardware: Some("H100".into()),
+            ..Default::default()
+        };
+        let t = resolve("sim-gpu", &[("a.toml", &a), ("b.toml", &b)]).unwrap();
+        assert_eq!(t.request_timeout, Duration::from_secs(60));
+        assert_eq!(t.hardware, "H100");
+        assert_eq!(t.sim_profile.as_deref(), Some("gpu"));
+    }
+
+    #[test]
+    fn chat_completions_targets_cannot_do_ws() {
+        let spec = TargetSpec {
+            base_url: Some("https://api.groq.com/openai/v1/".into()),
+            api: Some(ApiFlavour::ChatCompletions),
+            model: Some("llama-3.3-70b-versatile".into()),
+            api_key_env: Some("GROQ_API_KEY".into()),
+            ..Default::default()
+        };
+        let t = resolve("groq", &[("t.toml", &spec)]).unwrap();
+        assert_eq!(
+            t.base_url.as_deref(),
+            Some("https://api.groq.com/openai/v1")
+        );
+        assert_eq!(t.transports.len(), 3);
+        assert!(!t.ws_warmup && !t.request_timing);
+        let bad = TargetSpec {
+            transports: Some(vec![TransportKind::Ws]),
+            ..spec.clone()
+        };
+        let e = resolve("groq", &[("t.toml", &bad)])
+            .unwrap_err()
+            .to_string();
+        assert!(
+            e.contains("transport `ws`") && e.contains("api = \"responses\""),
+            "{e}"
+        );
+    }
+
+    #[test]
+    fn refuses_credentials_bad_urls_and_unusable_names() {
+        let mut headers = BTreeMap::new();
+        headers.insert("Authorization".to_string(), "Bearer sk-123".to_string());
+        let spec = TargetSpec {
+            base_url: Some("https://x/v1".into()),
+            model: Some("m".into()),
+            headers: Some(headers),
+            ..Default::default()
+        };
+        let e = resolve("x", &[("t.toml", &spec)]).unwrap_err().to_string();
+        assert!(e.contains("api_key_env") && !e.contains("sk-123"), "{e}");
+        let spec = TargetSpec {
+            base_url: Some("api.openai.com".into()),
+            model: Some("m".into()),
+            ..Default::default()
+        };
+        assert!(resolve("x", &[("t.toml", &spec)])
+            .unwrap_err()
+            .to_string()
+            .contains("https://"));
+        let e = resolve("../x", &[]).unwrap_err().to_string();
+        assert!(e.contains("not usable"), "{e}");
+        let e = resolve("mystery", &[("s.toml", &TargetSpec::default())])
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("base_url") && e.contains("sim_profile"), "{e}");
+        let spec = TargetSpec {
+            sim_profile: Some("tpu".into()),
+            ..Default::default()
+        };
+        assert!(resolve("x", &[("s", &spec)])
+            .unwrap_err()
+            .to_string()
+            .contains("gpu, wafer, cpu"));
+        let spec = TargetSpec {
+            sim_profile: Some("gpu".into()),
+            ..Default::default()
+        };
+        assert_eq!(
+            resolve("my-sim", &[("s", &spec)]).unwrap().hardware,
+            "GPU (simulated)"
+        );
+    }
+}

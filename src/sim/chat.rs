@@ -1,0 +1,369 @@
+//! `POST /v1/chat/completions`: request parsing, the chunk encoder and provider timing
+//! flavours (Cerebras `time_info`, llama.cpp `timings`, vLLM `continuous_usage_stats`).
+//!
+//! Owns: the Chat Completions wire format. Does not own: timing (`model`) or HTTP plumbing
+//! (`http`).
+
+// Handlers return a ready error `Response` on their (cold) error path; boxing it buys nothing.
+#![allow(clippy::result_large_err)]
+
+use std::time::Duration;
+
+use http::{Response, StatusCode};
+use serde_json::{json, Map, Value};
+
+use super::fault::Fault;
+use super::http::{opt_bool, opt_u32, parse_json, unix_now, Body, Ctx, NullSink};
+use super::model::{self, content_hash, Done, Encoder, RunEnd, TurnSpec};
+use super::profile::ChatTiming;
+use super::text::{self, Style};
+use crate::rng::Rng;
+
+/// Default output length when the request sets none.
+pub(crate) const DEFAULT_MAX_OUTPUT: u32 = 512;
+
+/// Text of a message `content` (string, or parts with `text`).
+pub(crate) fn content_text(v: &Value) -> String {
+    match v {
+        Value::String(s) => s.clone(),
+        Value::Array(parts) => parts
+            .iter()
+            .filter_map(|p| p.get("text").and_then(Value::as_str).or_else(|| p.as_str()))
+            .collect::<Vec<_>>()
+            .join("\n"),
+        _ => String::new(),
+    }
+}
+
+/// The function a `tool_choice` forces, if any (`"required"` picks the first tool).
+pub(crate) fn forced_tool(tool_choice: Option<&Value>, tools: Option<&Value>) -> Option<String> {
+    let first_tool = || {
+        tools
+            .and_then(Value::as_array)
+            .and_then(|a| a.first())
+            .and_then(|t| {
+                t.pointer("/function/name")
+                    .or_else(|| t.get("name"))
+                    .and_then(Value::as_str)
+            })
+            .unwrap_or("tool")
+            .to_string()
+    };
+    match tool_choice? {
+        Value::String(s) if s == "required" => Some(first_tool()),
+        Value::Object(o) => o
+            .get("function")
+            .and_then(|f| f.get("name"))
+            .or_else(|| o.get("name"))
+            .and_then(Value::as_str)
+            .map(str::to_string),
+        _ => None,
+    }
+}
+
+struct ChatEncoder {
+    id: String,
+    model: String,
+    created: u64,
+    include_usage: bool,
+    continuous: bool,
+    timing: ChatTiming,
+    tool: Option<(String, String)>,
+    input_tokens: u32,
+    decode_tok_s: f64,
+}
+
+impl ChatEncoder {
+    fn chunk(&self, delta: Value, finish: Option<&str>) -> Map<String, Value> {
+        let mut m = Map::new();
+        m.insert("id".into(), json!(self.id));
+        m.insert("object".into(), json!("chat.completion.chunk"));
+        m.insert("created".into(), json!(self.created));
+        m.insert("model".into(), json!(self.model));
+        m.insert("system_fingerprint".into(), json!("fp_sim"));
+        m.insert(
+            "choices".into(),
+            json!([{"index": 0, "delta": delta, "logprobs": null, "finish_reason": finish}]),
+        );
+        if self.include_usage && !self.continuous {
+            m.insert("usage".into(), Value::Null);
+        }
+        m
+    }
+
+    fn usage(&self, done_tokens: u32, cached: u32) -> Value {
+        json!({
+            "prompt_tokens": self.input_tokens,
+            "completion_tokens": done_tokens,
+            "total_tokens": self.input_tokens + done_tokens,
+            "prompt_tokens_details": {"cached_tokens": cached, "audio_tokens": 0},
+            "completion_tokens_details": {"reasoning_tokens": 0, "audio_tokens": 0,
+                "accepted_prediction_tokens": 0, "rejected_prediction_tokens": 0},
+        })
+    }
+
+    fn finish_reason(&self) -> &'static str {
+        if self.tool.is_some() {
+            "tool_calls"
+        } else {
+            "stop"
+        }
+    }
+
+    fn time_info(&self, d: &Done) -> Value {
+        let s = |d: Duration| d.as_secs_f64();
+        json!({
+            "queue_time": s(d.queue),
+            "prompt_time": s(d.session_init + d.prefill),
+            "completion_time": s(d.decode),
+            "total_time": s(d.api_overhead + d.engine_ttft() + d.decode),
+            "created": unix_now(),
+        })
+    }
+
+    fn timings(&self, d: &Done) -> Value {
+        let prompt_n = d.input_tokens.saturating_sub(d.cached_tokens);
+        let prompt_ms = (d.session_init + d.prefill).as_secs_f64() * 1e3;
+        // Each predicted token costs one mean step, as llama.cpp counts it.
+        let predicted_ms = d.output_tokens as f64 / self.decode_tok_s * 1e3;
+        let per = |ms: f64, n: u32| if n == 0 { 0.0 } else { ms / n as f64 };
+        let rate = |ms: f64, n: u32| if ms <= 0.0 { 0.0 } else { n as f64 / ms * 1e3 };
+        json!({
+            "cache_n": d.cached_tokens,
+            "prompt_n": prompt_n,
+            "prompt_ms": prompt_ms,
+            "prompt_per_token_ms": per(prompt_ms, prompt_n),
+            "prompt_per_second": rate(prompt_ms, prompt_n),
+            "predicted_n": d.output_tokens,
+            "predicted_ms": predicted_ms,
+            "predicted_per_token_ms": per(predicted_ms, d.output_tokens),
+            "predicted_per_second": rate(predicted_ms, d.output_tokens),
+        })
+    }
+}
+
+impl Encoder for ChatEncoder {
+    fn start(&mut self) -> Vec<(String, String)> {
+        let c = self.chunk(json!({"role": "assistant", "content": ""}), None);
+        vec![(String::new(), Value::Object(c).to_string())]
+    }
+
+    fn before_first(&mut self) -> Vec<(String, String)> {
+        match &self.tool {
+            Some((call_id, name)) => {
+                let delta = json!({"tool_calls": [{"index": 0, "id": call_id, "type": "function",
+                    "function": {"name": name, "arguments": ""}}]});
+                vec![(
+                    String::new(),
+                    Value::Object(self.chunk(delta, None)).to_string(),
+                )]
+            }
+            None => Vec::new(),
+        }
+    }
+
+    fn delta(&mut self, text: &str, _tokens: u32, cumulative: u32) -> (String, String) {
+        let delta = if self.tool.is_some() {
+            json!({"tool_calls": [{"index": 0, "function": {"arguments": text}}]})
+        } else {
+            json!({"content": text})
+        };
+        let mut c = self.chunk(delta, None);
+        if self.continuous {
+            c.insert("usage".into(), self.usage(cumulative, 0));
+        }
+        (String::new(), Value::Object(c).to_string())
+    }
+
+    fn finish(&mut self, d: &Done) -> Vec<(String, String)> {
+        let mut out = Vec::new();
+        let mut fin = self.chunk(json!({}), Some(self.finish_reason()));
+        if self.continuous {
+            fin.insert("usage".into(), self.usage(d.output_tokens, d.cached_tokens));
+        }
+        if self.timing == ChatTiming::Llamacpp {
+            fin.insert("timings".into(), self.timings(d));
+        }
+        if self.timing == ChatTiming::Cerebras && !self.include_usage {
+            fin.insert("time_info".into(), self.time_info(d));
+        }
+        out.push((String::new(), Value::Object(fin).to_string()));
+        if self.include_usage {
+            let mut u = Map::new();
+            u.insert("id".into(), json!(self.id));
+            u.insert("object".into(), json!("chat.completion.chunk"));
+            u.insert("created".into(), json!(self.created));
+            u.insert("model".into(), json!(self.model));
+            u.insert("system_fingerprint".into(), json!("fp_sim"));
+            u.insert("choices".into(), json!([]));
+            u.insert("usage".into(), self.usage(d.output_tokens, d.cached_tokens));
+            if self.timing == ChatTiming::Cerebras {
+                u.insert("time_info".into(), self.time_info(d));
+            }
+            out.push((String::new(), Value::Object(u).to_string()));
+        }
+        out.push((String::new(), "[DONE]".to_string()));
+        out
+    }
+}
+
+/// Handles one chat completion request.
+pub(crate) async fn handle(ctx: Ctx, body: &[u8]) -> Response<Body> {
+    match handle_inner(ctx, body).await {
+        Ok(r) | Err(r) => r,
+    }
+}
+
+async fn handle_inner(ctx: Ctx, body: &[u8]) -> Result<Response<Body>, Response<Body>> {
+    let req = parse_json(&ctx, body)?;
+    let bad = |msg: &str, param: &str| ctx.error(StatusCode::BAD_REQUEST, msg, Some(param), None);
+    let messages = match req.get("messages") {
+        Some(Value::Array(a)) if !a.is_empty() => a,
+        Some(Value::Array(_)) => return Err(bad("'messages' must not be empty.", "messages")),
+        Some(_) => return Err(bad("'messages' must be an array.", "messages")),
+        None => return Err(bad("Missing required parameter: 'messages'.", "messages")),
+    };
+    let mut prompt = String::new();
+    let mut last_user = String::new();
+    for (i, m) in messages.iter().enumerate() {
+        let Some(role) = m.get("role").and_then(Value::as_str) else {
+            return Err(bad(
+                &format!("Missing required parameter: 'messages[{i}].role'."),
+                &format!("messages[{i}].role"),
+            ));
+        };
+        let text = m.get("content").map(content_text).unwrap_or_default();
+        if role == "user" {
+            last_user = text.clone();
+        }
+        prompt.push_str(&text);
+        if let Some(calls) = m.get("tool_calls").and_then(Value::as_array) {
+            for c in calls {
+                prompt.push_str(
+                    c.pointer("/function/name")
+                        .and_then(Value::as_str)
+                        .unwrap_or(""),
+                );
+                prompt.push_str(
+                    c.pointer("/function/arguments")
+                        .and_then(Value::as_str)
+                        .unwrap_or(""),
+                );
+            }
+        }
+        prompt.push('\n');
+    }
+    let model_name = match req.get("model") {
+        Some(Value::String(s)) => s.clone(),
+        None => ctx.conn.engine.profile.model.clone(),
+        Some(_) => return Err(bad("'model' must be a string.", "model")),
+    };
+    let stream = opt_bool(&ctx, &req, "stream")?.unwrap_or(false);
+    let opts = req.get("stream_options");
+    let flag = |k: &str| {
+        opts.and_then(|o| o.get(k))
+            .and_then(Value::as_bool)
+            .unwrap_or(false)
+    };
+    let max_output = match opt_u32(&ctx, &req, "max_completion_tokens")? {
+        Some(n) => n,
+        None => opt_u32(&ctx, &req, "max_tokens")?.unwrap_or(DEFAULT_MAX_OUTPUT),
+    };
+    let engine = ctx.conn.engine.clone();
+    let timing = match ctx.header("x-sim-timing-flavour") {
+        Some(v) => ChatTiming::parse(v).ok_or_else(|| {
+            bad(
+                "x-sim-timing-flavour must be none, cerebras or llamacpp.",
+                "x-sim-timing-flavour",
+            )
+        })?,
+        None => engine.profile.chat_timing,
+    };
+    let tool = forced_tool(req.get("tool_choice"), req.get("tools"));
+    let input_tokens = text::count(&prompt);
+    let hash = content_hash(&[body]);
+    let mut fault = ctx.fault()?;
+    if fault.is_none() {
+        let expected = (max_output as f64 * 0.85 / 2.0) as u32;
+        fault = Fault::draw(
+            &engine.profile.faults,
+            &mut Rng::derive(engine.seed, hash ^ 0xfa17),
+            expected,
+        );
+    }
+    if let Some(Fault::Status(s)) = fault {
+        return Ok(ctx.status_fault(s));
+    }
+    let id = engine.next_id("chatcmpl-");
+    let spec = TurnSpec {
+        received_at: ctx.received_at,
+        api_tokens: input_tokens,
+        input_tokens,
+        cached_tokens: 0,
+        session_init: true,
+        max_output,
+        content_hash: hash,
+        style: Style::for_prompt(&last_user),
+        tool: tool.clone(),
+        fault,
+        generate: true,
+    };
+    let mut enc = ChatEncoder {
+        id: id.clone(),
+        model: model_name,
+        created: unix_now() as u64,
+        include_usage: flag("include_usage"),
+        continuous: flag("continuous_usage_stats"),
+        timing,
+        tool: tool.map(|n| (engine.next_id("call_"), n)),
+        input_tokens,
+        decode_tok_s: engine.profile.decode_tok_s,
+    };
+    if stream {
+        let (resp, mut sink) = ctx.sse();
+        tokio::spawn(async move {
+            let _ = model::run(&engine, &spec, &id, &mut sink, &mut enc).await;
+        });
+        return Ok(resp);
+    }
+    let RunEnd::Completed(done) = model::run(&engine, &spec, &id, &mut NullSink, &mut enc).await
+    else {
+        return Ok(ctx.error(
+            StatusCode::INTERNAL_SERVER_ERROR,
+            "Simulated failure.",
+            None,
+            Some("server_error"),
+        ));
+    };
+    let message = match &enc.tool {
+        Some((call_id, name)) => json!({"role": "assistant", "content": null, "tool_calls": [
+            {"id": call_id, "type": "function", "function": {"name": name, "arguments": done.text}}]}),
+        None => json!({"role": "assistant", "content": done.text}),
+    };
+    let mut obj = json!({
+        "id": id, "object": "chat.completion", "created": enc.created, "model": enc.model,
+        "system_fingerprint": "fp_sim",
+        "choices": [{"index": 0, "message": message, "logprobs": null, "finish_reason": enc.finish_reason()}],
+        "usage": enc.usage(done.output_tokens, done.cached_tokens),
+    });
+    match enc.timing {
+        ChatTiming::Cerebras => obj["time_info"] = enc.time_info(&done),
+        ChatTiming::Llamacpp => obj["timings"] = enc.timings(&done),
+        ChatTiming::None => {}
+    }
+    let resp = ctx.json(StatusCode::OK, &obj);
+    record_single_write(&engine, &id, &done);
+    Ok(resp)
+}
+
+/// A non-streamed body is handed to the connection in one piece: the trace says so.
+pub(crate) fn record_single_write(engine: &model::Engine, id: &str, done: &Done) {
+    if let Some(mut t) = engine.trace.get(id) {
+        t.chunk_writes = vec![super::trace::ChunkWrite {
+            at: std::time::Instant::now(),
+            tokens: done.output_tokens,
+            text: done.text.clone(),
+        }];
+        engine.trace.insert(t);
+    }
+}

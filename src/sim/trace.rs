@@ -1,0 +1,129 @@
+//! Ground truth: what the simulator did for each response, and exactly when.
+//!
+//! Owns: `Trace` (a shared, bounded map from response id to `ResponseTrace`) and its JSON
+//! form for `GET /v1/sim/trace/{id}`. Does not own: deciding the timings (see `model`).
+
+use std::collections::{HashMap, VecDeque};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+/// Responses kept; older ones are forgotten first.
+const MAX_TRACES: usize = 20_000;
+
+/// One chunk of content handed to the connection.
+#[derive(Debug, Clone)]
+pub struct ChunkWrite {
+    /// When the chunk's bytes were handed to the connection (SSE: sent into the hyper body
+    /// channel; WebSocket: right after the frame's `send` completed).
+    pub at: Instant,
+    /// Output tokens in the chunk.
+    pub tokens: u32,
+    /// The chunk's text (text delta, or function-call arguments delta).
+    pub text: String,
+}
+
+/// Everything the simulator knows about one response.
+#[derive(Debug, Clone)]
+pub struct ResponseTrace {
+    /// `resp_…` (Responses API) or `chatcmpl-…` (chat completions).
+    pub response_id: String,
+    /// When the request was fully read (HTTP body complete, or WebSocket frame received).
+    pub received_at: Instant,
+    /// Content chunks only (role preludes and lifecycle events carry no tokens and are not
+    /// listed), in write order.
+    pub chunk_writes: Vec<ChunkWrite>,
+    /// Output tokens sent (equals the sum over `chunk_writes`).
+    pub output_tokens: u32,
+    /// Input tokens (instructions + the whole conversation).
+    pub input_tokens: u32,
+    /// Input tokens served from cached state (not prefilled again).
+    pub cached_input_tokens: u32,
+    /// API overhead before the model started.
+    pub api_overhead: Duration,
+    /// Time waiting for a free generation slot.
+    pub queue: Duration,
+    /// Prefill time.
+    pub prefill: Duration,
+    /// Session initialisation time (zero when continuing cached state).
+    pub session_init: Duration,
+    /// Injected fault, if any (its spec, e.g. `reset-after=3`).
+    pub fault: Option<String>,
+}
+
+impl ResponseTrace {
+    /// The trace as JSON with times as nanoseconds since `origin` (the server start).
+    pub fn to_json(&self, origin: Instant) -> serde_json::Value {
+        let ns = |t: Instant| t.saturating_duration_since(origin).as_nanos() as u64;
+        let d = |d: Duration| d.as_nanos() as u64;
+        serde_json::json!({
+            "response_id": self.response_id,
+            "received_at_ns": ns(self.received_at),
+            "chunk_writes": self.chunk_writes.iter().map(|c| serde_json::json!({
+                "at_ns": ns(c.at), "tokens": c.tokens, "text": c.text,
+            })).collect::<Vec<_>>(),
+            "output_tokens": self.output_tokens,
+            "input_tokens": self.input_tokens,
+            "cached_input_tokens": self.cached_input_tokens,
+            "api_overhead_ns": d(self.api_overhead),
+            "queue_ns": d(self.queue),
+            "prefill_ns": d(self.prefill),
+            "session_init_ns": d(self.session_init),
+            "fault": self.fault,
+        })
+    }
+}
+
+#[derive(Default)]
+struct Inner {
+    map: HashMap<String, ResponseTrace>,
+    order: VecDeque<String>,
+}
+
+/// The simulator's ground truth, shared and cheap to clone.
+#[derive(Clone)]
+pub struct Trace {
+    inner: Arc<Mutex<Inner>>,
+    origin: Instant,
+}
+
+impl Trace {
+    pub(crate) fn new(origin: Instant) -> Trace {
+        Trace {
+            inner: Arc::new(Mutex::new(Inner::default())),
+            origin,
+        }
+    }
+
+    /// The server's start instant (the zero of the JSON form).
+    pub fn origin(&self) -> Instant {
+        self.origin
+    }
+
+    /// The trace of one response, once it has finished (or failed).
+    pub fn get(&self, response_id: &str) -> Option<ResponseTrace> {
+        let g = self.inner.lock().unwrap_or_else(|e| e.into_inner());
+        g.map.get(response_id).cloned()
+    }
+
+    /// All kept traces, oldest first.
+    pub fn all(&self) -> Vec<ResponseTrace> {
+        let g = self.inner.lock().unwrap_or_else(|e| e.into_inner());
+        g.order
+            .iter()
+            .filter_map(|id| g.map.get(id).cloned())
+            .collect()
+    }
+
+    pub(crate) fn insert(&self, t: ResponseTrace) {
+        let mut g = self.inner.lock().unwrap_or_else(|e| e.into_inner());
+        if !g.map.contains_key(&t.response_id) {
+            g.order.push_back(t.response_id.clone());
+        }
+        g.map.insert(t.response_id.clone(), t);
+        while g.order.len() > MAX_TRACES {
+            if let Some(old) = g.order.pop_front() {
+                g.map.remove(&old);
+            }
+        }
+    }
+}

@@ -1,0 +1,115 @@
+//! Opening one connection, each phase timed on its own: DNS, TCP connect (with the emulated
+//! SYN round trip), TLS. The WebSocket upgrade is timed in [`super::ws`].
+//!
+//! Owns: the socket options (`TCP_NODELAY`, so Nagle never adds ~40 ms to a small request),
+//! where the link emulation sits (between TCP and TLS, so the handshake pays the RTT), and
+//! connection ids.
+//! Does not own: deadlines and cancellation (the caller races this future against them).
+
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
+use std::time::Instant;
+
+use tokio_rustls::TlsConnector;
+
+use super::io::{IoStats, MeteredIo};
+use super::{Clock, Endpoint, Setup};
+use crate::link::{BoxIo, Link};
+
+static NEXT_CONNECTION_ID: AtomicU64 = AtomicU64::new(1);
+
+/// A fresh id for a new connection, unique within the process.
+pub fn next_connection_id() -> u64 {
+    NEXT_CONNECTION_ID.fetch_add(1, Ordering::Relaxed)
+}
+
+/// An open connection, before any HTTP or WebSocket protocol ran on it.
+pub struct Dialed {
+    /// The stream (TLS when the endpoint is https), metered.
+    pub io: MeteredIo,
+    /// Its counters.
+    pub stats: Arc<IoStats>,
+    /// What opening it cost.
+    pub setup: Setup,
+}
+
+/// Why a connection could not be opened.
+#[derive(Debug, thiserror::Error)]
+pub enum DialError {
+    /// DNS or TCP connect failed.
+    #[error("{0}")]
+    Connect(String),
+    /// The TLS handshake failed.
+    #[error("{0}")]
+    Tls(String),
+}
+
+/// Opens a connection to `ep`: DNS (skipped for IP literals), TCP connect + one emulated RTT,
+/// the link delay line, then TLS when `tls` is given.
+pub async fn dial(
+    ep: &Endpoint,
+    tls: Option<&TlsConnector>,
+    link: &Link,
+    clock: Clock,
+    seed: u64,
+) -> Result<Dialed, DialError> {
+    let connection_id = next_connection_id();
+    let mut setup = Setup {
+        connection_id,
+        ..Setup::default()
+    };
+    let addr = if let Ok(ip) = ep.host.parse::<std::net::IpAddr>() {
+        std::net::SocketAddr::new(ip, ep.port)
+    } else {
+        let t0 = Instant::now();
+        let mut addrs = tokio::net::lookup_host((ep.host.as_str(), ep.port))
+            .await
+            .map_err(|e| DialError::Connect(format!("DNS lookup of {}: {e}", ep.host)))?;
+        let addr = addrs.next().ok_or_else(|| {
+            DialError::Connect(format!("DNS lookup of {} returned no address", ep.host))
+        })?;
+        setup.dns_ns = Some(t0.elapsed().as_nanos() as u64);
+        addr
+    };
+
+    let t0 = Instant::now();
+    let tcp = tokio::net::TcpStream::connect(addr)
+        .await
+        .map_err(|e| DialError::Connect(format!("TCP connect to {addr}: {e}")))?;
+    tcp.set_nodelay(true)
+        .map_err(|e| DialError::Connect(format!("setting TCP_NODELAY: {e}")))?;
+    link.connect_delay().await;
+    setup.tcp_connect_ns = Some(t0.elapsed().as_nanos() as u64);
+    let io: BoxIo = link.wrap(
+        Box::pin(tcp),
+        seed ^ connection_id.wrapping_mul(0x9e37_79b9_7f4a_7c15),
+    );
+
+    let io: BoxIo = match tls {
+        None => io,
+        Some(connector) => {
+            let name = rustls::pki_types::ServerName::try_from(ep.host.clone()).map_err(|e| {
+                DialError::Tls(format!("invalid TLS server name {:?}: {e}", ep.host))
+            })?;
+            let t0 = Instant::now();
+            let stream = connector.connect(name, io).await.map_err(|e| {
+                let hint = if e.to_string().contains("NoApplicationProtocol") {
+                    "; the server accepts none of the offered ALPN protocols \
+                         (the http2 transport offers only h2: use http-pooled for this target)"
+                } else {
+                    ""
+                };
+                DialError::Tls(format!("TLS handshake with {}: {e}{hint}", ep.host))
+            })?;
+            setup.tls_handshake_ns = Some(t0.elapsed().as_nanos() as u64);
+            let conn = stream.get_ref().1;
+            setup.alpn = conn
+                .alpn_protocol()
+                .map(|p| String::from_utf8_lossy(p).into_owned());
+            setup.tls_version = conn.protocol_version().map(|v| format!("{v:?}"));
+            Box::pin(stream)
+        }
+    };
+    let (io, stats) = MeteredIo::new(io, clock);
+    Ok(Dialed { io, stats, setup })
+}

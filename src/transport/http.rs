@@ -1,0 +1,298 @@
+//! HTTP/1.1 and HTTP/2 on our own connections (hyper 1 `client::conn`), and the response
+//! pump: status + headers → body frames → SSE events, each stamped with the read time.
+//!
+//! Owns: handshakes of the HTTP layer over a [`Dialed`] stream, sending one request,
+//! stall/deadline/cancellation while waiting for bytes, draining a finished body so a
+//! keep-alive connection can be reused, and per-request byte counts.
+//! Does not own: pooling policy ([`super::session`]) or what the events mean.
+
+use std::future::Future;
+use std::sync::Arc;
+use std::time::Instant;
+
+use bytes::Bytes;
+use http_body_util::{BodyExt, Full};
+use hyper::body::Incoming;
+use hyper_util::rt::{TokioExecutor, TokioIo};
+use tokio_util::sync::CancellationToken;
+
+use super::connect::Dialed;
+use super::io::IoStats;
+use super::sse::SseParser;
+use super::{Clock, Ending, Flow, Limits, Setup, WireEvent};
+
+/// An HTTP request as the backend built it.
+#[derive(Debug, Clone)]
+pub struct HttpRequest {
+    /// Path below the endpoint prefix, e.g. `/responses`.
+    pub path: String,
+    /// Headers besides `Host` / `Content-Length` (content type, auth, extras).
+    pub headers: Vec<(http::HeaderName, http::HeaderValue)>,
+    /// JSON body.
+    pub body: Bytes,
+}
+
+/// How long a finished response's body may take to end before its connection is given up.
+const DRAIN_GRACE: std::time::Duration = std::time::Duration::from_millis(250);
+
+/// The most of a non-2xx body kept for its error message.
+const ERROR_BODY_LIMIT: usize = 64 * 1024;
+
+/// An HTTP/1.1 connection.
+pub struct H1Conn {
+    /// hyper's request handle.
+    pub sender: hyper::client::conn::http1::SendRequest<Full<Bytes>>,
+    /// Byte counters and read times.
+    pub stats: Arc<IoStats>,
+    /// What opening it cost (handed to the first request only).
+    pub setup: Setup,
+}
+
+/// An HTTP/2 connection (shared; the sender is cloned per request).
+#[derive(Clone)]
+pub struct H2Conn {
+    /// hyper's request handle.
+    pub sender: hyper::client::conn::http2::SendRequest<Full<Bytes>>,
+    /// Byte counters and read times of the whole connection.
+    pub stats: Arc<IoStats>,
+    /// What opening it cost.
+    pub setup: Setup,
+}
+
+/// HTTP/1.1 handshake (no bytes on the wire; hyper only sets up its state).
+pub async fn h1_handshake(d: Dialed) -> Result<H1Conn, String> {
+    let (sender, conn) = hyper::client::conn::http1::handshake(TokioIo::new(d.io))
+        .await
+        .map_err(|e| format!("HTTP/1.1 handshake: {e}"))?;
+    tokio::spawn(async move {
+        // Ends when the sender is dropped or the peer closes; errors surface on requests.
+        let _ = conn.await;
+    });
+    Ok(H1Conn {
+        sender,
+        stats: d.stats,
+        setup: d.setup,
+    })
+}
+
+/// HTTP/2 handshake (client preface + SETTINGS; the server's SETTINGS arrive with the first
+/// response). Fails clearly when TLS did not negotiate `h2`.
+pub async fn h2_handshake(d: Dialed, tls: bool) -> Result<H2Conn, String> {
+    if tls && d.setup.alpn.as_deref() != Some("h2") {
+        return Err(format!(
+            "the server did not negotiate HTTP/2 via ALPN (got {:?}); use transport http-pooled for this target",
+            d.setup.alpn
+        ));
+    }
+    let (sender, conn) =
+        hyper::client::conn::http2::handshake(TokioExecutor::new(), TokioIo::new(d.io))
+            .await
+            .map_err(|e| format!("HTTP/2 handshake: {e}"))?;
+    tokio::spawn(async move {
+        let _ = conn.await;
+    });
+    Ok(H2Conn {
+        sender,
+        stats: d.stats,
+        setup: d.setup,
+    })
+}
+
+/// Builds the hyper request. HTTP/2 needs an absolute URI (for `:authority`); HTTP/1.1 an
+/// origin-form path and a `Host` header.
+pub fn build(
+    req: &HttpRequest,
+    uri: &str,
+    host: Option<&str>,
+) -> Result<http::Request<Full<Bytes>>, String> {
+    let mut b = http::Request::builder().method(http::Method::POST).uri(uri);
+    if let Some(h) = host {
+        b = b.header(http::header::HOST, h);
+    }
+    for (k, v) in &req.headers {
+        b = b.header(k, v);
+    }
+    b.body(Full::new(req.body.clone()))
+        .map_err(|e| format!("building the HTTP request for {uri}: {e}"))
+}
+
+/// Approximate size of a request's header block plus body, for HTTP/2 where the shared
+/// connection's counters cannot be split per stream (HPACK compression is not modelled).
+pub fn request_size(req: &http::Request<Full<Bytes>>, body_len: usize) -> u64 {
+    let h: usize = req
+        .headers()
+        .iter()
+        .map(|(k, v)| k.as_str().len() + v.len() + 4)
+        .sum();
+    (h + req.uri().to_string().len() + 16 + body_len) as u64
+}
+
+/// The result of pumping one response.
+#[derive(Debug)]
+pub struct Pumped {
+    /// How it ended.
+    pub ending: Ending,
+    /// Body bytes read (after de-chunking).
+    pub body_bytes: u64,
+    /// Size of the status line and headers (approximate on HTTP/2).
+    pub header_bytes: u64,
+    /// The body was read to its end without error: the connection may be reused.
+    pub clean: bool,
+}
+
+/// Sends a request (the `send` future) and pumps the response into `sink`.
+///
+/// Timestamps come from `stats.last_read()`: the time of the newest read on the connection
+/// when hyper hands the frame up. `drain` keeps reading after [`Flow::Stop`] until the body
+/// ends (keep-alive reuse); without it the response is dropped at once.
+#[allow(clippy::too_many_arguments)]
+pub async fn pump<F, S>(
+    send: F,
+    stats: &IoStats,
+    clock: Clock,
+    limits: Limits,
+    cancel: &CancellationToken,
+    drain: bool,
+    sink: &mut S,
+) -> Pumped
+where
+    F: Future<Output = hyper::Result<http::Response<Incoming>>>,
+    S: FnMut(WireEvent) -> Flow,
+{
+    let mut out = Pumped {
+        ending: Ending::Finished,
+        body_bytes: 0,
+        header_bytes: 0,
+        clean: false,
+    };
+    let deadline = tokio::time::sleep_until(limits.deadline.into());
+    tokio::pin!(deadline);
+    // Created once: polling a fresh `cancelled()` per chunk would register (and drop) a
+    // waiter under the token's lock on every chunk.
+    let cancelled = cancel.cancelled();
+    tokio::pin!(cancelled);
+    // The stall timer is re-armed lazily: it fires at (last progress + stall) and, if
+    // bytes arrived meanwhile, is pushed forward once. No timer work per chunk.
+    let stall = tokio::time::sleep_until((Instant::now() + limits.stall).into());
+    tokio::pin!(stall);
+    let mut progress_ns = clock.now_ns();
+
+    tokio::pin!(send);
+    let resp = loop {
+        tokio::select! {
+            biased;
+            _ = &mut cancelled => { out.ending = Ending::Cancelled; return out; }
+            r = &mut send => break r,
+            _ = &mut deadline => { out.ending = Ending::Deadline; return out; }
+            _ = &mut stall => {
+                // Bytes may still be trickling in (a slow upload is not a stall).
+                let last = stats.last_read().max(stats.last_write()).max(progress_ns);
+                if last > progress_ns {
+                    progress_ns = last;
+                    stall.as_mut().reset((clock.instant(progress_ns) + limits.stall).into());
+                } else {
+                    out.ending = Ending::Stall; return out;
+                }
+            }
+        }
+    };
+    let resp = match resp {
+        Ok(r) => r,
+        Err(e) => {
+            out.ending = Ending::Io(format!("sending the request: {e}"));
+            return out;
+        }
+    };
+    let at_ns = stats.last_read().max(progress_ns);
+    progress_ns = at_ns;
+    let status = resp.status().as_u16();
+    let (parts, mut body) = resp.into_parts();
+    out.header_bytes = parts
+        .headers
+        .iter()
+        .map(|(k, v)| k.as_str().len() + v.len() + 4)
+        .sum::<usize>() as u64
+        + 17;
+    let ok = (200..300).contains(&status);
+    let mut flow = sink(WireEvent::Headers {
+        at_ns,
+        status,
+        headers: parts.headers,
+    });
+    let mut parser = SseParser::new();
+    let mut err_body = Vec::new();
+    loop {
+        let frame = tokio::select! {
+            biased;
+            _ = &mut cancelled => { if flow == Flow::Continue { out.ending = Ending::Cancelled; } return out; }
+            f = body.frame() => f,
+            _ = &mut deadline => { if flow == Flow::Continue { out.ending = Ending::Deadline; } return out; }
+            _ = &mut stall => {
+                let last = stats.last_read().max(progress_ns);
+                if last > progress_ns && flow == Flow::Continue {
+                    progress_ns = last;
+                    stall.as_mut().reset((clock.instant(progress_ns) + limits.stall).into());
+                    continue;
+                }
+                // Stalled, or a finished response whose body did not end within the drain
+                // grace (the connection is then not reused).
+                if flow == Flow::Continue { out.ending = Ending::Stall; }
+                return out;
+            }
+        };
+        match frame {
+            None => {
+                out.clean = true;
+                let at_ns = stats.last_read().max(progress_ns);
+                if flow == Flow::Continue {
+                    if !ok {
+                        sink(WireEvent::ErrorBody {
+                            at_ns,
+                            data: Bytes::from(err_body),
+                        });
+                    }
+                    sink(WireEvent::End { at_ns });
+                }
+                return out;
+            }
+            Some(Err(e)) => {
+                if flow == Flow::Continue {
+                    out.ending = Ending::Io(format!("reading the response body: {e}"));
+                }
+                return out;
+            }
+            Some(Ok(frame)) => {
+                let Ok(data) = frame.into_data() else {
+                    continue;
+                };
+                let at_ns = stats.last_read().max(progress_ns);
+                progress_ns = at_ns;
+                out.body_bytes += data.len() as u64;
+                if flow == Flow::Stop {
+                    continue; // draining for reuse
+                }
+                if !ok {
+                    let room = ERROR_BODY_LIMIT.saturating_sub(err_body.len());
+                    err_body.extend_from_slice(&data[..data.len().min(room)]);
+                    continue;
+                }
+                parser.feed(data, |ev| {
+                    flow = sink(WireEvent::Sse {
+                        at_ns,
+                        event: ev.event,
+                        data: ev.data,
+                    });
+                    flow == Flow::Continue
+                });
+                if flow == Flow::Stop {
+                    if !drain {
+                        return out;
+                    }
+                    // The terminal event arrived: the body should end right after it. Give
+                    // it a short grace to do so (keep-alive reuse), not the stall timeout.
+                    stall.as_mut().reset((Instant::now() + DRAIN_GRACE).into());
+                }
+            }
+        }
+    }
+}

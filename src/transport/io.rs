@@ -1,0 +1,146 @@
+//! A byte-stream wrapper that counts bytes and stamps reads and writes.
+//!
+//! Owns: per-connection counters (`bytes_read`, `bytes_written`) and the time of the latest
+//! read that returned bytes / the latest write, in ns since run start.
+//! Does not own: framing. hyper and tungstenite parse on top of it; when they hand a frame up,
+//! the latest read time is the time the frame's last byte arrived (or, when the connection
+//! task read ahead, a bound no earlier than that), which excludes their parsing time.
+//!
+//! The counters are relaxed atomics: one writer (the task polling the I/O), no locks.
+
+use std::io;
+use std::pin::Pin;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
+use std::task::{Context, Poll};
+
+use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
+
+use super::Clock;
+use crate::link::BoxIo;
+
+/// Counters of one connection.
+#[derive(Debug, Default)]
+pub struct IoStats {
+    /// Plaintext bytes read.
+    pub bytes_read: AtomicU64,
+    /// Plaintext bytes written.
+    pub bytes_written: AtomicU64,
+    /// ns since run start of the latest read that returned at least one byte.
+    pub last_read_ns: AtomicU64,
+    /// ns since run start of the latest write that accepted at least one byte.
+    pub last_write_ns: AtomicU64,
+}
+
+impl IoStats {
+    /// Plaintext bytes read so far.
+    pub fn read(&self) -> u64 {
+        self.bytes_read.load(Ordering::Relaxed)
+    }
+    /// Plaintext bytes written so far.
+    pub fn written(&self) -> u64 {
+        self.bytes_written.load(Ordering::Relaxed)
+    }
+    /// Time of the latest read that returned bytes.
+    pub fn last_read(&self) -> u64 {
+        self.last_read_ns.load(Ordering::Relaxed)
+    }
+    /// Time of the latest write.
+    pub fn last_write(&self) -> u64 {
+        self.last_write_ns.load(Ordering::Relaxed)
+    }
+}
+
+/// The metered stream.
+pub struct MeteredIo {
+    inner: BoxIo,
+    stats: Arc<IoStats>,
+    clock: Clock,
+}
+
+impl MeteredIo {
+    /// Wraps `inner`; the returned stats are shared with whoever records the request.
+    pub fn new(inner: BoxIo, clock: Clock) -> (Self, Arc<IoStats>) {
+        let stats = Arc::new(IoStats::default());
+        (
+            MeteredIo {
+                inner,
+                stats: stats.clone(),
+                clock,
+            },
+            stats,
+        )
+    }
+}
+
+impl AsyncRead for MeteredIo {
+    fn poll_read(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        buf: &mut ReadBuf<'_>,
+    ) -> Poll<io::Result<()>> {
+        let before = buf.filled().len();
+        let r = self.inner.as_mut().poll_read(cx, buf);
+        if let Poll::Ready(Ok(())) = r {
+            let n = (buf.filled().len() - before) as u64;
+            if n > 0 {
+                // Stamp first: this is the moment the bytes reached us.
+                let now = self.clock.now_ns();
+                self.stats.last_read_ns.store(now, Ordering::Relaxed);
+                self.stats.bytes_read.fetch_add(n, Ordering::Relaxed);
+            }
+        }
+        r
+    }
+}
+
+impl AsyncWrite for MeteredIo {
+    fn poll_write(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        buf: &[u8],
+    ) -> Poll<io::Result<usize>> {
+        let r = self.inner.as_mut().poll_write(cx, buf);
+        if let Poll::Ready(Ok(n)) = r {
+            self.note_write(n);
+        }
+        r
+    }
+
+    fn poll_write_vectored(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        bufs: &[io::IoSlice<'_>],
+    ) -> Poll<io::Result<usize>> {
+        let r = self.inner.as_mut().poll_write_vectored(cx, bufs);
+        if let Poll::Ready(Ok(n)) = r {
+            self.note_write(n);
+        }
+        r
+    }
+
+    fn is_write_vectored(&self) -> bool {
+        self.inner.is_write_vectored()
+    }
+
+    fn poll_flush(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+        self.inner.as_mut().poll_flush(cx)
+    }
+
+    fn poll_shutdown(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+        self.inner.as_mut().poll_shutdown(cx)
+    }
+}
+
+impl MeteredIo {
+    fn note_write(&self, n: usize) {
+        if n > 0 {
+            self.stats
+                .last_write_ns
+                .store(self.clock.now_ns(), Ordering::Relaxed);
+            self.stats
+                .bytes_written
+                .fetch_add(n as u64, Ordering::Relaxed);
+        }
+    }
+}

@@ -1,0 +1,383 @@
+//! Transport: connections, TLS, HTTP/1.1, HTTP/2, SSE framing and WebSocket.
+//!
+//! Owns: opening connections with every phase timed separately (DNS, TCP connect, TLS,
+//! WebSocket upgrade), pooling them per transport policy, moving request bytes out and
+//! response bytes in, and **timestamping bytes when the read that delivered them returns**,
+//! before any parsing. It is the only client-side code that reads the clock ([`Clock`]).
+//! Does not own: JSON, tokens, or what an event means (that is `backend`), nor records
+//! (the driver's `exchange` fills them from what this module reports).
+//!
+//! Layering of one connection: `TcpStream` (nodelay) → [`crate::link::Link::wrap`] →
+//! TLS → [`io::MeteredIo`] (byte counts and read/write times of the plaintext) → hyper or
+//! tungstenite.
+
+pub mod connect;
+pub mod http;
+pub mod io;
+pub mod session;
+pub mod sse;
+pub mod ws;
+
+use std::path::PathBuf;
+use std::time::{Duration, Instant};
+
+use bytes::Bytes;
+
+pub use session::{Connector, SessionTransport};
+
+/// The run's monotonic clock: every timestamp is nanoseconds since `origin`.
+#[derive(Debug, Clone, Copy)]
+pub struct Clock {
+    /// The run start.
+    pub origin: Instant,
+}
+
+impl Clock {
+    /// A clock whose origin is now.
+    pub fn start() -> Self {
+        Clock {
+            origin: Instant::now(),
+        }
+    }
+
+    /// Nanoseconds since the run start.
+    pub fn now_ns(&self) -> u64 {
+        self.ns(Instant::now())
+    }
+
+    /// `t` as nanoseconds since the run start (0 for instants before it).
+    pub fn ns(&self, t: Instant) -> u64 {
+        t.saturating_duration_since(self.origin).as_nanos() as u64
+    }
+
+    /// The instant `ns` nanoseconds after the run start.
+    pub fn instant(&self, ns: u64) -> Instant {
+        self.origin + Duration::from_nanos(ns)
+    }
+}
+
+/// URL scheme of an endpoint.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Scheme {
+    /// Plain TCP.
+    Http,
+    /// TLS.
+    Https,
+}
+
+/// A parsed base URL such as `https://api.openai.com/v1`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Endpoint {
+    /// `http` or `https`.
+    pub scheme: Scheme,
+    /// Host name or IP literal (without IPv6 brackets).
+    pub host: String,
+    /// Port (default 80 / 443).
+    pub port: u16,
+    /// Path prefix without a trailing slash (`/v1`, or empty).
+    pub prefix: String,
+}
+
+/// A base URL that could not be used.
+#[derive(Debug, thiserror::Error)]
+#[error("invalid base URL {url:?}: {reason}. Expected e.g. \"https://api.openai.com/v1\" or \"http://127.0.0.1:8080/v1\"")]
+pub struct EndpointError {
+    url: String,
+    reason: String,
+}
+
+impl Endpoint {
+    /// Parses `scheme://host[:port][/prefix]`.
+    pub fn parse(base_url: &str) -> Result<Self, EndpointError> {
+        let err = |reason: &str| EndpointError {
+            url: base_url.to_string(),
+            reason: reason.to_string(),
+        };
+        let uri: ::http::Uri = base_url.trim().parse().map_err(|_| err("not a URL"))?;
+        let scheme = match uri.scheme_str() {
+            Some("http") => Scheme::Http,
+            Some("https") => Scheme::Https,
+            Some(_) => return Err(err("the scheme must be http or https")),
+            None => return Err(err("missing scheme (http:// or https://)")),
+        };
+        let host = uri.host().ok_or_else(|| err("missing host"))?;
+        let host = host
+            .trim_start_matches('[')
+            .trim_end_matches(']')
+            .to_string();
+        if uri.query().is_some() {
+            return Err(err("a query string is not allowed in the base URL"));
+        }
+        let port = uri.port_u16().unwrap_or(match scheme {
+            Scheme::Http => 80,
+            Scheme::Https => 443,
+        });
+        let prefix = uri.path().trim_end_matches('/').to_string();
+        Ok(Endpoint {
+            scheme,
+            host,
+            port,
+            prefix,
+        })
+    }
+
+    /// True when the host is an IP literal (no DNS lookup needed).
+    pub fn is_ip_literal(&self) -> bool {
+        self.host.parse::<std::net::IpAddr>().is_ok()
+    }
+
+    /// The `Host` header / authority value.
+    pub fn authority(&self) -> String {
+        let default = match self.scheme {
+            Scheme::Http => 80,
+            Scheme::Https => 443,
+        };
+        let host = if self.host.contains(':') {
+            format!("[{}]", self.host)
+        } else {
+            self.host.clone()
+        };
+        if self.port == default {
+            host
+        } else {
+            format!("{host}:{}", self.port)
+        }
+    }
+
+    /// `http(s)://authority{prefix}{path}` for HTTP/2 request URIs.
+    pub fn http_url(&self, path: &str) -> String {
+        let s = match self.scheme {
+            Scheme::Http => "http",
+            Scheme::Https => "https",
+        };
+        format!("{s}://{}{}{}", self.authority(), self.prefix, path)
+    }
+
+    /// The WebSocket URL for `path`: the base URL with scheme ws/wss (what the SDKs do).
+    pub fn ws_url(&self, path: &str) -> String {
+        let s = match self.scheme {
+            Scheme::Http => "ws",
+            Scheme::Https => "wss",
+        };
+        format!("{s}://{}{}{}", self.authority(), self.prefix, path)
+    }
+}
+
+/// Which certificates a TLS client trusts.
+#[derive(Debug, Clone)]
+pub enum Trust {
+    /// Exactly the embedded simulator's certificate.
+    Sim(crate::tls::SelfSigned),
+    /// The public webpki roots (real endpoints).
+    PublicRoots,
+    /// The certificates in a PEM file (`--cacert`).
+    PemFile(PathBuf),
+}
+
+impl Trust {
+    /// A rustls client config offering `alpn`.
+    pub fn client_config(
+        &self,
+        alpn: &[&[u8]],
+    ) -> anyhow::Result<std::sync::Arc<rustls::ClientConfig>> {
+        match self {
+            Trust::Sim(cert) => cert.client_config(alpn),
+            Trust::PublicRoots => crate::tls::public_client_config(alpn),
+            Trust::PemFile(path) => {
+                let pem = std::fs::read(path).map_err(|e| {
+                    anyhow::anyhow!(
+                        "reading CA file {}: {e}; check the --cacert path",
+                        path.display()
+                    )
+                })?;
+                crate::tls::client_config_from_pem(&pem, alpn)
+                    .map_err(|e| anyhow::anyhow!("CA file {}: {e}", path.display()))
+            }
+        }
+    }
+}
+
+/// What arrived on the wire, stamped with the time of the read that delivered its last byte.
+#[derive(Debug, Clone)]
+pub enum WireEvent {
+    /// HTTP response status line and headers.
+    Headers {
+        /// Arrival, ns since run start.
+        at_ns: u64,
+        /// HTTP status.
+        status: u16,
+        /// Response headers.
+        headers: ::http::HeaderMap,
+    },
+    /// One SSE event of a 2xx streaming body.
+    Sse {
+        /// Arrival, ns since run start.
+        at_ns: u64,
+        /// `event:` field.
+        event: Option<Bytes>,
+        /// `data:` field (lines joined by `\n`).
+        data: Bytes,
+    },
+    /// The body of a non-2xx HTTP response (at most 64 KiB), for the error message.
+    ErrorBody {
+        /// Arrival of the last byte, ns since run start.
+        at_ns: u64,
+        /// The body.
+        data: Bytes,
+    },
+    /// One WebSocket text message.
+    WsText {
+        /// Arrival, ns since run start.
+        at_ns: u64,
+        /// UTF-8 payload.
+        text: Bytes,
+    },
+    /// The stream ended (body complete, or WebSocket closed) — whether or not the protocol
+    /// had finished; the backend decides whether that is a truncation.
+    End {
+        /// Arrival of the end, ns since run start.
+        at_ns: u64,
+    },
+}
+
+impl WireEvent {
+    /// The arrival time.
+    pub fn at_ns(&self) -> u64 {
+        match self {
+            WireEvent::Headers { at_ns, .. }
+            | WireEvent::Sse { at_ns, .. }
+            | WireEvent::ErrorBody { at_ns, .. }
+            | WireEvent::WsText { at_ns, .. }
+            | WireEvent::End { at_ns } => *at_ns,
+        }
+    }
+}
+
+/// What the consumer of wire events wants next.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Flow {
+    /// Keep delivering events.
+    Continue,
+    /// The protocol finished (terminal event seen): stop delivering. HTTP connections are
+    /// still drained to the end of the body so that they can be reused.
+    Stop,
+}
+
+/// Time limits of one request.
+#[derive(Debug, Clone, Copy)]
+pub struct Limits {
+    /// Absolute deadline for the whole request (connection setup included).
+    pub deadline: Instant,
+    /// Longest silence (no bytes) tolerated once the request was written.
+    pub stall: Duration,
+}
+
+/// Connection setup paid by one request; `None` phases were not paid by it.
+#[derive(Debug, Clone, Default)]
+pub struct Setup {
+    /// DNS resolution, ns (None for IP literals and reused connections).
+    pub dns_ns: Option<u64>,
+    /// TCP connect including the emulated SYN round trip, ns.
+    pub tcp_connect_ns: Option<u64>,
+    /// TLS handshake, ns.
+    pub tls_handshake_ns: Option<u64>,
+    /// WebSocket upgrade, ns.
+    pub ws_upgrade_ns: Option<u64>,
+    /// Negotiated ALPN protocol.
+    pub alpn: Option<String>,
+    /// Negotiated TLS version (`TLSv1_3`).
+    pub tls_version: Option<String>,
+    /// The request ran on a connection opened earlier.
+    pub reused: bool,
+    /// Connection id, unique within the process (so within the run).
+    pub connection_id: u64,
+}
+
+/// How the transport part of a request ended.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Ending {
+    /// The consumer said [`Flow::Stop`] or the stream ended normally ([`WireEvent::End`] was delivered).
+    Finished,
+    /// DNS or TCP connect failed.
+    Connect(String),
+    /// TLS handshake failed (or h2 was not negotiated for the http2 transport).
+    Tls(String),
+    /// The WebSocket upgrade was refused (status when the server answered).
+    Upgrade(Option<u16>, String),
+    /// No bytes for the stall timeout.
+    Stall,
+    /// The request deadline passed.
+    Deadline,
+    /// The cancellation token fired.
+    Cancelled,
+    /// The connection failed mid-request (reset, protocol error): a truncated response.
+    Io(String),
+    /// The WebSocket was closed by the server with this code before the protocol finished.
+    WsClose(u16, String),
+}
+
+/// What the transport reports about one request besides the events.
+#[derive(Debug, Clone)]
+pub struct Exchanged {
+    /// Connection setup paid by this request.
+    pub setup: Setup,
+    /// When the request was fully handed to the socket, ns.
+    pub request_written_ns: Option<u64>,
+    /// Request bytes (headers + body, or the WS message payload).
+    pub bytes_sent: u64,
+    /// Response bytes (headers + body, or WS message payloads).
+    pub bytes_received: u64,
+    /// How it ended.
+    pub ending: Ending,
+    /// `HTTP/1.1`, `HTTP/2` or `WebSocket`.
+    pub protocol: &'static str,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn parses_base_urls() {
+        let e = Endpoint::parse("https://api.openai.com/v1").unwrap();
+        assert_eq!(
+            (e.scheme, e.host.as_str(), e.port, e.prefix.as_str()),
+            (Scheme::Https, "api.openai.com", 443, "/v1")
+        );
+        assert!(!e.is_ip_literal());
+        assert_eq!(e.ws_url("/responses"), "wss://api.openai.com/v1/responses");
+        let e = Endpoint::parse("http://127.0.0.1:8080/v1/").unwrap();
+        assert_eq!(
+            (e.scheme, e.port, e.prefix.as_str()),
+            (Scheme::Http, 8080, "/v1")
+        );
+        assert!(e.is_ip_literal());
+        assert_eq!(e.authority(), "127.0.0.1:8080");
+        assert_eq!(
+            e.http_url("/responses"),
+            "http://127.0.0.1:8080/v1/responses"
+        );
+        assert_eq!(e.ws_url("/responses"), "ws://127.0.0.1:8080/v1/responses");
+        let e = Endpoint::parse("http://[::1]:9/").unwrap();
+        assert_eq!((e.host.as_str(), e.prefix.as_str()), ("::1", ""));
+        assert_eq!(e.authority(), "[::1]:9");
+        for bad in [
+            "ftp://x/v1",
+            "127.0.0.1:80/v1",
+            "https://x/v1?a=b",
+            "not a url",
+        ] {
+            let msg = Endpoint::parse(bad).unwrap_err().to_string();
+            assert!(msg.contains("https://api.openai.com/v1"), "{bad}: {msg}");
+        }
+    }
+
+    #[test]
+    fn clock_converts_both_ways() {
+        let c = Clock::start();
+        let t = c.origin + Duration::from_micros(1500);
+        assert_eq!(c.ns(t), 1_500_000);
+        assert_eq!(c.instant(1_500_000), t);
+        assert_eq!(c.ns(c.origin - Duration::from_secs(1)), 0);
+    }
+}

@@ -1,0 +1,474 @@
+//! Connection policy per transport: who opens a connection, who reuses it, when it is dropped.
+//!
+//! Owns: [`Connector`] (one per cell = target × transport; shared by the cell's sessions via
+//! `Arc`; owns the HTTP/1.1 keep-alive pool and the one HTTP/2 connection) and
+//! [`SessionTransport`] (one per session; owns that session's WebSocket).
+//! * `http`: a new TCP(+TLS) connection per request, closed after.
+//! * `http-pooled`: check out an idle HTTP/1.1 connection or open one; put it back only when
+//!   the body was read to its end and hyper reports it ready.
+//! * `http2`: one HTTP/2 connection per cell, opened by the first request that needs it
+//!   (others wait for it), reopened when it dies.
+//! * `ws`: one WebSocket per session, reopened when it dies.
+//!
+//! Does not own: request bodies or event meaning. The pool lock is taken at checkout and
+//! return only, never per chunk.
+
+use std::future::Future;
+use std::sync::{Arc, Mutex};
+
+use tokio_rustls::TlsConnector;
+use tokio_util::sync::CancellationToken;
+
+use super::connect::{dial, DialError, Dialed};
+use super::http::{self as h, H1Conn, H2Conn, HttpRequest};
+use super::ws::{self, WsConn};
+use super::{Clock, Ending, Endpoint, Exchanged, Flow, Limits, Scheme, Setup, Trust, WireEvent};
+use crate::link::Link;
+use crate::recorder::TransportKind;
+
+/// Per-cell connection owner.
+pub struct Connector {
+    kind: TransportKind,
+    endpoint: Endpoint,
+    tls: Option<TlsConnector>,
+    link: Link,
+    clock: Clock,
+    seed: u64,
+    pool: Mutex<Vec<H1Conn>>,
+    h2: tokio::sync::Mutex<Option<H2Conn>>,
+}
+
+impl Connector {
+    /// A connector for `target` over `transport`. `target.base_url` must be set (the driver
+    /// fills it with the spawned simulator's URL for embedded targets).
+    pub fn new(
+        target: &crate::plan::Target,
+        transport: TransportKind,
+        trust: Trust,
+        link: Link,
+        clock: Clock,
+        seed: u64,
+    ) -> anyhow::Result<Self> {
+        let base = target.base_url.as_deref().ok_or_else(|| {
+            anyhow::anyhow!(
+                "target {:?} has no base_url; start the simulator first and set its URL",
+                target.name
+            )
+        })?;
+        anyhow::ensure!(
+            !(transport == TransportKind::Ws && target.api == crate::recorder::ApiFlavour::ChatCompletions),
+            "target {:?} speaks chat completions, which has no WebSocket mode; drop ws from its transports",
+            target.name
+        );
+        let endpoint = Endpoint::parse(base)?;
+        let tls = match endpoint.scheme {
+            Scheme::Http => None,
+            Scheme::Https => {
+                // Offer h2 only where we speak it, so a server never picks a protocol we
+                // did not plan to measure.
+                let alpn: &[&[u8]] = match transport {
+                    TransportKind::Http2 => &[b"h2"],
+                    _ => &[b"http/1.1"],
+                };
+                Some(TlsConnector::from(trust.client_config(alpn)?))
+            }
+        };
+        Ok(Connector {
+            kind: transport,
+            endpoint,
+            tls,
+            link,
+            clock,
+            seed,
+            pool: Mutex::new(Vec::new()),
+            h2: tokio::sync::Mutex::new(None),
+        })
+    }
+
+    /// A per-session handle.
+    pub fn session(self: &Arc<Self>) -> SessionTransport {
+        SessionTransport {
+            connector: self.clone(),
+            ws: None,
+        }
+    }
+
+    /// The run clock.
+    pub fn clock(&self) -> Clock {
+        self.clock
+    }
+
+    /// The transport.
+    pub fn kind(&self) -> TransportKind {
+        self.kind
+    }
+
+    /// The parsed base URL.
+    pub fn endpoint(&self) -> &Endpoint {
+        &self.endpoint
+    }
+
+    /// Idle HTTP/1.1 connections in the pool (for tests and diagnostics).
+    pub fn idle_connections(&self) -> usize {
+        self.pool.lock().map(|p| p.len()).unwrap_or(0)
+    }
+
+    async fn dial(&self) -> Result<Dialed, Ending> {
+        dial(
+            &self.endpoint,
+            self.tls.as_ref(),
+            &self.link,
+            self.clock,
+            self.seed,
+        )
+        .await
+        .map_err(|e| match e {
+            DialError::Connect(m) => Ending::Connect(m),
+            DialError::Tls(m) => Ending::Tls(m),
+        })
+    }
+
+    fn protocol(&self) -> &'static str {
+        match self.kind {
+            TransportKind::Http | TransportKind::HttpPooled => "HTTP/1.1",
+            TransportKind::Http2 => "HTTP/2",
+            TransportKind::Ws => "WebSocket",
+        }
+    }
+}
+
+/// Races `fut` against the deadline and cancellation.
+async fn race<T>(
+    fut: impl Future<Output = Result<T, Ending>>,
+    limits: Limits,
+    cancel: &CancellationToken,
+) -> Result<T, Ending> {
+    tokio::select! {
+        biased;
+        _ = cancel.cancelled() => Err(Ending::Cancelled),
+        r = fut => r,
+        _ = tokio::time::sleep_until(limits.deadline.into()) => Err(Ending::Deadline),
+    }
+}
+
+/// One session's transport handle.
+pub struct SessionTransport {
+    connector: Arc<Connector>,
+    ws: Option<WsConn>,
+}
+
+impl SessionTransport {
+    /// The cell's connector.
+    pub fn connector(&self) -> &Arc<Connector> {
+        &self.connector
+    }
+
+    /// The run clock.
+    pub fn clock(&self) -> Clock {
+        self.connector.clock
+    }
+
+    /// The transport.
+    pub fn kind(&self) -> TransportKind {
+        self.connector.kind
+    }
+
+    /// True when the session has an open WebSocket.
+    pub fn ws_open(&self) -> bool {
+        self.ws.is_some()
+    }
+
+    /// True when the open WebSocket already carried a completed warm-up or turn (so a
+    /// `generate:false` warm-up would be pointless).
+    pub fn ws_warm(&self) -> bool {
+        self.ws.as_ref().is_some_and(|w| w.warmed || w.used)
+    }
+
+    /// Marks the open socket as warmed.
+    pub fn set_ws_warmed(&mut self) {
+        if let Some(w) = self.ws.as_mut() {
+            w.warmed = true;
+        }
+    }
+
+    /// Drops the session's WebSocket (the next turn opens a new one).
+    pub fn close_ws(&mut self) {
+        self.ws = None;
+    }
+
+    fn failed(&self, setup: Setup, ending: Ending) -> Exchanged {
+        Exchanged {
+            setup,
+            request_written_ns: None,
+            bytes_sent: 0,
+            bytes_received: 0,
+            ending,
+            protocol: self.connector.protocol(),
+        }
+    }
+
+    /// One HTTP request (transports `http`, `http-pooled`, `http2`), events into `sink`.
+    pub async fn http<S>(
+        &mut self,
+        req: &HttpRequest,
+        limits: Limits,
+        cancel: &CancellationToken,
+        sink: &mut S,
+    ) -> Exchanged
+    where
+        S: FnMut(WireEvent) -> Flow,
+    {
+        let c = self.connector.clone();
+        match c.kind {
+            TransportKind::Http | TransportKind::HttpPooled => {
+                self.http1(req, limits, cancel, sink).await
+            }
+            TransportKind::Http2 => self.http2(req, limits, cancel, sink).await,
+            TransportKind::Ws => self.failed(
+                Setup::default(),
+                Ending::Io("internal: HTTP request on a ws transport".into()),
+            ),
+        }
+    }
+
+    async fn http1<S>(
+        &mut self,
+        req: &HttpRequest,
+        limits: Limits,
+        cancel: &CancellationToken,
+        sink: &mut S,
+    ) -> Exchanged
+    where
+        S: FnMut(WireEvent) -> Flow,
+    {
+        let c = self.connector.clone();
+        let pooled = c.kind == TransportKind::HttpPooled;
+        let mut conn = None;
+        if pooled {
+            while let Some(mut idle) = c.pool.lock().ok().and_then(|mut p| p.pop()) {
+                if idle.sender.is_closed() {
+                    continue;
+                }
+                // Ready resolves at once on a live idle connection; an error means the server
+                // closed it while idle.
+                let ok =
+                    tokio::time::timeout(std::time::Duration::from_millis(50), idle.sender.ready())
+                        .await
+                        .is_ok_and(|r| r.is_ok());
+                if ok {
+                    idle.setup = Setup {
+                        reused: true,
+                        connection_id: idle.setup.connection_id,
+                        alpn: idle.setup.alpn.clone(),
+                        tls_version: idle.setup.tls_version.clone(),
+                        ..Setup::default()
+                    };
+                    conn = Some(idle);
+                    break;
+                }
+            }
+        }
+        let mut conn = match conn {
+            Some(c) => c,
+            None => {
+                let opened = race(
+                    async {
+                        let d = c.dial().await?;
+                        h::h1_handshake(d).await.map_err(Ending::Io)
+                    },
+                    limits,
+                    cancel,
+                )
+                .await;
+                match opened {
+                    Ok(conn) => conn,
+                    Err(e) => return self.failed(Setup::default(), e),
+                }
+            }
+        };
+        let setup = conn.setup.clone();
+        let uri = format!("{}{}", c.endpoint.prefix, req.path);
+        let hreq = match h::build(req, &uri, Some(&c.endpoint.authority())) {
+            Ok(r) => r,
+            Err(e) => return self.failed(setup, Ending::Io(e)),
+        };
+        let (w0, r0) = (conn.stats.written(), conn.stats.read());
+        let start_ns = c.clock.now_ns();
+        let stats = conn.stats.clone();
+        let pumped = h::pump(
+            conn.sender.send_request(hreq),
+            &stats,
+            c.clock,
+            limits,
+            cancel,
+            pooled,
+            sink,
+        )
+        .await;
+        let last_write = stats.last_write();
+        let out = Exchanged {
+            setup,
+            request_written_ns: (last_write >= start_ns && stats.written() > w0)
+                .then_some(last_write),
+            bytes_sent: stats.written() - w0,
+            bytes_received: stats.read() - r0,
+            ending: pumped.ending,
+            protocol: "HTTP/1.1",
+        };
+        if pooled && pumped.clean && out.ending == Ending::Finished && !conn.sender.is_closed() {
+            if let Ok(mut p) = c.pool.lock() {
+                p.push(conn);
+            }
+        }
+        out
+    }
+
+    async fn http2<S>(
+        &mut self,
+        req: &HttpRequest,
+        limits: Limits,
+        cancel: &CancellationToken,
+        sink: &mut S,
+    ) -> Exchanged
+    where
+        S: FnMut(WireEvent) -> Flow,
+    {
+        let c = self.connector.clone();
+        let got = race(
+            async {
+                let mut slot = c.h2.lock().await;
+                if let Some(conn) = slot.as_ref() {
+                    if !conn.sender.is_closed() {
+                        let mut shared = conn.clone();
+                        shared.setup = Setup {
+                            reused: true,
+                            connection_id: conn.setup.connection_id,
+                            alpn: conn.setup.alpn.clone(),
+                            tls_version: conn.setup.tls_version.clone(),
+                            ..Setup::default()
+                        };
+                        return Ok(shared);
+                    }
+                }
+                let d = c.dial().await?;
+                let conn = h::h2_handshake(d, c.tls.is_some())
+                    .await
+                    .map_err(Ending::Tls)?;
+                *slot = Some(conn.clone());
+                Ok(conn)
+            },
+            limits,
+            cancel,
+        )
+        .await;
+        let mut conn = match got {
+            Ok(conn) => conn,
+            Err(e) => return self.failed(Setup::default(), e),
+        };
+        let hreq = match h::build(req, &c.endpoint.http_url(&req.path), None) {
+            Ok(r) => r,
+            Err(e) => return self.failed(conn.setup.clone(), Ending::Io(e)),
+        };
+        let sent_estimate = h::request_size(&hreq, req.body.len());
+        let stats = conn.stats.clone();
+        let mut sender = conn.sender.clone();
+        let send = async move {
+            sender.ready().await?;
+            sender.send_request(hreq).await
+        };
+        let pumped = h::pump(send, &stats, c.clock, limits, cancel, true, sink).await;
+        if matches!(pumped.ending, Ending::Io(_)) && conn.sender.is_closed() {
+            let mut slot = c.h2.lock().await;
+            if slot.as_ref().map(|s| s.setup.connection_id) == Some(conn.setup.connection_id) {
+                *slot = None;
+            }
+        }
+        Exchanged {
+            setup: std::mem::take(&mut conn.setup),
+            // The shared connection's write times mix streams; not attributable per request.
+            request_written_ns: None,
+            bytes_sent: sent_estimate,
+            bytes_received: pumped.header_bytes + pumped.body_bytes,
+            ending: pumped.ending,
+            protocol: "HTTP/2",
+        }
+    }
+
+    /// Makes sure the session has an open WebSocket. Returns the setup it paid when it had
+    /// to open one now (`Ok(Some)`), `Ok(None)` when the socket was already open, or the
+    /// failure.
+    pub async fn ensure_ws(
+        &mut self,
+        headers: &[(http::HeaderName, http::HeaderValue)],
+        limits: Limits,
+        cancel: &CancellationToken,
+    ) -> Result<Option<Setup>, Exchanged> {
+        if self.ws.is_some() {
+            // Its setup was reported by the request that opened it.
+            return Ok(None);
+        }
+        let c = self.connector.clone();
+        let url = c.endpoint.ws_url("/responses");
+        let opened = race(
+            async {
+                let d = c.dial().await?;
+                ws::upgrade(d, &url, headers)
+                    .await
+                    .map_err(|(status, msg)| Ending::Upgrade(status, msg))
+            },
+            limits,
+            cancel,
+        )
+        .await;
+        match opened {
+            Ok(w) => {
+                let setup = w.setup.clone();
+                self.ws = Some(w);
+                Ok(Some(setup))
+            }
+            Err(e) => Err(self.failed(Setup::default(), e)),
+        }
+    }
+
+    /// One turn on the session's WebSocket (open it first with [`Self::ensure_ws`]).
+    /// `setup` is what [`Self::ensure_ws`] reported, so the turn that paid for the socket
+    /// reports it. A socket that did not finish the turn cleanly is dropped.
+    pub async fn ws_turn<S>(
+        &mut self,
+        text: String,
+        setup: Option<Setup>,
+        limits: Limits,
+        cancel: &CancellationToken,
+        sink: &mut S,
+    ) -> Exchanged
+    where
+        S: FnMut(WireEvent) -> Flow,
+    {
+        let clock = self.connector.clock;
+        let Some(w) = self.ws.as_mut() else {
+            return self.failed(
+                setup.unwrap_or_default(),
+                Ending::Io("internal: no WebSocket open".into()),
+            );
+        };
+        let setup = setup.unwrap_or_else(|| Setup {
+            reused: true,
+            connection_id: w.setup.connection_id,
+            alpn: w.setup.alpn.clone(),
+            tls_version: w.setup.tls_version.clone(),
+            ..Setup::default()
+        });
+        let t = ws::turn(w, text, clock, limits, cancel, sink).await;
+        if !t.alive {
+            self.ws = None;
+        }
+        Exchanged {
+            setup,
+            request_written_ns: t.written_ns,
+            bytes_sent: t.bytes_sent,
+            bytes_received: t.bytes_received,
+            ending: t.ending,
+            protocol: "WebSocket",
+        }
+    }
+}

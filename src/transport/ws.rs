@@ -1,0 +1,194 @@
+//! The WebSocket transport: the HTTP/1.1 upgrade (timed alone, over an already-open TCP+TLS
+//! stream) and one request/response turn on a persistent socket.
+//!
+//! Owns: the upgrade request (URL = base with scheme ws/wss + `/responses`, no subprotocol,
+//! headers given by the caller), sending one text message, reading text messages until the
+//! consumer says stop, Close codes, and whether the socket is still usable afterwards.
+//! Does not own: what is sent (backend) or when a new socket is needed (session).
+//!
+//! Ping frames are answered by tungstenite (the pong goes out with the next read/write).
+//! There is never more than one turn in flight: a turn borrows the socket mutably.
+
+use std::sync::Arc;
+use std::time::Instant;
+
+use bytes::Bytes;
+use futures_util::{SinkExt, StreamExt};
+use tokio_tungstenite::tungstenite::client::IntoClientRequest;
+use tokio_tungstenite::tungstenite::{self, Message};
+use tokio_tungstenite::WebSocketStream;
+use tokio_util::sync::CancellationToken;
+
+use super::connect::Dialed;
+use super::io::{IoStats, MeteredIo};
+use super::{Clock, Ending, Flow, Limits, Setup, WireEvent};
+
+/// An open WebSocket.
+pub struct WsConn {
+    ws: WebSocketStream<MeteredIo>,
+    stats: Arc<IoStats>,
+    /// What opening it cost (TCP, TLS and the upgrade); handed to the first turn only.
+    pub setup: Setup,
+    /// A `generate:false` warm-up completed on this socket.
+    pub warmed: bool,
+    /// At least one turn ran on it.
+    pub used: bool,
+}
+
+/// Performs the upgrade on `d`. Errors carry the HTTP status when the server answered.
+pub async fn upgrade(
+    d: Dialed,
+    url: &str,
+    headers: &[(http::HeaderName, http::HeaderValue)],
+) -> Result<WsConn, (Option<u16>, String)> {
+    let mut req = url.into_client_request().map_err(|e| {
+        (
+            None,
+            format!("building the WebSocket request for {url}: {e}"),
+        )
+    })?;
+    for (k, v) in headers {
+        req.headers_mut().insert(k.clone(), v.clone());
+    }
+    let t0 = Instant::now();
+    let (ws, _resp) = tokio_tungstenite::client_async_with_config(req, d.io, None)
+        .await
+        .map_err(|e| match e {
+            tungstenite::Error::Http(resp) => {
+                let status = resp.status().as_u16();
+                let body = resp
+                    .body()
+                    .as_deref()
+                    .map(|b| String::from_utf8_lossy(&b[..b.len().min(512)]).into_owned())
+                    .unwrap_or_default();
+                (
+                    Some(status),
+                    format!("WebSocket upgrade to {url} refused with HTTP {status}: {body}"),
+                )
+            }
+            other => (None, format!("WebSocket upgrade to {url}: {other}")),
+        })?;
+    let mut setup = d.setup;
+    setup.ws_upgrade_ns = Some(t0.elapsed().as_nanos() as u64);
+    Ok(WsConn {
+        ws,
+        stats: d.stats,
+        setup,
+        warmed: false,
+        used: false,
+    })
+}
+
+/// The result of one turn.
+#[derive(Debug)]
+pub struct Turn {
+    /// How it ended.
+    pub ending: Ending,
+    /// When the message was flushed to the socket, ns.
+    pub written_ns: Option<u64>,
+    /// Payload bytes sent.
+    pub bytes_sent: u64,
+    /// Payload bytes of text messages received.
+    pub bytes_received: u64,
+    /// The socket is still in sync and open (the turn ran to its protocol end).
+    pub alive: bool,
+}
+
+/// Sends `text` and delivers every received text message to `sink` until it says stop.
+pub async fn turn<S>(
+    conn: &mut WsConn,
+    text: String,
+    clock: Clock,
+    limits: Limits,
+    cancel: &CancellationToken,
+    sink: &mut S,
+) -> Turn
+where
+    S: FnMut(WireEvent) -> Flow,
+{
+    conn.used = true;
+    let mut out = Turn {
+        ending: Ending::Finished,
+        written_ns: None,
+        bytes_sent: text.len() as u64,
+        bytes_received: 0,
+        alive: false,
+    };
+    let deadline = tokio::time::sleep_until(limits.deadline.into());
+    tokio::pin!(deadline);
+    // Created once: polling a fresh `cancelled()` per chunk would register (and drop) a
+    // waiter under the token's lock on every chunk.
+    let cancelled = cancel.cancelled();
+    tokio::pin!(cancelled);
+    let send = conn.ws.send(Message::Text(text.into()));
+    let sent = tokio::select! {
+        biased;
+        _ = &mut cancelled => { out.ending = Ending::Cancelled; return out; }
+        r = send => r,
+        _ = &mut deadline => { out.ending = Ending::Deadline; return out; }
+    };
+    if let Err(e) = sent {
+        out.ending = Ending::Io(format!("sending on the WebSocket: {e}"));
+        return out;
+    }
+    let mut progress_ns = clock.now_ns();
+    out.written_ns = Some(progress_ns);
+    let stall = tokio::time::sleep_until((clock.instant(progress_ns) + limits.stall).into());
+    tokio::pin!(stall);
+    loop {
+        let msg = tokio::select! {
+            biased;
+            _ = &mut cancelled => { out.ending = Ending::Cancelled; return out; }
+            m = conn.ws.next() => m,
+            _ = &mut deadline => { out.ending = Ending::Deadline; return out; }
+            _ = &mut stall => {
+                let last = conn.stats.last_read().max(progress_ns);
+                if last > progress_ns {
+                    progress_ns = last;
+                    stall.as_mut().reset((clock.instant(progress_ns) + limits.stall).into());
+                    continue;
+                }
+                out.ending = Ending::Stall;
+                return out;
+            }
+        };
+        match msg {
+            Some(Ok(Message::Text(t))) => {
+                let at_ns = conn.stats.last_read().max(progress_ns);
+                progress_ns = at_ns;
+                out.bytes_received += t.len() as u64;
+                let flow = sink(WireEvent::WsText {
+                    at_ns,
+                    text: Bytes::from(t),
+                });
+                if flow == Flow::Stop {
+                    out.alive = true;
+                    return out;
+                }
+            }
+            Some(Ok(Message::Binary(b))) => {
+                out.bytes_received += b.len() as u64;
+                out.ending = Ending::Io("unexpected binary WebSocket message".into());
+                return out;
+            }
+            Some(Ok(Message::Close(frame))) => {
+                let (code, reason) = frame
+                    .map(|f| (u16::from(f.code), f.reason.to_string()))
+                    .unwrap_or((1005, String::new()));
+                out.ending = Ending::WsClose(code, reason);
+                return out;
+            }
+            Some(Ok(_)) => {} // ping / pong
+            Some(Err(e)) => {
+                out.ending = Ending::Io(format!("reading the WebSocket: {e}"));
+                return out;
+            }
+            None => {
+                let at_ns = clock.now_ns();
+                sink(WireEvent::End { at_ns });
+                out.ending = Ending::Io("the WebSocket ended without a Close frame".into());
+                return out;
+            }
+        }
+    }
+}

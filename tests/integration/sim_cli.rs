@@ -1,0 +1,128 @@
+//! `spark-bench serve` as a real process: it prints its URL, and speaks HTTP.
+
+use std::io::{BufRead, BufReader};
+use std::process::{Command, Stdio};
+
+use crate::sim_client::*;
+
+struct Kill(std::process::Child);
+
+impl Drop for Kill {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+#[tokio::test]
+async fn serve_prints_a_url_and_answers_chat_and_responses() {
+    let mut child = Command::new(env!("CARGO_BIN_EXE_spark-bench"))
+        .args([
+            "serve",
+            "--profile",
+            "wafer",
+            "--listen",
+            "127.0.0.1:0",
+            "--seed",
+            "3",
+        ])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::inherit())
+        .spawn()
+        .unwrap();
+    let stdout = child.stdout.take().unwrap();
+    let child = Kill(child);
+    let mut reader = BufReader::new(stdout);
+    let mut line = String::new();
+    reader.read_line(&mut line).unwrap();
+    // Keep draining stdout: closing the pipe early would make the server's later prints fail.
+    std::thread::spawn(move || std::io::copy(&mut reader, &mut std::io::sink()));
+    assert!(
+        line.starts_with("spark-bench simulator (profile wafer) listening on http://127.0.0.1:"),
+        "{line}"
+    );
+    let url = line.trim().rsplit(' ').next().unwrap().to_string();
+    let addr: std::net::SocketAddr = url
+        .trim_start_matches("http://")
+        .trim_end_matches("/v1")
+        .parse()
+        .unwrap();
+    let mut c = h1(open(addr, None, None, &[]).await.io).await;
+    let r = post(&mut c, "/chat/completions", r#"{"model":"sim","stream":true,"max_tokens":30,"messages":[{"role":"user","content":"hi"}]}"#, &[]).await;
+    assert_eq!(r.status, 200);
+    assert_eq!(r.events.last().unwrap().data, "[DONE]");
+    let r = post(
+        &mut c,
+        "/responses",
+        r#"{"model":"sim","stream":true,"max_output_tokens":30,"input":"hi"}"#,
+        &[],
+    )
+    .await;
+    assert_eq!(
+        r.events.last().unwrap().event.as_deref(),
+        Some("response.completed")
+    );
+    // The trace is reachable out of process.
+    let id = r.data().last().unwrap()["response"]["id"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    let t = get(&mut c, &format!("/sim/trace/{id}")).await.json();
+    assert!(t["chunk_writes"].as_array().unwrap().len() >= 5);
+    assert!(
+        t["received_at_ns"].as_u64().unwrap() < t["chunk_writes"][0]["at_ns"].as_u64().unwrap()
+    );
+    drop(child);
+}
+
+#[tokio::test]
+async fn serve_tls_prints_the_certificate_path_and_serves_https() {
+    let mut child = Command::new(env!("CARGO_BIN_EXE_spark-bench"))
+        .args([
+            "serve",
+            "--profile",
+            "fast",
+            "--listen",
+            "127.0.0.1:0",
+            "--tls",
+        ])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::inherit())
+        .spawn()
+        .unwrap();
+    let stdout = child.stdout.take().unwrap();
+    let _child = Kill(child);
+    let mut reader = BufReader::new(stdout);
+    let (mut url_line, mut pem_line, mut curl_line) = (String::new(), String::new(), String::new());
+    reader.read_line(&mut url_line).unwrap();
+    reader.read_line(&mut pem_line).unwrap();
+    reader.read_line(&mut curl_line).unwrap();
+    std::thread::spawn(move || std::io::copy(&mut reader, &mut std::io::sink()));
+    let url = url_line.trim().rsplit(' ').next().unwrap().to_string();
+    assert!(url.starts_with("https://127.0.0.1:"), "{url_line}");
+    let pem_path = pem_line
+        .trim()
+        .strip_prefix("certificate (PEM): ")
+        .expect(&pem_line)
+        .to_string();
+    assert!(
+        curl_line.contains(&format!("curl --cacert {pem_path} -N {url}/")),
+        "{curl_line}"
+    );
+    let pem = std::fs::read(&pem_path).unwrap();
+    let cfg = spark_bench::tls::client_config_from_pem(&pem, &[b"http/1.1"]).unwrap();
+    let addr: std::net::SocketAddr = url
+        .trim_start_matches("https://")
+        .trim_end_matches("/v1")
+        .parse()
+        .unwrap();
+    let tcp = tokio::net::TcpStream::connect(addr).await.unwrap();
+    let name = rustls::pki_types::ServerName::try_from("localhost").unwrap();
+    let tls = tokio_rustls::TlsConnector::from(cfg)
+        .connect(name, tcp)
+        .await
+        .unwrap();
+    let mut c = h1(Box::pin(tls)).await;
+    let r = post(&mut c, "/chat/completions", r#"{"model":"sim","stream":true,"max_tokens":10,"messages":[{"role":"user","content":"hi"}]}"#, &[]).await;
+    assert_eq!(r.events.last().unwrap().data, "[DONE]");
+}
