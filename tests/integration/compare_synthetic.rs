@@ -87,6 +87,8 @@ fn plan(scenario_hash: &str, link: &str, transports: &[TransportKind]) -> Plan {
         gate,
         warnings: Vec::new(),
         scenario_source: "name = \"synthetic\"\n".into(),
+        link_for_real_targets: false,
+        description: String::new(),
     }
 }
 
