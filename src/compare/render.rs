@@ -240,10 +240,17 @@ pub fn markdown(c: &Comparison) -> String {
         .copied()
         .filter(|r| r.verdict == Verdict::Regressed)
         .collect();
+    // Inconclusive rows with an interval get a table; rows without one (too few samples)
+    // get one compact line, so they are visible without drowning the table.
     let inconclusive: Vec<&Row> = rows
         .iter()
         .copied()
-        .filter(|r| r.verdict == Verdict::Inconclusive)
+        .filter(|r| r.verdict == Verdict::Inconclusive && r.ci_low.is_some())
+        .collect();
+    let undecided: Vec<&Row> = rows
+        .iter()
+        .copied()
+        .filter(|r| r.verdict == Verdict::Inconclusive && r.ci_low.is_none())
         .collect();
     if !regressed.is_empty() {
         let _ = writeln!(out, "### Regressions\n\n{}", md_table(&regressed, true));
@@ -258,6 +265,19 @@ pub fn markdown(c: &Comparison) -> String {
                 ""
             },
             md_table(&inconclusive, true)
+        );
+    }
+    if !undecided.is_empty() {
+        let list: Vec<String> = undecided
+            .iter()
+            .map(|r| format!("{} {} {}", r.cell(), r.metric.name(), r.statistic.name()))
+            .collect();
+        let _ = writeln!(
+            out,
+            "**⚠️ Not decided, too few samples ({}):** {}. A percentile q needs at least \
+             5 / (1 − q) samples per side (p90: 50, p99: 500); run more sessions to gate on these.\n",
+            undecided.len(),
+            list.join("; ")
         );
     }
     for note in &c.notes {
