@@ -138,7 +138,9 @@ pub struct CompareArgs {
     /// Threshold per metric, repeatable: ttft=+10%, tpot=+5%, overhead=+20ms.
     #[arg(long = "threshold", value_name = "METRIC=±X%|±Xms")]
     pub thresholds: Vec<String>,
-    /// Metrics to compare (comma-separated); default all.
+    /// Metrics to compare (comma-separated): ttft, tpot, itl, e2e, overhead, output_tok_s,
+    /// decode_tok_s, session_wall, error_rate. Default: all but itl (plus any metric a
+    /// threshold names).
     #[arg(long, value_delimiter = ',')]
     pub metrics: Vec<String>,
     /// Output format: text (terminal table), md (Markdown for $GITHUB_STEP_SUMMARY or a PR

@@ -41,7 +41,8 @@ pub const DEFAULT_SEED: u64 = 0x5eed_c0de;
 pub struct Settings {
     /// User thresholds (scenario `[gate]` with `--threshold` layered on top).
     pub thresholds: Thresholds,
-    /// Metrics to compare; empty means all.
+    /// Metrics to compare; empty means every metric gated by default
+    /// ([`GateMetric::gated_by_default`]) plus any metric a threshold names.
     pub metrics: Vec<GateMetric>,
     /// Bootstrap settings.
     #[serde(skip)]
@@ -163,7 +164,10 @@ pub fn compare(
     candidate_label: RunLabel,
 ) -> Comparison {
     let metrics: Vec<GateMetric> = if settings.metrics.is_empty() {
-        GateMetric::ALL.to_vec()
+        GateMetric::ALL
+            .into_iter()
+            .filter(|m| m.gated_by_default() || settings.thresholds.mentions(*m))
+            .collect()
     } else {
         GateMetric::ALL
             .into_iter()

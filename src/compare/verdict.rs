@@ -199,7 +199,7 @@ pub fn compare_metric(
         .map(|&st| {
             let bval = sb.point(as_stat(st));
             let cval = sc.point(as_stat(st));
-            let noise = metric.default_noise();
+            let noise = metric.default_noise() * st.noise_scale();
             let threshold = thresholds.get(metric, st);
             let floor_rel = match bval {
                 Some(b) if b > 0.0 => metric.noise_floor() / b,
