@@ -86,7 +86,7 @@ run() {
     rm -rf "$root"
     echo "ci-regression: running $scenario with the $name build" >&2
     # shellcheck disable=SC2086 # RUN_ARGS/extra are word lists on purpose
-    if ! "$bin" run "$scenario" --out "$root" --quiet --no-report ${RUN_ARGS:-} $extra >"$out/$name-summary.txt" 2>"$log"; then
+    if ! "$bin" run "$scenario" --out "$root" --quiet ${RUN_ARGS:-} $extra >"$out/$name-summary.txt" 2>"$log"; then
         cat "$log" >&2
         die "the $name run failed (log: $log)"
     fi
@@ -97,7 +97,8 @@ run() {
     echo "${dir%/}"
 }
 
-base_dir=$(run baseline "$BASELINE_BIN" "")
+# Only the candidate renders its report (charts the Markdown verdict links to).
+base_dir=$(run baseline "$BASELINE_BIN" "--no-report")
 cand_dir=$(run candidate "$CANDIDATE_BIN" "${CANDIDATE_RUN_ARGS:-}")
 
 # The candidate's gate decides (it is the code under review). Markdown for the job summary,

@@ -28,6 +28,7 @@ pub mod link;
 pub mod plan;
 pub mod progress;
 pub mod recorder;
+pub mod report;
 pub mod rng;
 pub mod scenario;
 pub mod sim;

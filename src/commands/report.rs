@@ -1,8 +1,28 @@
-//! `spark-bench report`.
+//! `spark-bench report`: load results directories, render, print the written paths.
+
+use std::path::PathBuf;
 
 use crate::cli::ReportArgs;
+use crate::report::{render, Formats};
 
 /// Executes `spark-bench report`; returns the exit code.
-pub async fn execute(_args: ReportArgs) -> anyhow::Result<u8> {
-    anyhow::bail!("`spark-bench report` is not implemented yet")
+pub async fn execute(args: ReportArgs) -> anyhow::Result<u8> {
+    let formats = Formats::parse(&args.format)?;
+    let out = match (&args.out, args.results.as_slice()) {
+        (Some(out), _) => out.clone(),
+        (None, [one]) => one.clone(),
+        (None, _) => PathBuf::from("report"),
+    };
+    // A results directory, or the name of a baseline under results/baselines/.
+    let dirs = args
+        .results
+        .iter()
+        .map(|p| crate::store::resolve(std::path::Path::new("results"), &p.to_string_lossy()))
+        .collect::<Result<Vec<_>, _>>()?;
+    // Rendering is CPU work; keep it off the async worker threads.
+    let written = tokio::task::spawn_blocking(move || render(&dirs, &formats, &out)).await??;
+    for p in written {
+        println!("{}", p.display());
+    }
+    Ok(super::EXIT_OK)
 }

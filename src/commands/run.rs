@@ -37,10 +37,20 @@ pub async fn execute(args: RunArgs) -> anyhow::Result<u8> {
     }
     eprintln!("results: {}", outcome.dir.display());
     if !args.no_report {
-        match render_report(&outcome.dir) {
+        match crate::report::render_run(&outcome.dir) {
             Ok(paths) => {
-                for p in paths {
-                    eprintln!("report: {}", p.display());
+                let html = paths
+                    .iter()
+                    .find(|p| p.extension().is_some_and(|e| e == "html"));
+                let charts = paths
+                    .iter()
+                    .filter(|p| p.extension().is_some_and(|e| e == "svg" || e == "png"))
+                    .count();
+                if let Some(html) = html {
+                    eprintln!(
+                        "report:  {} (and report.md, {charts} charts in charts/)",
+                        html.display()
+                    );
                 }
             }
             Err(e) => eprintln!("warning: the report could not be rendered: {e:#}"),
@@ -138,7 +148,15 @@ pub async fn run_plan(
                     )
                 })?;
                 let mut cfg = sim::SimConfig::new(profile);
-                cfg.seed = crate::rng::Rng::derive(plan.seed, 1000 + i as u64).next_u64();
+                // One seed per target, not per cell: every transport of a target gets the same
+                // answers to the same conversation, so only the transport differs.
+                let target_index = plan
+                    .cells
+                    .iter()
+                    .position(|c| c.target.name == cell.target.name)
+                    .unwrap_or(i);
+                cfg.seed =
+                    crate::rng::Rng::derive(plan.seed, 1000 + target_index as u64).next_u64();
                 let cert = crate::tls::SelfSigned::generate()?;
                 cfg.tls = Some(cert.clone());
                 let handle = sim::spawn(cfg).await?;
@@ -248,7 +266,3 @@ async fn watch_ctrl_c(stop: Stop) {
     inflight.cancel();
 }
 
-// INTEGRATION-PENDING: replaced by report::render_run.
-fn render_report(_dir: &Path) -> anyhow::Result<Vec<std::path::PathBuf>> {
-    Ok(Vec::new())
-}

@@ -14,6 +14,7 @@ use serde::{Deserialize, Serialize};
 
 use super::metrics::Metric;
 use super::record::{OutcomeKind, RequestKind, RequestRecord, SessionRecord};
+use super::timeline::SessionTimeline;
 
 /// Significant decimal digits kept by every histogram (0.1 % value resolution).
 pub const SIGNIFICANT_DIGITS: u8 = 3;
@@ -193,6 +194,8 @@ pub fn session_statistics(s: &SessionRecord) -> Option<u64> {
 #[derive(Debug, Clone, Default)]
 pub struct Recorder {
     cells: BTreeMap<CellKey, CellStats>,
+    /// One sampled session per cell (see `timeline`): bounded, for the report's timeline.
+    timelines: BTreeMap<CellKey, SessionTimeline>,
 }
 
 /// A snapshot for the progress display.
@@ -229,6 +232,13 @@ impl Recorder {
         if r.warmup {
             cell.warmup_requests += 1;
             return;
+        }
+        let tl = self
+            .timelines
+            .entry(CellKey::new(&r.target, &r.transport))
+            .or_insert_with(|| SessionTimeline::first_of(r));
+        if tl.session == r.session {
+            tl.push(r);
         }
         if r.kind == RequestKind::Warmup {
             // A `generate:false` warm-up inside a measured session: it produces no output,
@@ -275,6 +285,13 @@ impl Recorder {
             cell.warmup_sessions += 1;
             return;
         }
+        if let Some(tl) = self
+            .timelines
+            .get_mut(&CellKey::new(&s.target, &s.transport))
+            .filter(|tl| tl.session == s.session)
+        {
+            tl.record = Some(s.clone());
+        }
         cell.sessions += 1;
         if s.failed > 0 {
             cell.failed_sessions += 1;
@@ -290,6 +307,19 @@ impl Recorder {
         for (k, c) in &other.cells {
             self.cells.entry(k.clone()).or_default().merge(c);
         }
+        for (k, t) in &other.timelines {
+            self.timelines.entry(k.clone()).or_insert_with(|| t.clone());
+        }
+    }
+
+    /// The sampled session of every cell that has one, in key order.
+    pub fn timelines(&self) -> impl Iterator<Item = &SessionTimeline> {
+        self.timelines.values()
+    }
+
+    /// The sampled session of one cell.
+    pub fn timeline(&self, key: &CellKey) -> Option<&SessionTimeline> {
+        self.timelines.get(key)
     }
 
     /// All cells, in key order.

@@ -44,6 +44,24 @@ pub enum Metric {
     BytesReceived,
     /// Session wall time, first request's intended start to last request's end, ns.
     SessionWall,
+    /// Waterfall phase: DNS resolution, ns (0 when not resolved on this request).
+    PhaseDns,
+    /// Waterfall phase: TCP connect, ns (0 on a reused connection).
+    PhaseTcp,
+    /// Waterfall phase: TLS handshake, ns (0 on a reused or plaintext connection).
+    PhaseTls,
+    /// Waterfall phase: WebSocket upgrade, ns (0 except on the request that paid it).
+    PhaseWsUpgrade,
+    /// Waterfall phase: from the end of connection setup (or dispatch) to the request being
+    /// fully written (pool checkout + upload), ns.
+    PhaseRequestWrite,
+    /// Waterfall phase: request written to the first response byte (headers, or the first
+    /// WebSocket frame), ns.
+    PhaseTtfb,
+    /// Waterfall phase: first response byte to the first content token, ns.
+    PhaseFirstToken,
+    /// Waterfall phase: first to last content token, ns.
+    PhaseDecode,
 }
 
 /// How a metric's `u64` histogram values relate to its natural unit.
@@ -60,7 +78,7 @@ pub enum Storage {
 
 impl Metric {
     /// Every metric, in the order tables and files list them.
-    pub const ALL: [Metric; 15] = [
+    pub const ALL: [Metric; 23] = [
         Metric::Ttft,
         Metric::TtftDispatch,
         Metric::Itl,
@@ -76,6 +94,28 @@ impl Metric {
         Metric::BytesSent,
         Metric::BytesReceived,
         Metric::SessionWall,
+        Metric::PhaseDns,
+        Metric::PhaseTcp,
+        Metric::PhaseTls,
+        Metric::PhaseWsUpgrade,
+        Metric::PhaseRequestWrite,
+        Metric::PhaseTtfb,
+        Metric::PhaseFirstToken,
+        Metric::PhaseDecode,
+    ];
+
+    /// The waterfall phases, in wire order. Every successful request contributes exactly one
+    /// sample to each (0 for a phase it did not go through), so their means add up to the
+    /// mean dispatch → last-token time, and a waterfall can be drawn from means alone.
+    pub const PHASES: [Metric; 8] = [
+        Metric::PhaseDns,
+        Metric::PhaseTcp,
+        Metric::PhaseTls,
+        Metric::PhaseWsUpgrade,
+        Metric::PhaseRequestWrite,
+        Metric::PhaseTtfb,
+        Metric::PhaseFirstToken,
+        Metric::PhaseDecode,
     ];
 
     /// The stable name: histogram file stem and `summary.json` key.
@@ -96,6 +136,14 @@ impl Metric {
             Metric::BytesSent => "bytes_sent",
             Metric::BytesReceived => "bytes_received",
             Metric::SessionWall => "session_wall",
+            Metric::PhaseDns => "phase_dns",
+            Metric::PhaseTcp => "phase_tcp",
+            Metric::PhaseTls => "phase_tls",
+            Metric::PhaseWsUpgrade => "phase_ws_upgrade",
+            Metric::PhaseRequestWrite => "phase_request_write",
+            Metric::PhaseTtfb => "phase_ttfb",
+            Metric::PhaseFirstToken => "phase_first_token",
+            Metric::PhaseDecode => "phase_decode",
         }
     }
 
@@ -170,6 +218,14 @@ impl Metric {
             Metric::BytesSent => "request bytes written (headers + body, or the WebSocket frame)",
             Metric::BytesReceived => "response bytes read (headers + body, or WebSocket frames)",
             Metric::SessionWall => "session wall time: first request's intended start to the last request's end",
+            Metric::PhaseDns => "waterfall phase: DNS resolution (0 when not resolved on this request)",
+            Metric::PhaseTcp => "waterfall phase: TCP connect (0 on a reused connection)",
+            Metric::PhaseTls => "waterfall phase: TLS handshake (0 on a reused or plaintext connection)",
+            Metric::PhaseWsUpgrade => "waterfall phase: WebSocket upgrade (0 except on the request that paid it)",
+            Metric::PhaseRequestWrite => "waterfall phase: end of connection setup (or dispatch) to the request fully written",
+            Metric::PhaseTtfb => "waterfall phase: request written to the first response byte (headers or first WebSocket frame)",
+            Metric::PhaseFirstToken => "waterfall phase: first response byte to the first content token",
+            Metric::PhaseDecode => "waterfall phase: first to last content token",
         }
     }
 
@@ -208,6 +264,17 @@ impl Metric {
             Metric::BytesSent => vec![r.bytes_sent],
             Metric::BytesReceived => vec![r.bytes_received],
             Metric::SessionWall => Vec::new(),
+            Metric::PhaseDns
+            | Metric::PhaseTcp
+            | Metric::PhaseTls
+            | Metric::PhaseWsUpgrade
+            | Metric::PhaseRequestWrite
+            | Metric::PhaseTtfb
+            | Metric::PhaseFirstToken
+            | Metric::PhaseDecode => {
+                let i = Metric::PHASES.iter().position(|p| *p == self).unwrap_or(0);
+                vec![phases_ns(r)[i]]
+            }
         }
     }
 
@@ -215,6 +282,44 @@ impl Metric {
     pub fn session_sample(self, s: &SessionRecord) -> Option<u64> {
         (self == Metric::SessionWall).then(|| s.end_ns.saturating_sub(s.start_ns))
     }
+}
+
+/// The eight waterfall phases of one request, ns, in [`Metric::PHASES`] order.
+///
+/// Phases are consecutive segments on the request's own clock: a cursor starts at dispatch
+/// and each known boundary (end of DNS, TCP, TLS, upgrade; request written; first response
+/// byte; first token; last token) closes one segment. A boundary that is missing, or that lies
+/// before the cursor, yields 0 and the next known boundary absorbs the time, so the phases
+/// always sum to `last_token − dispatch` when the last token is known.
+pub fn phases_ns(r: &RequestRecord) -> [u64; 8] {
+    let mut out = [0u64; 8];
+    let mut cursor = r.dispatch_ns;
+    // Connection setup phases are durations: their boundaries are cumulative sums.
+    let mut setup_end = r.dispatch_ns;
+    let durations = [
+        r.dns_ns,
+        r.tcp_connect_ns,
+        r.tls_handshake_ns,
+        r.ws_upgrade_ns,
+    ];
+    let mut boundaries: [Option<u64>; 8] = [None; 8];
+    for (i, d) in durations.iter().enumerate() {
+        if let Some(d) = d {
+            setup_end = setup_end.saturating_add(*d);
+            boundaries[i] = Some(setup_end);
+        }
+    }
+    boundaries[4] = r.request_written_ns;
+    boundaries[5] = r.response_headers_ns.or(r.first_event_ns);
+    boundaries[6] = r.first_token_ns;
+    boundaries[7] = r.last_token_ns;
+    for (i, b) in boundaries.iter().enumerate() {
+        if let Some(b) = *b {
+            out[i] = b.saturating_sub(cursor);
+            cursor = cursor.max(b);
+        }
+    }
+    out
 }
 
 impl std::fmt::Display for Metric {
@@ -294,6 +399,11 @@ mod tests {
         assert_eq!(Metric::DecodeTokS.request_samples(&r), vec![10_000_000]); // 10 000 tok/s
         assert_eq!(Metric::TokensPerChunk.request_samples(&r), vec![1_333]);
         assert_eq!(Metric::BytesReceived.request_samples(&r), vec![20]);
+        // dispatch 2 000; TCP 500 → 2 500; TLS 700 → 3 200; no written/headers; first event
+        // 50 000; first token 100 000; last 400 000.
+        assert_eq!(phases_ns(&r), [0, 500, 700, 0, 0, 46_800, 50_000, 300_000]);
+        assert_eq!(phases_ns(&r).iter().sum::<u64>(), 400_000 - 2_000);
+        assert_eq!(Metric::PhaseTtfb.request_samples(&r), vec![46_800]);
         let reused = RequestRecord {
             connection_reused: true,
             ..r

@@ -4,13 +4,16 @@
 //! * [`metrics`]: the metric catalogue (names, units, sample extraction).
 //! * [`histograms`]: the [`Recorder`]: one histogram per metric × cell, counters, merge.
 //! * [`summary`]: percentiles in natural units, "vs http" changes, the terminal table.
+//! * [`timeline`]: the bounded per-cell sample of one session's full records, for reports.
 
 pub mod histograms;
 pub mod metrics;
 pub mod record;
 pub mod summary;
+pub mod timeline;
 
 pub use histograms::*;
 pub use metrics::*;
 pub use record::*;
 pub use summary::*;
+pub use timeline::*;

@@ -300,6 +300,7 @@ pub(crate) async fn run<S: Sink, E: Encoder>(
         fault: spec.fault.map(|f| f.spec()),
     };
     let end = run_inner(engine, spec, chunks, sink, enc, &mut trace).await;
+    // Published again at the end (it may have been published before the last write).
     engine.trace.insert(trace);
     end
 }
@@ -340,6 +341,7 @@ async fn run_inner<S: Sink, E: Encoder>(
     let break_after = spec.fault.and_then(|f| f.after_chunks());
     for (i, c) in chunks.iter().enumerate() {
         if break_after == Some(i as u32) {
+            engine.trace.insert(trace.clone());
             return break_stream(spec, sink).await;
         }
         if i == 0 {
@@ -364,6 +366,9 @@ async fn run_inner<S: Sink, E: Encoder>(
             text: c.text.clone(),
         });
     }
+    // The ground truth is complete once the last content chunk is written: publish it before
+    // the terminal event, so a client that has read that event always finds the trace.
+    engine.trace.insert(trace.clone());
     if break_after.is_some_and(|n| n as usize >= chunks.len()) {
         return break_stream(spec, sink).await;
     }

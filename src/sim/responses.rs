@@ -171,9 +171,17 @@ pub(crate) fn parse_create(m: &Map<String, Value>) -> Result<CreateReq, ApiError
             }
         },
     };
-    let mut hashed = m.clone();
-    hashed.remove("previous_response_id");
-    hashed.remove("type");
+    // The draws (length, timing jitter, faults) depend on what shapes the answer, never on
+    // the envelope: the same conversation gets the same answer over SSE (full history,
+    // `stream:true`) and over a WebSocket (incremental input, no `stream`), so transports
+    // are compared on identical work. The conversation's text is mixed in by the caller.
+    let shaping = json!({
+        "instructions": m.get("instructions"),
+        "max_output": max_output,
+        "tool_choice": m.get("tool_choice"),
+        "tools": m.get("tools"),
+        "generate": generate,
+    });
     Ok(CreateReq {
         model: str_field("model")?,
         instructions: str_field("instructions")?.unwrap_or_default(),
@@ -186,7 +194,7 @@ pub(crate) fn parse_create(m: &Map<String, Value>) -> Result<CreateReq, ApiError
         generate,
         stream: bool_field("stream", false)?,
         sim_fault: str_field("sim_fault")?,
-        hash: content_hash(&[Value::Object(hashed).to_string().as_bytes()]),
+        hash: content_hash(&[shaping.to_string().as_bytes()]),
     })
 }
 

@@ -99,7 +99,9 @@ impl Trace {
         self.origin
     }
 
-    /// The trace of one response, once it has finished (or failed).
+    /// The trace of one response: published once its last content chunk (or the fault that
+    /// broke it) was written, before the terminal event, so a client that has read the
+    /// terminal event always finds it.
     pub fn get(&self, response_id: &str) -> Option<ResponseTrace> {
         let g = self.inner.lock().unwrap_or_else(|e| e.into_inner());
         g.map.get(response_id).cloned()

@@ -15,6 +15,9 @@
 //!   chunks.csv                          request_id, index, at_ns, tokens, text_bytes
 //!   sessions.csv                        one row per session (see `SessionRow`)
 //!   summary.json                        `recorder::Summary` (schemas/summary.schema.json)
+//!   timeline.json                       the bounded sample of one measured session per cell
+//!                                       with full records and chunks (`TimelineFile`), for
+//!                                       the report's session timeline
 //!   histograms/<target>/<transport>/<metric>.hlog
 //!                                       HdrHistogram interval log (V2 deflate), one interval
 //! results/baselines/<name>/             a copy of a run directory, for the CI gate
@@ -42,7 +45,7 @@ pub use hlog::{read_hlog, write_hlog};
 pub use manifest::{
     rfc3339, run_id, Host, Manifest, RunStatus, ScenarioInfo, Tool, MANIFEST_SCHEMA_VERSION,
 };
-pub use reader::{ChunkRows, LoadedRun, RequestRows};
+pub use reader::{ChunkRows, LoadedRun, RequestRows, TimelineFile, TIMELINE_SCHEMA_VERSION};
 pub use rows::{ChunkRow, RequestRow, SessionRow, CHUNK_COLUMNS, REQUEST_COLUMNS, SESSION_COLUMNS};
 pub use writer::{RunWriter, FLUSH_EVERY};
 
@@ -56,6 +59,8 @@ pub const CHUNKS_FILE: &str = "chunks.csv";
 pub const SESSIONS_FILE: &str = "sessions.csv";
 /// `summary.json`.
 pub const SUMMARY_FILE: &str = "summary.json";
+/// `timeline.json`.
+pub const TIMELINE_FILE: &str = "timeline.json";
 /// `histograms/`.
 pub const HISTOGRAMS_DIR: &str = "histograms";
 

@@ -14,13 +14,25 @@ use super::manifest::{Manifest, MANIFEST_SCHEMA_VERSION};
 use super::rows::{ChunkRow, RequestRow, SessionRow};
 use super::{
     hlog, read_json, Result, StoreError, CHUNKS_FILE, HISTOGRAMS_DIR, MANIFEST_FILE, REQUESTS_FILE,
-    SESSIONS_FILE, SUMMARY_FILE,
+    SESSIONS_FILE, SUMMARY_FILE, TIMELINE_FILE,
 };
 use crate::plan::Plan;
 use crate::recorder::{
     request_statistics, session_statistics, CellKey, Chunk, Metric, Recorder, RequestRecord,
-    SessionRecord, Summary,
+    SessionRecord, SessionTimeline, Summary,
 };
+
+/// Version of the `timeline.json` shape.
+pub const TIMELINE_SCHEMA_VERSION: u32 = 1;
+
+/// `timeline.json`: the recorder's bounded sample of one measured session per cell.
+#[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
+pub struct TimelineFile {
+    /// [`TIMELINE_SCHEMA_VERSION`].
+    pub schema_version: u32,
+    /// One sampled session per cell, in cell order.
+    pub sessions: Vec<SessionTimeline>,
+}
 
 /// A results directory, loaded.
 #[derive(Debug, Clone)]
@@ -105,6 +117,21 @@ impl LoadedRun {
             run.rebuilt = true;
         }
         Ok(run)
+    }
+
+    /// The sampled session of each cell (`timeline.json`). For a run that did not finish
+    /// (no `timeline.json`) the sample is rebuilt from the CSV rows when `rebuilt` is set,
+    /// otherwise it is empty.
+    pub fn timeline(&self) -> Result<Vec<SessionTimeline>> {
+        let path = self.dir.join(TIMELINE_FILE);
+        if path.is_file() {
+            let file: TimelineFile = read_json(&path)?;
+            return Ok(file.sessions);
+        }
+        if self.rebuilt {
+            return Ok(self.recorder()?.timelines().cloned().collect());
+        }
+        Ok(Vec::new())
     }
 
     /// The resolved plan the run executed.

@@ -240,6 +240,12 @@ fn round_trip_rows_histograms_summary_manifest() {
         Summary::from_recorder(&run.recorder().unwrap()),
         run.summary
     );
+    // timeline.json holds the recorder's sampled sessions, chunks included.
+    let tl = run.timeline().unwrap();
+    assert_eq!(tl, rec.timelines().cloned().collect::<Vec<_>>());
+    assert_eq!(tl.len(), 2);
+    assert!(tl.iter().all(|t| t.session == 0 && !t.requests.is_empty()));
+    assert_eq!(tl[1].record.as_ref().map(|s| s.end_ns), Some(1_200_000_000));
 }
 
 #[test]
@@ -302,6 +308,11 @@ fn interrupted_status_and_unfinished_runs() {
     assert_eq!(died.skipped_rows, 0);
     assert_eq!(died.manifest.status, RunStatus::Running);
     assert_eq!(died.summary, Summary::from_recorder(&rec));
+    // No timeline.json: the sample is rebuilt from the rows.
+    assert_eq!(
+        died.timeline().unwrap(),
+        rec.timelines().cloned().collect::<Vec<_>>()
+    );
 
     // Killed mid-row: half a row at the end of requests.csv is skipped and counted; the
     // same damage in a finished run is an error.

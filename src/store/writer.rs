@@ -8,12 +8,13 @@ use std::path::{Path, PathBuf};
 use std::time::{SystemTime, UNIX_EPOCH};
 
 use super::manifest::{rfc3339, run_id, Manifest, RunStatus};
+use super::reader::{TimelineFile, TIMELINE_SCHEMA_VERSION};
 use super::rows::{
     ChunkRow, RequestRow, SessionRow, CHUNK_COLUMNS, REQUEST_COLUMNS, SESSION_COLUMNS,
 };
 use super::{
     check_name, hlog, write_json, Result, StoreError, CHUNKS_FILE, HISTOGRAMS_DIR, MANIFEST_FILE,
-    REQUESTS_FILE, SESSIONS_FILE, SUMMARY_FILE,
+    REQUESTS_FILE, SESSIONS_FILE, SUMMARY_FILE, TIMELINE_FILE,
 };
 use crate::plan::Plan;
 use crate::recorder::{Recorder, RequestRecord, SessionRecord, Summary};
@@ -179,7 +180,7 @@ impl RunWriter {
         Ok(())
     }
 
-    /// Flushes the CSVs, writes `summary.json` and the histograms, and marks the manifest
+    /// Flushes the CSVs, writes `summary.json`, `timeline.json` and the histograms, and marks the manifest
     /// `status` and `ended_at`. Returns the run directory.
     pub fn finish(mut self, status: RunStatus, recorder: &Recorder) -> Result<PathBuf> {
         self.flush()?;
@@ -188,6 +189,13 @@ impl RunWriter {
         write_json(
             &self.dir.join(SUMMARY_FILE),
             &Summary::from_recorder(recorder),
+        )?;
+        write_json(
+            &self.dir.join(TIMELINE_FILE),
+            &TimelineFile {
+                schema_version: TIMELINE_SCHEMA_VERSION,
+                sessions: recorder.timelines().cloned().collect(),
+            },
         )?;
         for (cell, metric, h) in recorder.histograms() {
             check_name("target", &cell.target)?;

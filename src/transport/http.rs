@@ -205,6 +205,11 @@ where
     };
     let at_ns = stats.last_read().max(progress_ns);
     progress_ns = at_ns;
+    // The progress time the stall timer was last armed against.
+    let mut armed_ns = progress_ns;
+    stall
+        .as_mut()
+        .reset((clock.instant(progress_ns) + limits.stall).into());
     let status = resp.status().as_u16();
     let (parts, mut body) = resp.into_parts();
     out.header_bytes = parts
@@ -228,9 +233,11 @@ where
             f = body.frame() => f,
             _ = &mut deadline => { if flow == Flow::Continue { out.ending = Ending::Deadline; } return out; }
             _ = &mut stall => {
+                // `progress_ns` moves with every frame; the timer was armed at `armed_ns`.
                 let last = stats.last_read().max(progress_ns);
-                if last > progress_ns && flow == Flow::Continue {
+                if last > armed_ns && flow == Flow::Continue {
                     progress_ns = last;
+                    armed_ns = last;
                     stall.as_mut().reset((clock.instant(progress_ns) + limits.stall).into());
                     continue;
                 }

@@ -133,6 +133,7 @@ where
     }
     let mut progress_ns = clock.now_ns();
     out.written_ns = Some(progress_ns);
+    let mut armed_ns = progress_ns;
     let stall = tokio::time::sleep_until((clock.instant(progress_ns) + limits.stall).into());
     tokio::pin!(stall);
     loop {
@@ -142,9 +143,11 @@ where
             m = conn.ws.next() => m,
             _ = &mut deadline => { out.ending = Ending::Deadline; return out; }
             _ = &mut stall => {
+                // `progress_ns` moves with every frame; the timer was armed at `armed_ns`.
                 let last = conn.stats.last_read().max(progress_ns);
-                if last > progress_ns {
+                if last > armed_ns {
                     progress_ns = last;
+                    armed_ns = last;
                     stall.as_mut().reset((clock.instant(progress_ns) + limits.stall).into());
                     continue;
                 }

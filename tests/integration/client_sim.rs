@@ -403,3 +403,36 @@ async fn timings_match_the_simulator_trace_over_a_40ms_link() {
         );
     }
 }
+
+/// Regression: the stall timeout is "no bytes for that long", not "the response took that
+/// long". A steady stream of chunks that lasts several stall timeouts must complete on every
+/// transport (found on the gpu profile, whose 2000-token answers outlast the 30 s default).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_steady_stream_longer_than_the_stall_timeout_is_not_a_stall() {
+    // cpu: ~15 tok/s, a chunk every ~65 ms; TTFT (~0.35 s) stays under the stall timeout.
+    // Capacity raised so the four transports' requests do not queue behind each other.
+    let mut cfg = SimConfig::new(Profile::builtin("cpu").unwrap());
+    cfg.profile.capacity = 8;
+    cfg.tls = Some(SelfSigned::generate().unwrap());
+    let sim = Arc::new(sim::spawn(cfg).await.unwrap());
+    let stall = Duration::from_millis(600);
+    let mut tasks = Vec::new();
+    for kind in TransportKind::ALL {
+        let sim = sim.clone();
+        tasks.push(tokio::spawn(async move {
+            let mut t = target(&sim, ApiFlavour::Responses);
+            t.stall_timeout = stall;
+            let mut s = session(&sim, &t, kind, Link::default(), Clock::start());
+            let r = s.ask(&t, "Write a tiny function.", spec(48)).await;
+            check_against_trace(&sim, &r);
+            let span = r.last_token_ns.unwrap() - r.first_token_ns.unwrap();
+            assert!(
+                span > 2 * stall.as_nanos() as u64,
+                "{kind}: the stream must outlast the stall timeout twice ({span} ns)"
+            );
+        }));
+    }
+    for t in tasks {
+        t.await.unwrap();
+    }
+}

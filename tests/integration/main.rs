@@ -7,6 +7,7 @@ mod common;
 mod compare_sim;
 mod compare_synthetic;
 mod data;
+mod report;
 mod sim_cli;
 mod sim_client;
 mod sim_faults;

@@ -1,0 +1,203 @@
+//! The harness's own cost: how many content chunks per second spark-bench ingests on this
+//! machine, and how far its arrival timestamps are from the simulator's ground truth at
+//! that load.
+//!
+//! Run: `cargo bench --bench ingest` (optionally `-- --streams 32 --rate 12000 --tokens 4000`).
+//!
+//! Set-up: the embedded simulator (in the same process, so both clocks are the same
+//! `Instant`) streams one token per chunk at `rate` chunks/s on each of `streams` concurrent
+//! sessions; the client side is spark-bench's real path: transport (HTTP/1.1 keep-alive or
+//! WebSocket, plain TCP, no link) → SSE/WS framing → backend decoder → `exchange` record →
+//! recorder histograms. For every chunk, the error is (client arrival timestamp − the instant
+//! the simulator handed the chunk to its connection). Both sides share the machine's two
+//! cores, so the figure is conservative: a real server would not compete for the CPU.
+
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use tokio_util::sync::CancellationToken;
+
+use spark_bench::driver::exchange::{
+    exchange, Clock, Connector, Conversation, RecordMeta, RequestSpec, Trust,
+};
+use spark_bench::link::Link;
+use spark_bench::plan::Target;
+use spark_bench::recorder::{ApiFlavour, Recorder, RequestRecord, TransportKind};
+use spark_bench::sim::{self, Profile, SimConfig, SimHandle};
+
+struct Args {
+    streams: usize,
+    rate: f64,
+    tokens: u32,
+    transports: Vec<TransportKind>,
+}
+
+fn parse_args() -> Args {
+    let mut a = Args {
+        streams: 32,
+        rate: 10_000.0,
+        tokens: 3_000,
+        transports: vec![TransportKind::HttpPooled, TransportKind::Ws],
+    };
+    let argv: Vec<String> = std::env::args().skip(1).collect();
+    let mut i = 0;
+    while i < argv.len() {
+        let val = argv.get(i + 1).cloned().unwrap_or_default();
+        match argv[i].as_str() {
+            "--streams" => a.streams = val.parse().expect("--streams N"),
+            "--rate" => a.rate = val.parse().expect("--rate CHUNKS_PER_S_PER_STREAM"),
+            "--tokens" => a.tokens = val.parse().expect("--tokens N"),
+            "--transport" => {
+                a.transports = vec![val.parse().expect("--transport http-pooled|ws|http2")]
+            }
+            _ => {
+                i += 1;
+                continue; // cargo bench passes --bench; ignore unknown flags
+            }
+        }
+        i += 2;
+    }
+    a
+}
+
+fn target(sim: &SimHandle) -> Target {
+    Target {
+        name: "sim-firehose".into(),
+        base_url: Some(sim.base_url.clone()),
+        sim_profile: None,
+        api: ApiFlavour::Responses,
+        model: "sim-firehose".into(),
+        api_key_env: None,
+        hardware: "simulated".into(),
+        headers: Default::default(),
+        store: false,
+        ws_warmup: false,
+        request_timing: false,
+        request_timeout: Duration::from_secs(120),
+        stall_timeout: Duration::from_secs(30),
+        transports: TransportKind::ALL.to_vec(),
+    }
+}
+
+fn percentile(sorted: &[u64], p: f64) -> u64 {
+    if sorted.is_empty() {
+        return 0;
+    }
+    let idx = ((sorted.len() - 1) as f64 * p).round() as usize;
+    sorted[idx]
+}
+
+async fn run_one(args: &Args, kind: TransportKind) {
+    let mut profile = Profile::builtin("fast").expect("fast profile");
+    profile.decode_tok_s = args.rate;
+    profile.chunk_tokens = vec![1.0];
+    profile.step_jitter = 0.0;
+    profile.capacity = 4096;
+    let sim = sim::spawn(SimConfig::new(profile)).await.expect("simulator");
+    let t = Arc::new(target(&sim));
+    let clock = Clock::start();
+    let connector = Arc::new(
+        Connector::new(&t, kind, Trust::PublicRoots, Link::default(), clock, 1)
+            .expect("connector"),
+    );
+    let started = Instant::now();
+    let mut tasks = Vec::new();
+    for s in 0..args.streams {
+        let connector = connector.clone();
+        let t = t.clone();
+        let tokens = args.tokens;
+        tasks.push(tokio::spawn(async move {
+            let mut conn = connector.session();
+            let mut conv = Conversation::new("bench", ApiFlavour::Responses, kind, false);
+            conv.add_user_message(&format!("Stream {s}: write a long file."));
+            let meta = RecordMeta {
+                id: s as u64,
+                session: s as u32,
+                turn: 0,
+                intended_ns: clock.now_ns(),
+                warmup: false,
+            };
+            let spec = RequestSpec {
+                max_output_tokens: tokens,
+                ..Default::default()
+            };
+            exchange(
+                &mut conn,
+                &t,
+                &mut conv,
+                &spec,
+                &meta,
+                &CancellationToken::new(),
+            )
+            .await
+            .0
+        }));
+    }
+    let mut records: Vec<RequestRecord> = Vec::new();
+    for task in tasks {
+        records.push(task.await.expect("stream task"));
+    }
+    let wall = started.elapsed();
+
+    let mut recorder = Recorder::new();
+    let mut errors_ns = Vec::new();
+    let mut chunks = 0u64;
+    let mut failed = 0;
+    let (mut first, mut last) = (u64::MAX, 0u64);
+    for r in &records {
+        recorder.add_request(r);
+        if !r.is_ok() {
+            failed += 1;
+            continue;
+        }
+        let id = r.response_id.as_deref().expect("response id");
+        let truth = sim.trace.get(id).expect("trace");
+        assert_eq!(truth.chunk_writes.len(), r.chunks.len(), "chunk count vs trace");
+        for (c, w) in r.chunks.iter().zip(&truth.chunk_writes) {
+            let written = clock.ns(w.at);
+            errors_ns.push(c.at_ns.saturating_sub(written));
+        }
+        chunks += r.chunks.len() as u64;
+        first = first.min(r.dispatch_ns);
+        last = last.max(r.last_token_ns.unwrap_or(0));
+    }
+    errors_ns.sort_unstable();
+    let span_s = (last.saturating_sub(first)) as f64 / 1e9;
+    println!(
+        "{:<12} streams {:>3} × {:>6.0} chunks/s offered: ingested {:>8} chunks in {:>5.2} s = {:>8.0} chunks/s ({} failed; wall {:.2} s)",
+        kind.as_str(),
+        args.streams,
+        args.rate,
+        chunks,
+        span_s,
+        chunks as f64 / span_s,
+        failed,
+        wall.as_secs_f64()
+    );
+    println!(
+        "{:<12} timestamp error vs ground truth: p50 {:>4} µs  p90 {:>4} µs  p99 {:>5} µs  p99.9 {:>5} µs  max {:>6} µs",
+        "",
+        percentile(&errors_ns, 0.50) / 1000,
+        percentile(&errors_ns, 0.90) / 1000,
+        percentile(&errors_ns, 0.99) / 1000,
+        percentile(&errors_ns, 0.999) / 1000,
+        errors_ns.last().copied().unwrap_or(0) / 1000,
+    );
+    sim.shutdown().await;
+}
+
+fn main() {
+    let args = parse_args();
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+        .expect("runtime");
+    println!(
+        "spark-bench ingest benchmark on {} cores ({}):",
+        std::thread::available_parallelism().map_or(0, |n| n.get()),
+        std::env::consts::ARCH
+    );
+    for kind in args.transports.clone() {
+        rt.block_on(run_one(&args, kind));
+    }
+}

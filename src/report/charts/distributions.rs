@@ -1,0 +1,309 @@
+//! Distribution charts: TTFT CDF, inter-chunk gap histogram, TTFT against concurrency.
+
+use plotters::coord::Shift;
+use plotters::prelude::*;
+
+use super::{de, empty_panel, font, ms_tick, panels, LogAxis, FAMILY};
+use crate::recorder::Metric;
+use crate::report::data::ReportInput;
+use crate::report::style::{ms, transport_colour, transport_rank};
+
+/// Quantile points per CDF line: enough for a smooth curve, bounded SVG size.
+const CDF_POINTS: usize = 240;
+/// Log-spaced bins of the gap histogram.
+const ITL_BINS: usize = 48;
+
+pub(super) fn ttft_cdf<DB: DrawingBackend>(
+    input: &ReportInput,
+    root: &DrawingArea<DB, Shift>,
+) -> anyhow::Result<()> {
+    let ps = panels(input);
+    let areas = root.split_evenly((ps.len().max(1), 1));
+    for (p, area) in ps.iter().zip(areas.iter()) {
+        let cells = p.run.cells_of(&p.target);
+        let hs: Vec<(&str, _)> = cells
+            .iter()
+            .filter_map(|c| {
+                p.run
+                    .histogram(&p.target, &c.transport, Metric::Ttft)
+                    .map(|h| (c.transport.as_str(), h))
+            })
+            .collect();
+        if hs.is_empty() {
+            empty_panel(area, &p.title, "TTFT")?;
+            continue;
+        }
+        let to_ms = |v: u64| Metric::Ttft.to_natural(v as f64);
+        let lo = hs
+            .iter()
+            .map(|(_, h)| to_ms(h.min()))
+            .fold(f64::MAX, f64::min);
+        let hi = hs.iter().map(|(_, h)| to_ms(h.max())).fold(0.0, f64::max);
+        let (lo, hi) = ((lo * 0.8).max(0.01), (hi * 1.25).max(lo * 2.0 + 0.02));
+        let mut chart = ChartBuilder::on(area)
+            .caption(format!("TTFT · {}", p.title), (FAMILY, 22))
+            .margin(12)
+            .x_label_area_size(44)
+            .y_label_area_size(56)
+            .build_cartesian_2d(LogAxis::new(lo, hi), 0f64..100f64)
+            .map_err(de)?;
+        chart
+            .configure_mesh()
+            .x_desc("TTFT (ms, log scale)")
+            .y_desc("requests ≤ x (%)")
+            .y_label_formatter(&|v| format!("{v:.0}"))
+            .label_style(font(15))
+            .axis_desc_style(font(16))
+            .x_labels(14)
+            .x_label_formatter(&|v| ms_tick(*v))
+            .light_line_style(WHITE.mix(0.0))
+            .draw()
+            .map_err(de)?;
+        for (transport, h) in &hs {
+            let colour = transport_colour(transport);
+            let pts: Vec<(f64, f64)> = cdf_points(h)
+                .into_iter()
+                .map(|(v, q)| (to_ms(v).max(lo), q * 100.0))
+                .collect();
+            let p50 = to_ms(h.value_at_quantile(0.5));
+            chart
+                .draw_series(LineSeries::new(pts, colour.stroke_width(3)))
+                .map_err(de)?
+                .label(format!("{transport}  p50 {}", ms(p50)))
+                .legend(move |(x, y)| {
+                    PathElement::new(vec![(x, y), (x + 22, y)], colour.stroke_width(4))
+                });
+        }
+        chart
+            .configure_series_labels()
+            .position(SeriesLabelPosition::LowerRight)
+            .background_style(WHITE.mix(0.9))
+            .border_style(BLACK.mix(0.4))
+            .label_font(font(15))
+            .draw()
+            .map_err(de)?;
+    }
+    Ok(())
+}
+
+/// The CDF of a histogram as at most about [`CDF_POINTS`] (value, cumulative fraction) steps,
+/// in one pass over its recorded buckets (`value_at_quantile` per point would scan the counts
+/// every time).
+fn cdf_points(h: &hdrhistogram::Histogram<u64>) -> Vec<(u64, f64)> {
+    let total = h.len().max(1) as f64;
+    let mut out = Vec::with_capacity(CDF_POINTS * 2 + 2);
+    let mut seen = 0u64;
+    let mut next = 0.0;
+    for v in h.iter_recorded() {
+        let value = h.highest_equivalent(v.value_iterated_to());
+        let before = seen as f64 / total;
+        seen += v.count_at_value();
+        let after = seen as f64 / total;
+        if after >= next || seen == h.len() {
+            // A vertical step: the CDF jumps from `before` to `after` at this value.
+            out.push((value, before));
+            out.push((value, after));
+            next = after + 1.0 / CDF_POINTS as f64;
+        }
+    }
+    out
+}
+
+pub(super) fn itl<DB: DrawingBackend>(
+    input: &ReportInput,
+    root: &DrawingArea<DB, Shift>,
+) -> anyhow::Result<()> {
+    let ps = panels(input);
+    let areas = root.split_evenly((ps.len().max(1), 1));
+    for (p, area) in ps.iter().zip(areas.iter()) {
+        let cells = p.run.cells_of(&p.target);
+        let hs: Vec<(&str, _)> = cells
+            .iter()
+            .filter_map(|c| {
+                p.run
+                    .histogram(&p.target, &c.transport, Metric::Itl)
+                    .map(|h| (c.transport.as_str(), h))
+            })
+            .collect();
+        if hs.is_empty() {
+            empty_panel(area, &p.title, "chunk-gap")?;
+            continue;
+        }
+        let to_ms = |v: f64| Metric::Itl.to_natural(v);
+        // Bins span the 0.1th to 99.9th percentile so one outlier does not flatten the plot.
+        let lo = hs
+            .iter()
+            .map(|(_, h)| to_ms(h.value_at_quantile(0.001) as f64))
+            .fold(f64::MAX, f64::min)
+            .max(0.001);
+        let hi = hs
+            .iter()
+            .map(|(_, h)| to_ms(h.value_at_quantile(0.999) as f64))
+            .fold(0.0, f64::max)
+            .max(lo * 1.5);
+        let (llo, lhi) = (lo.ln(), hi.ln());
+        let width = (lhi - llo) / ITL_BINS as f64;
+        let mut series = Vec::new();
+        let mut ymax: f64 = 1.0;
+        for (transport, h) in &hs {
+            let mut bins = vec![0u64; ITL_BINS];
+            let total = h.len().max(1);
+            for v in h.iter_recorded() {
+                let x = to_ms(h.median_equivalent(v.value_iterated_to()) as f64).max(lo);
+                let i = (((x.ln() - llo) / width) as usize).min(ITL_BINS - 1);
+                bins[i] += v.count_at_value();
+            }
+            let pts: Vec<(f64, f64)> = bins
+                .iter()
+                .enumerate()
+                .map(|(i, n)| {
+                    let centre = (llo + (i as f64 + 0.5) * width).exp();
+                    (centre, *n as f64 * 100.0 / total as f64)
+                })
+                .collect();
+            ymax = pts.iter().map(|p| p.1).fold(ymax, f64::max);
+            series.push((*transport, pts, to_ms(h.value_at_quantile(0.5) as f64)));
+        }
+        let mut chart = ChartBuilder::on(area)
+            .caption(format!("Chunk gap · {}", p.title), (FAMILY, 22))
+            .margin(12)
+            .x_label_area_size(44)
+            .y_label_area_size(56)
+            .build_cartesian_2d(LogAxis::new(lo * 0.9, hi * 1.1), 0f64..ymax * 1.3)
+            .map_err(de)?;
+        chart
+            .configure_mesh()
+            .x_desc("gap between chunks (ms, log scale)")
+            .y_desc("share of gaps (%)")
+            .y_label_formatter(&|v| format!("{v:.0}"))
+            .label_style(font(15))
+            .axis_desc_style(font(16))
+            .x_labels(14)
+            .x_label_formatter(&|v| ms_tick(*v))
+            .light_line_style(WHITE.mix(0.0))
+            .draw()
+            .map_err(de)?;
+        for (transport, pts, p50) in series {
+            let colour = transport_colour(transport);
+            chart
+                .draw_series(LineSeries::new(pts, colour.stroke_width(2)))
+                .map_err(de)?
+                .label(format!("{transport}  p50 {}", ms(p50)))
+                .legend(move |(x, y)| {
+                    PathElement::new(vec![(x, y), (x + 22, y)], colour.stroke_width(4))
+                });
+        }
+        chart
+            .configure_series_labels()
+            .position(SeriesLabelPosition::UpperLeft)
+            .background_style(WHITE.mix(0.9))
+            .border_style(BLACK.mix(0.4))
+            .label_font(font(15))
+            .draw()
+            .map_err(de)?;
+    }
+    Ok(())
+}
+
+pub(super) fn concurrency<DB: DrawingBackend>(
+    input: &ReportInput,
+    root: &DrawingArea<DB, Shift>,
+) -> anyhow::Result<()> {
+    let targets = input.runs.first().map(|r| r.targets()).unwrap_or_default();
+    let areas = root.split_evenly((targets.len().max(1), 1));
+    for (target, area) in targets.iter().zip(areas.iter()) {
+        // transport → [(concurrency, TTFT p50 ms)]
+        let mut lines: Vec<(String, Vec<(f64, f64)>)> = Vec::new();
+        for run in &input.runs {
+            let Some(c) = run.concurrency else { continue };
+            for cell in run.cells_of(target) {
+                let Some(s) = cell.metric(Metric::Ttft) else {
+                    continue;
+                };
+                match lines.iter_mut().find(|(t, _)| *t == cell.transport) {
+                    Some((_, pts)) => pts.push((c as f64, s.p50)),
+                    None => lines.push((cell.transport.clone(), vec![(c as f64, s.p50)])),
+                }
+            }
+        }
+        lines.sort_by_key(|(t, _)| transport_rank(t));
+        for (_, pts) in &mut lines {
+            pts.sort_by(|a, b| a.0.total_cmp(&b.0));
+        }
+        let xs = lines.iter().flat_map(|(_, p)| p.iter().map(|q| q.0));
+        let xmax = xs.fold(1.0, f64::max);
+        let ymax = lines
+            .iter()
+            .flat_map(|(_, p)| p.iter().map(|q| q.1))
+            .fold(1.0, f64::max);
+        let mut chart = ChartBuilder::on(area)
+            .caption(
+                format!("TTFT p50 against concurrency · {target}"),
+                (FAMILY, 22),
+            )
+            .margin(12)
+            .x_label_area_size(44)
+            .y_label_area_size(60)
+            .build_cartesian_2d(0f64..xmax * 1.08, 0f64..ymax * 1.15)
+            .map_err(de)?;
+        chart
+            .configure_mesh()
+            .x_desc("concurrency (sessions in flight per cell)")
+            .x_label_formatter(&|v| super::tick(*v))
+            .y_label_formatter(&|v| super::tick(*v))
+            .y_desc("TTFT p50 (ms)")
+            .label_style(font(15))
+            .axis_desc_style(font(16))
+            .light_line_style(WHITE.mix(0.0))
+            .draw()
+            .map_err(de)?;
+        for (transport, pts) in lines {
+            let colour = transport_colour(&transport);
+            chart
+                .draw_series(LineSeries::new(pts.clone(), colour.stroke_width(3)))
+                .map_err(de)?
+                .label(transport)
+                .legend(move |(x, y)| {
+                    PathElement::new(vec![(x, y), (x + 22, y)], colour.stroke_width(4))
+                });
+            chart
+                .draw_series(pts.into_iter().map(|p| Circle::new(p, 4, colour.filled())))
+                .map_err(de)?;
+        }
+        chart
+            .configure_series_labels()
+            .position(SeriesLabelPosition::UpperLeft)
+            .background_style(WHITE.mix(0.9))
+            .border_style(BLACK.mix(0.4))
+            .label_font(font(15))
+            .draw()
+            .map_err(de)?;
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn cdf_points_are_bounded_monotone_and_complete() {
+        let mut h = crate::recorder::new_histogram();
+        for v in 1..=100_000u64 {
+            h.record(v * 1_000).unwrap();
+        }
+        let pts = cdf_points(&h);
+        assert!(pts.len() <= 2 * CDF_POINTS + 4, "{}", pts.len());
+        assert!(pts.windows(2).all(|w| w[0].0 <= w[1].0 && w[0].1 <= w[1].1));
+        let last = pts.last().unwrap();
+        assert_eq!(last.1, 1.0);
+        assert!(h.equivalent(last.0, h.max()));
+        // The median of the points matches the histogram's.
+        let mid = pts.iter().find(|p| p.1 >= 0.5).unwrap().0;
+        let p50 = h.value_at_quantile(0.5);
+        assert!(
+            (mid as f64 - p50 as f64).abs() / p50 as f64 <= 0.01,
+            "{mid} vs {p50}"
+        );
+    }
+}

@@ -1,0 +1,406 @@
+//! Charts: one function per chart, drawn with `plotters` on any backend, so the same code
+//! gives the SVG (text stays `<text>`, scales in the HTML) and the PNG (rasterised with the
+//! bundled DejaVu Sans through `ab_glyph`; no system font library is needed).
+//!
+//! Owns: which charts a report has, their sizes and file names, and the PNG encoding.
+//! Does not own: data loading (`data`) or files (`report::render*` write them).
+//!
+//! Conventions: every axis says its unit; a transport has the same colour in every chart
+//! (`style::transport_colour`); several runs get one panel (or row prefix) per run label.
+
+mod bars;
+mod distributions;
+mod timeline;
+mod waterfall;
+
+use std::sync::Once;
+
+use plotters::coord::Shift;
+use plotters::prelude::*;
+
+use super::data::{ReportInput, RunView};
+
+/// Width of every chart, px.
+pub const WIDTH: u32 = 960;
+
+/// The bundled font (DejaVu Sans, Bitstream Vera licence: `assets/fonts/DejaVuSans-LICENSE.txt`).
+static FONT: &[u8] = include_bytes!("../../../assets/fonts/DejaVuSans.ttf");
+/// The family every chart asks for.
+pub(crate) const FAMILY: &str = "sans-serif";
+
+/// Registers the bundled font with plotters (once per process). Text layout needs it for the
+/// SVG too, since the `ab_glyph` feature measures text with it.
+fn ensure_fonts() -> anyhow::Result<()> {
+    static ONCE: Once = Once::new();
+    let mut result = Ok(());
+    ONCE.call_once(|| {
+        for style in [FontStyle::Normal, FontStyle::Bold] {
+            if plotters::style::register_font(FAMILY, style, FONT).is_err() {
+                result = Err(anyhow::anyhow!(
+                    "the bundled font assets/fonts/DejaVuSans.ttf is not a valid TrueType font"
+                ));
+            }
+        }
+    });
+    result
+}
+
+/// One chart of a report.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ChartKind {
+    /// TTFT CDF per target × transport (log x).
+    TtftCdf,
+    /// Inter-chunk gap distribution.
+    Itl,
+    /// Round-trip overhead p50 with p90/p99 whiskers.
+    Overhead,
+    /// Mean connection-phase waterfall per transport.
+    Waterfall,
+    /// One session's turns and token arrivals per transport.
+    Timeline,
+    /// Decode tokens/s per hardware backend.
+    Throughput,
+    /// TTFT p50 against concurrency, across runs with different load levels.
+    Concurrency,
+}
+
+impl ChartKind {
+    /// File stem under `charts/`.
+    pub fn file_stem(self) -> &'static str {
+        match self {
+            ChartKind::TtftCdf => "ttft_cdf",
+            ChartKind::Itl => "itl",
+            ChartKind::Overhead => "overhead",
+            ChartKind::Waterfall => "waterfall",
+            ChartKind::Timeline => "timeline",
+            ChartKind::Throughput => "throughput",
+            ChartKind::Concurrency => "concurrency",
+        }
+    }
+
+    /// Heading and alt text.
+    pub fn title(self) -> &'static str {
+        match self {
+            ChartKind::TtftCdf => "Time to first token (CDF)",
+            ChartKind::Itl => "Gap between streamed chunks",
+            ChartKind::Overhead => "Round-trip overhead by transport",
+            ChartKind::Waterfall => "Where the time goes: connection-phase waterfall (means)",
+            ChartKind::Timeline => "One session, turn by turn",
+            ChartKind::Throughput => "Decode rate per hardware backend",
+            ChartKind::Concurrency => "TTFT against concurrency",
+        }
+    }
+
+    /// One sentence under the heading: how to read the chart.
+    pub fn caption(self) -> &'static str {
+        match self {
+            ChartKind::TtftCdf => "Share of requests whose first token arrived within x ms (from the intended start). Further left is faster; a long right tail is what users notice.",
+            ChartKind::Itl => "Distribution of the time between consecutive content chunks (per chunk, not per token). Set by the model server, not the transport.",
+            ChartKind::Overhead => "Bars: median round-trip overhead; whisker ticks: p90 and p99. Overhead is client TTFT minus server TTFT when the server reports timing, else dispatch to the first protocol event (an estimate).",
+            ChartKind::Waterfall => "Mean time per phase of a request, from dispatch to the first token; decode time follows and is given as a number. Connection phases are averaged over all requests, including those that reused a connection.",
+            ChartKind::Timeline => "The first measured session of each cell: light bars wait for the first token, solid bars stream, ticks are chunk arrivals. The number is the session's wall time.",
+            ChartKind::Throughput => "Median decode rate (tokens after the first chunk over the first-to-last token span) per hardware backend and transport.",
+            ChartKind::Concurrency => "Median TTFT of each run against its concurrency (sessions in flight per cell), one line per transport.",
+        }
+    }
+}
+
+/// The charts a report of `input` has, in display order. Charts without data are left out
+/// (no concurrency chart unless the runs have at least two load levels).
+pub fn available(input: &ReportInput) -> Vec<ChartKind> {
+    let mut out = vec![
+        ChartKind::TtftCdf,
+        ChartKind::Overhead,
+        ChartKind::Waterfall,
+        ChartKind::Timeline,
+        ChartKind::Itl,
+        ChartKind::Throughput,
+    ];
+    if input.runs.iter().all(|r| r.timeline.is_empty()) {
+        out.retain(|k| *k != ChartKind::Timeline);
+    }
+    let mut levels: Vec<u64> = input.runs.iter().filter_map(|r| r.concurrency).collect();
+    levels.sort_unstable();
+    levels.dedup();
+    if levels.len() >= 2 {
+        out.push(ChartKind::Concurrency);
+    }
+    out
+}
+
+/// Size of a chart, px.
+pub fn size(kind: ChartKind, input: &ReportInput) -> (u32, u32) {
+    let panels = panels(input).len() as u32;
+    let rows: u32 = input
+        .runs
+        .iter()
+        .map(|r| r.summary.cells.len() as u32)
+        .sum::<u32>()
+        .max(1);
+    let h = match kind {
+        ChartKind::TtftCdf | ChartKind::Itl => 330 * panels.max(1),
+        ChartKind::Concurrency => {
+            330 * input.runs.first().map_or(1, |r| r.targets().len().max(1)) as u32
+        }
+        ChartKind::Overhead | ChartKind::Throughput => 110 + 34 * rows,
+        ChartKind::Waterfall => panels.max(1) * 60 + 40 * rows + 60,
+        ChartKind::Timeline => 100 + 46 * rows,
+    };
+    (WIDTH, h.min(6000))
+}
+
+/// The chart as an SVG document (with a `viewBox`, so it scales).
+pub fn svg(kind: ChartKind, input: &ReportInput) -> anyhow::Result<String> {
+    ensure_fonts()?;
+    let mut out = String::new();
+    {
+        let root = SVGBackend::with_string(&mut out, size(kind, input)).into_drawing_area();
+        draw(kind, input, &root)?;
+        root.present().map_err(de)?;
+    }
+    Ok(out)
+}
+
+/// The chart as PNG bytes, the same pixel size as the SVG.
+pub fn png(kind: ChartKind, input: &ReportInput) -> anyhow::Result<Vec<u8>> {
+    ensure_fonts()?;
+    let (w, h) = size(kind, input);
+    let mut rgb = vec![0u8; (w as usize) * (h as usize) * 3];
+    {
+        let root = BitMapBackend::with_buffer(&mut rgb, (w, h)).into_drawing_area();
+        draw(kind, input, &root)?;
+        root.present().map_err(de)?;
+    }
+    let mut out = Vec::new();
+    {
+        let mut enc = png::Encoder::new(&mut out, w, h);
+        enc.set_color(png::ColorType::Rgb);
+        enc.set_depth(png::BitDepth::Eight);
+        let mut writer = enc.write_header()?;
+        writer.write_image_data(&rgb)?;
+    }
+    Ok(out)
+}
+
+fn draw<DB: DrawingBackend>(
+    kind: ChartKind,
+    input: &ReportInput,
+    root: &DrawingArea<DB, Shift>,
+) -> anyhow::Result<()> {
+    root.fill(&WHITE).map_err(de)?;
+    match kind {
+        ChartKind::TtftCdf => distributions::ttft_cdf(input, root),
+        ChartKind::Itl => distributions::itl(input, root),
+        ChartKind::Concurrency => distributions::concurrency(input, root),
+        ChartKind::Overhead => bars::overhead(input, root),
+        ChartKind::Throughput => bars::throughput(input, root),
+        ChartKind::Waterfall => waterfall::waterfall(input, root),
+        ChartKind::Timeline => timeline::timeline(input, root),
+    }
+}
+
+/// A panel: one target of one run.
+pub(crate) struct Panel<'a> {
+    pub run: &'a RunView,
+    pub target: String,
+    pub title: String,
+}
+
+/// One panel per run × target, titled `target` (one run) or `A · target` (several).
+pub(crate) fn panels(input: &ReportInput) -> Vec<Panel<'_>> {
+    let several = input.is_comparison();
+    input
+        .runs
+        .iter()
+        .flat_map(|run| {
+            run.targets().into_iter().map(move |t| Panel {
+                run,
+                title: if several {
+                    format!("{} · {}", run.label, t)
+                } else {
+                    t.clone()
+                },
+                target: t,
+            })
+        })
+        .collect()
+}
+
+/// A row label for row-per-cell charts: `sim-gpu · ws`, prefixed by the run label when
+/// several runs are shown.
+pub(crate) fn row_label(
+    input: &ReportInput,
+    run: &RunView,
+    first: &str,
+    transport: &str,
+) -> String {
+    if input.is_comparison() {
+        format!("{} · {first} · {transport}", run.label)
+    } else {
+        format!("{first} · {transport}")
+    }
+}
+
+/// A y axis of `n` rows for row-per-cell charts: row `k` is centred on the integer `k` (row 0
+/// at the bottom), so the axis' integer ticks carry the row labels.
+pub(crate) fn row_axis(n: i32) -> std::ops::Range<f64> {
+    -0.5..f64::from(n.max(1)) - 0.5
+}
+
+/// Labels for [`row_axis`]: `labels[0]` is the top row; ticks between rows get no text.
+pub(crate) fn row_formatter(labels: Vec<String>) -> impl Fn(&f64) -> String {
+    move |v: &f64| {
+        let k = v.round();
+        if (v - k).abs() > 1e-6 || k < 0.0 {
+            return String::new();
+        }
+        labels
+            .len()
+            .checked_sub(k as usize + 1)
+            .and_then(|i| labels.get(i))
+            .cloned()
+            .unwrap_or_default()
+    }
+}
+
+/// Drawing errors → anyhow, with the backend's message.
+pub(crate) fn de<E: std::fmt::Display>(e: E) -> anyhow::Error {
+    anyhow::anyhow!("drawing a chart failed: {e}")
+}
+
+/// Axis tick text for milliseconds on a log axis: `0.5`, `20`, `1500`.
+pub(crate) fn ms_tick(v: f64) -> String {
+    if v >= 1.0 {
+        format!("{v:.0}")
+    } else {
+        tick(v)
+    }
+}
+
+/// Axis tick text on a linear axis: `0`, `2.5`, `150` (no trailing `.0`).
+pub(crate) fn tick(v: f64) -> String {
+    let s = format!("{v:.3}");
+    let s = s.trim_end_matches('0').trim_end_matches('.');
+    if s == "-0" {
+        "0".into()
+    } else {
+        s.to_string()
+    }
+}
+
+/// Font helper.
+pub(crate) fn font(size: u32) -> TextStyle<'static> {
+    (FAMILY, size).into_font().color(&BLACK)
+}
+
+/// Text for an empty panel (no samples).
+pub(crate) fn empty_panel<DB: DrawingBackend>(
+    area: &DrawingArea<DB, Shift>,
+    title: &str,
+    what: &str,
+) -> anyhow::Result<()> {
+    let (w, h) = area.dim_in_pixel();
+    area.draw(&Text::new(
+        format!("{title}: no {what} samples"),
+        (w as i32 / 2 - 150, h as i32 / 2),
+        font(16),
+    ))
+    .map_err(de)
+}
+
+/// A log-scale axis with "nice" ticks (1, 2, 5 × 10ⁿ) anywhere in its range. plotters' own
+/// log axis only ticks from the first power of ten upwards, which leaves a 400–1300 ms TTFT
+/// axis with a single label.
+#[derive(Debug, Clone)]
+pub(crate) struct LogAxis {
+    lo: f64,
+    hi: f64,
+}
+
+impl LogAxis {
+    /// An axis over `lo..hi` (both clamped to be positive, `hi > lo`).
+    pub(crate) fn new(lo: f64, hi: f64) -> LogAxis {
+        let lo = if lo.is_finite() && lo > 0.0 { lo } else { 1e-3 };
+        let hi = if hi.is_finite() && hi > lo {
+            hi
+        } else {
+            lo * 10.0
+        };
+        LogAxis { lo, hi }
+    }
+
+    fn ticks(&self, max: usize) -> Vec<f64> {
+        let (a, b) = (
+            self.lo.log10().floor() as i32,
+            self.hi.log10().ceil() as i32,
+        );
+        for mults in [
+            &[1.0, 2.0, 3.0, 4.0, 5.0, 6.0, 7.0, 8.0, 9.0][..],
+            &[1.0, 2.0, 3.0, 5.0],
+            &[1.0, 2.0, 5.0],
+            &[1.0, 3.0],
+            &[1.0],
+        ] {
+            let v: Vec<f64> = (a..=b)
+                .flat_map(|e| mults.iter().map(move |m| m * 10f64.powi(e)))
+                .filter(|v| *v >= self.lo && *v <= self.hi)
+                .collect();
+            if v.len() <= max.max(2) {
+                return v;
+            }
+        }
+        Vec::new()
+    }
+}
+
+impl plotters::coord::ranged1d::Ranged for LogAxis {
+    type FormatOption = plotters::coord::ranged1d::DefaultFormatting;
+    type ValueType = f64;
+
+    fn map(&self, value: &f64, limit: (i32, i32)) -> i32 {
+        let v = value.max(self.lo * 1e-6);
+        let t = (v.ln() - self.lo.ln()) / (self.hi.ln() - self.lo.ln());
+        limit.0 + (f64::from(limit.1 - limit.0) * t).round() as i32
+    }
+
+    fn key_points<H: plotters::coord::ranged1d::KeyPointHint>(&self, hint: H) -> Vec<f64> {
+        self.ticks(hint.max_num_points())
+    }
+
+    fn range(&self) -> std::ops::Range<f64> {
+        self.lo..self.hi
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn log_axis_ticks_inside_a_decade() {
+        let a = LogAxis::new(420.0, 1300.0);
+        assert_eq!(a.ticks(14), vec![500.0, 600.0, 700.0, 800.0, 900.0, 1000.0]);
+        let wide = LogAxis::new(0.5, 20_000.0);
+        let t = wide.ticks(10);
+        assert!(
+            t.len() <= 10 && t.contains(&1.0) && t.contains(&10_000.0),
+            "{t:?}"
+        );
+        // Degenerate input still gives a usable axis.
+        let d = LogAxis::new(0.0, f64::NAN);
+        assert!(d.hi > d.lo && d.lo > 0.0);
+        assert_eq!(tick(150.0), "150");
+        assert_eq!(tick(2.5), "2.5");
+        assert_eq!(ms_tick(0.25), "0.25");
+    }
+
+    #[test]
+    fn row_labels_are_top_down_and_only_on_rows() {
+        let f = row_formatter(vec!["top".into(), "middle".into(), "bottom".into()]);
+        assert_eq!(f(&2.0), "top");
+        assert_eq!(f(&0.0), "bottom");
+        assert_eq!(f(&0.5), "");
+        assert_eq!(f(&3.0), "");
+        assert_eq!(row_axis(3), -0.5..2.5);
+    }
+}

@@ -1,0 +1,74 @@
+//! `report.md`: GitHub-flavoured Markdown that reads well in `$GITHUB_STEP_SUMMARY`, a PR
+//! comment and a repository. Pure: model + chart links in, text out. Every string that came
+//! from a file is escaped (no raw HTML, no broken tables).
+
+use std::fmt::Write as _;
+
+use super::charts::ChartKind;
+use super::model::{Model, Table};
+use super::style::md_escape;
+
+/// Renders the report. `charts` pairs each chart with its relative link (`charts/ttft_cdf.svg`),
+/// or `None` when no image file was written for it.
+pub fn render(model: &Model, charts: &[(ChartKind, Option<String>)]) -> String {
+    let mut out = String::new();
+    let _ = writeln!(out, "# {}\n", md_escape(&model.title));
+    let _ = writeln!(out, "{}\n", md_escape(&model.subtitle));
+    for n in &model.notices {
+        let _ = writeln!(out, "> **Warning:** {}\n", md_escape(n));
+    }
+    out.push_str("## Results\n\n");
+    table(&mut out, &model.headline);
+    let _ = writeln!(out, "\n{}\n", md_escape(&model.headline_note));
+    if let Some(t) = &model.versus_first {
+        out.push_str("### Change against the first run (p50)\n\n");
+        table(&mut out, t);
+        out.push('\n');
+    }
+    out.push_str("## Failures\n\n");
+    match &model.failures {
+        Some(t) => table(&mut out, t),
+        None => out.push_str("No measured request failed.\n"),
+    }
+    out.push_str("\n## Charts\n\n");
+    let mut any = false;
+    for (kind, link) in charts {
+        let Some(link) = link else { continue };
+        any = true;
+        let _ = writeln!(
+            out,
+            "### {}\n\n![{}]({})\n\n{}\n",
+            kind.title(),
+            kind.title(),
+            link,
+            kind.caption()
+        );
+    }
+    if !any {
+        out.push_str("No chart files were written (pass `--format svg` or `png`).\n\n");
+    }
+    out.push_str("## Provenance\n\n");
+    table(&mut out, &model.provenance);
+    out.push_str("\n## Definitions\n\n");
+    for (term, def) in &model.definitions {
+        let _ = writeln!(out, "- **{}**: {}", md_escape(term), md_escape(def));
+    }
+    out
+}
+
+fn table(out: &mut String, t: &Table) {
+    let row = |cells: &[String]| {
+        let escaped: Vec<String> = cells.iter().map(|c| md_escape(c)).collect();
+        format!("| {} |\n", escaped.join(" | "))
+    };
+    out.push_str(&row(&t.header));
+    let align: Vec<&str> = t
+        .numeric
+        .iter()
+        .map(|n| if *n { "---:" } else { ":---" })
+        .collect();
+    let _ = writeln!(out, "| {} |", align.join(" | "));
+    for r in &t.rows {
+        out.push_str(&row(r));
+    }
+}

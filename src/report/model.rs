@@ -1,0 +1,494 @@
+//! The report's content, independent of its format: the headline table with changes against
+//! `http`, failures by kind, per-run provenance, warnings a reader must see, and metric
+//! definitions. `markdown` and `html` only lay this out (and escape it): both formats always
+//! say the same thing.
+//!
+//! All text here is plain and unescaped; it may contain names read from files.
+
+use std::collections::BTreeMap;
+
+use super::data::{ReportInput, RunView};
+use super::style::{ms, num};
+use crate::recorder::{percent, CellSummary, Metric, MetricSummary};
+use crate::store::RunStatus;
+
+/// A table of plain-text cells.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Table {
+    /// Column headings.
+    pub header: Vec<String>,
+    /// Rows, as many cells as headings.
+    pub rows: Vec<Vec<String>>,
+    /// Per column: right-aligned (numbers).
+    pub numeric: Vec<bool>,
+}
+
+/// Everything a report says.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Model {
+    /// `spark-bench report: <scenario>` (or several scenarios joined).
+    pub title: String,
+    /// One line under the title: which runs, when.
+    pub subtitle: String,
+    /// Things the reader must not miss (interrupted runs, estimates, failures), most important first.
+    pub notices: Vec<String>,
+    /// Per target × transport (× run): overhead, TTFT, TPOT, tok/s, session p50/p90.
+    pub headline: Table,
+    /// Note under the headline table.
+    pub headline_note: String,
+    /// With several runs: each cell's p50 change against the first run.
+    pub versus_first: Option<Table>,
+    /// Failed requests by kind; `None` when nothing failed.
+    pub failures: Option<Table>,
+    /// Provenance: one row per fact, one column per run.
+    pub provenance: Table,
+    /// (term, definition).
+    pub definitions: Vec<(String, String)>,
+}
+
+const DEFINITIONS: [(&str, &str); 7] = [
+    ("overhead", "round-trip overhead: client TTFT minus the server-reported TTFT; when the server reports no timing, dispatch to the first protocol event (an estimate that also contains API work)"),
+    ("TTFT", "time to first content token, from the request's intended start (includes client-side queueing)"),
+    ("TPOT", "time per output token after the first: (last token − first token) / (tokens − 1)"),
+    ("tok/s", "output tokens per second over the whole request, from the intended start"),
+    ("session", "session wall time: the first request's intended start to the last request's end; sessions with a failed request are excluded"),
+    ("p50 / p90 / p99", "percentiles over successful measured requests (warm-up excluded), from HdrHistograms with 3 significant digits"),
+    ("vs http", "change of the same statistic against the same target's `http` row (new TCP + TLS connection per request); negative is faster"),
+];
+
+/// Builds the model of a report.
+pub fn build(input: &ReportInput) -> Model {
+    let several = input.is_comparison();
+    let mut names: Vec<String> = Vec::new();
+    for r in &input.runs {
+        if !names.contains(&r.manifest.scenario.name) {
+            names.push(r.manifest.scenario.name.clone());
+        }
+    }
+    let title = format!("spark-bench report: {}", names.join(" / "));
+    let subtitle = if several {
+        let runs: Vec<String> = input
+            .runs
+            .iter()
+            .map(|r| format!("{} = {}", r.label, r.dir_name()))
+            .collect();
+        format!(
+            "Comparison of {} runs: {}",
+            input.runs.len(),
+            runs.join(", ")
+        )
+    } else {
+        let r = &input.runs[0];
+        format!(
+            "Run {} · started {} · link {} · {}",
+            r.manifest.run_id,
+            r.manifest.started_at,
+            r.manifest.link,
+            r.manifest.status.as_str()
+        )
+    };
+    Model {
+        title,
+        subtitle,
+        notices: notices(input),
+        headline: headline(input),
+        headline_note: "Values are p50 unless marked; brackets give the change against the same target's http row (negative = faster). tok/s: higher is better.".into(),
+        versus_first: several.then(|| versus_first(input)),
+        failures: failures(input),
+        provenance: provenance(input),
+        definitions: DEFINITIONS
+            .iter()
+            .map(|(a, b)| (a.to_string(), b.to_string()))
+            .collect(),
+    }
+}
+
+fn metric(c: &CellSummary, m: Metric) -> Option<&MetricSummary> {
+    c.metric(m)
+}
+
+/// `41.2 ms (−81%)`: a value and its change against the http cell of the same target.
+fn with_change(
+    value: Option<f64>,
+    base: Option<f64>,
+    fmt: fn(f64) -> String,
+    is_base: bool,
+) -> String {
+    let Some(v) = value else {
+        return "–".into();
+    };
+    match base {
+        Some(b) if !is_base && b > 0.0 => format!("{} ({})", fmt(v), percent((v - b) / b * 100.0)),
+        _ => fmt(v),
+    }
+}
+
+fn headline(input: &ReportInput) -> Table {
+    let several = input.is_comparison();
+    let mut header: Vec<String> = Vec::new();
+    if several {
+        header.push("run".into());
+    }
+    header.extend(
+        [
+            "target",
+            "transport",
+            "ok / failed",
+            "overhead",
+            "TTFT",
+            "TPOT",
+            "tok/s",
+            "session p50",
+            "session p90",
+        ]
+        .map(String::from),
+    );
+    let mut rows = Vec::new();
+    for run in &input.runs {
+        for target in run.targets() {
+            let cells = run.cells_of(&target);
+            let http = cells.iter().find(|c| c.transport == "http").copied();
+            for c in &cells {
+                let is_base = c.transport == "http";
+                let stat = |cell: Option<&CellSummary>, m: Metric, p90: bool| {
+                    cell.and_then(|c| metric(c, m))
+                        .map(|s| if p90 { s.p90 } else { s.p50 })
+                };
+                let col = |m: Metric, p90: bool, fmt: fn(f64) -> String| {
+                    with_change(stat(Some(c), m, p90), stat(http, m, p90), fmt, is_base)
+                };
+                let mut row = Vec::new();
+                if several {
+                    row.push(run.label.clone());
+                }
+                let failed = if c.cancelled > 0 {
+                    format!("{} / {} (+{} cancelled)", c.ok, c.failed, c.cancelled)
+                } else {
+                    format!("{} / {}", c.ok, c.failed)
+                };
+                row.extend([
+                    target.clone(),
+                    c.transport.clone(),
+                    failed,
+                    col(Metric::Overhead, false, ms),
+                    col(Metric::Ttft, false, ms),
+                    col(Metric::Tpot, false, ms),
+                    col(Metric::OutputTokS, false, num),
+                    col(Metric::SessionWall, false, ms),
+                    col(Metric::SessionWall, true, ms),
+                ]);
+                rows.push(row);
+            }
+        }
+    }
+    let numeric = header
+        .iter()
+        .map(|h| !matches!(h.as_str(), "run" | "target" | "transport"))
+        .collect();
+    Table {
+        header,
+        rows,
+        numeric,
+    }
+}
+
+fn versus_first(input: &ReportInput) -> Table {
+    let Some(base) = input.runs.first() else {
+        return Table {
+            header: Vec::new(),
+            rows: Vec::new(),
+            numeric: Vec::new(),
+        };
+    };
+    let metrics = [
+        (Metric::Overhead, "overhead"),
+        (Metric::Ttft, "TTFT"),
+        (Metric::Tpot, "TPOT"),
+        (Metric::OutputTokS, "tok/s"),
+        (Metric::SessionWall, "session"),
+    ];
+    let mut header = vec!["run".to_string(), "target".into(), "transport".into()];
+    header.extend(
+        metrics
+            .iter()
+            .map(|(_, n)| format!("{n} p50 vs {}", base.label)),
+    );
+    let mut rows = Vec::new();
+    for run in input.runs.iter().skip(1) {
+        for target in run.targets() {
+            for c in run.cells_of(&target) {
+                let b = base.summary.cell(&target, &c.transport);
+                let mut row = vec![run.label.clone(), target.clone(), c.transport.clone()];
+                for (m, _) in metrics {
+                    let v = metric(c, m).map(|s| s.p50);
+                    let bv = b.and_then(|b| metric(b, m)).map(|s| s.p50);
+                    row.push(match (v, bv) {
+                        (Some(v), Some(bv)) if bv > 0.0 => percent((v - bv) / bv * 100.0),
+                        _ => "–".into(),
+                    });
+                }
+                rows.push(row);
+            }
+        }
+    }
+    let numeric = (0..header.len()).map(|i| i >= 3).collect();
+    Table {
+        header,
+        rows,
+        numeric,
+    }
+}
+
+fn failures(input: &ReportInput) -> Option<Table> {
+    let several = input.is_comparison();
+    let mut header: Vec<String> = Vec::new();
+    if several {
+        header.push("run".into());
+    }
+    header.extend(["target", "transport", "kind", "requests", "share"].map(String::from));
+    let mut rows = Vec::new();
+    for run in &input.runs {
+        for target in run.targets() {
+            for c in run.cells_of(&target) {
+                for (kind, n) in &c.by_outcome {
+                    if kind == "ok" || *n == 0 {
+                        continue;
+                    }
+                    let mut row = Vec::new();
+                    if several {
+                        row.push(run.label.clone());
+                    }
+                    let share = *n as f64 * 100.0 / c.requests.max(1) as f64;
+                    row.extend([
+                        target.clone(),
+                        c.transport.clone(),
+                        kind.clone(),
+                        n.to_string(),
+                        format!("{share:.2}%"),
+                    ]);
+                    rows.push(row);
+                }
+            }
+        }
+    }
+    if rows.is_empty() {
+        return None;
+    }
+    let k = header.len();
+    Some(Table {
+        header,
+        rows,
+        numeric: (0..k).map(|i| i + 2 >= k).collect(),
+    })
+}
+
+/// `server-timing 25% (ws); first-event-estimate 75% (http, http-pooled, http2)`.
+fn source_mix(run: &RunView, pick: fn(&CellSummary) -> &BTreeMap<String, u64>) -> String {
+    let mut by: BTreeMap<String, (u64, Vec<String>)> = BTreeMap::new();
+    let mut total = 0;
+    for c in &run.summary.cells {
+        for (src, n) in pick(c) {
+            let e = by.entry(src.clone()).or_default();
+            e.0 += n;
+            total += n;
+            let name = c.transport.clone();
+            if !e.1.contains(&name) {
+                e.1.push(name);
+            }
+        }
+    }
+    if total == 0 {
+        return "none (no successful requests)".into();
+    }
+    by.into_iter()
+        .map(|(src, (n, mut transports))| {
+            transports.sort_by_key(|t| super::style::transport_rank(t));
+            format!(
+                "{src} {:.0}% ({})",
+                n as f64 * 100.0 / total as f64,
+                transports.join(", ")
+            )
+        })
+        .collect::<Vec<_>>()
+        .join("; ")
+}
+
+/// One provenance row: how to read a fact off a run.
+type Fact = Box<dyn Fn(&RunView) -> String>;
+
+fn provenance(input: &ReportInput) -> Table {
+    let mut header = vec!["".to_string()];
+    header.extend(input.runs.iter().map(|r| {
+        if input.is_comparison() {
+            format!("run {}", r.label)
+        } else {
+            "run".to_string()
+        }
+    }));
+    let facts: Vec<(&str, Fact)> = vec![
+        ("run id", Box::new(|r| r.manifest.run_id.clone())),
+        ("directory", Box::new(|r| r.dir_name())),
+        (
+            "status",
+            Box::new(|r| {
+                let mut s = r.manifest.status.as_str().to_string();
+                if r.rebuilt {
+                    s.push_str(" (statistics rebuilt from rows)");
+                }
+                s
+            }),
+        ),
+        ("started", Box::new(|r| r.manifest.started_at.clone())),
+        (
+            "ended",
+            Box::new(|r| r.manifest.ended_at.clone().unwrap_or_else(|| "–".into())),
+        ),
+        (
+            "tool",
+            Box::new(|r| format!("{} {}", r.manifest.tool.name, r.manifest.tool.version)),
+        ),
+        ("scenario", Box::new(|r| r.manifest.scenario.name.clone())),
+        (
+            "scenario file",
+            Box::new(|r| r.manifest.scenario.path.clone()),
+        ),
+        (
+            "scenario hash",
+            Box::new(|r| r.manifest.scenario.hash.clone()),
+        ),
+        ("seed", Box::new(|r| r.manifest.seed.to_string())),
+        ("link model", Box::new(|r| r.manifest.link.clone())),
+        (
+            "concurrency",
+            Box::new(|r| r.concurrency.map_or("–".into(), |c| c.to_string())),
+        ),
+        (
+            "host",
+            Box::new(|r| {
+                let h = &r.manifest.host;
+                format!("{} ({}/{}, {} CPUs)", h.hostname, h.os, h.arch, h.cpus)
+            }),
+        ),
+        (
+            "targets",
+            Box::new(|r| {
+                r.targets()
+                    .iter()
+                    .map(|t| format!("{t}: {}", r.hardware_of(t)))
+                    .collect::<Vec<_>>()
+                    .join("; ")
+            }),
+        ),
+        (
+            "overhead source",
+            Box::new(|r| source_mix(r, |c| &c.overhead_sources)),
+        ),
+        (
+            "token source",
+            Box::new(|r| source_mix(r, |c| &c.token_sources)),
+        ),
+        ("command", Box::new(|r| r.manifest.command_line.join(" "))),
+    ];
+    let rows = facts
+        .iter()
+        .map(|(name, f)| {
+            let mut row = vec![name.to_string()];
+            row.extend(input.runs.iter().map(f));
+            row
+        })
+        .collect();
+    let k = header.len();
+    Table {
+        header,
+        rows,
+        numeric: vec![false; k],
+    }
+}
+
+fn notices(input: &ReportInput) -> Vec<String> {
+    let mut out = Vec::new();
+    let several = input.is_comparison();
+    for r in &input.runs {
+        let who = if several {
+            format!("Run {} ({})", r.label, r.dir_name())
+        } else {
+            "This run".to_string()
+        };
+        match r.manifest.status {
+            RunStatus::Complete => {}
+            RunStatus::Interrupted => out.push(format!(
+                "{who} was INTERRUPTED (Ctrl-C or deadline): the figures cover only the sessions that completed; cancelled requests are counted separately."
+            )),
+            RunStatus::Failed => out.push(format!(
+                "{who} FAILED before it completed: the figures cover only what was recorded."
+            )),
+            RunStatus::Running => out.push(format!(
+                "{who} did not finish (status running: the process stopped without writing its summary); statistics were rebuilt from the rows written so far."
+            )),
+        }
+        let estimated: Vec<String> = r
+            .summary
+            .cells
+            .iter()
+            .filter(|c| c.overhead_sources.contains_key("first-event-estimate"))
+            .map(|c| format!("{} · {}", c.target, c.transport))
+            .collect();
+        let timed = r
+            .summary
+            .cells
+            .iter()
+            .any(|c| c.overhead_sources.contains_key("server-timing"));
+        if !estimated.is_empty() {
+            let mut s = format!(
+                "{who}: overhead of {} is an estimate (dispatch to the first protocol event: the server reported no timing), so it includes the server's API work",
+                estimated.join(", ")
+            );
+            if timed {
+                s.push_str("; other cells use server-reported timing, so compare overhead across these two groups with care");
+            }
+            s.push('.');
+            out.push(s);
+        }
+        let counted: Vec<String> = r
+            .summary
+            .cells
+            .iter()
+            .filter(|c| c.token_sources.contains_key("chunk-count"))
+            .map(|c| format!("{} · {}", c.target, c.transport))
+            .collect();
+        if !counted.is_empty() {
+            out.push(format!(
+                "{who}: token counts of {} come from counting chunks (no usage reported): tok/s and TPOT are lower bounds.",
+                counted.join(", ")
+            ));
+        }
+        let failed: u64 = r.summary.cells.iter().map(|c| c.failed).sum();
+        let requests: u64 = r.summary.cells.iter().map(|c| c.requests).sum();
+        if failed > 0 {
+            out.push(format!(
+                "{who}: {failed} of {requests} measured requests failed ({:.2}%); failures are excluded from every latency figure (see Failures).",
+                failed as f64 * 100.0 / requests.max(1) as f64
+            ));
+        }
+        for w in &r.warnings {
+            out.push(format!("{who}: plan warning: {w}"));
+        }
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn change_text() {
+        assert_eq!(
+            with_change(Some(20.0), Some(100.0), ms, false),
+            "20.0 ms (\u{2212}80%)"
+        );
+        assert_eq!(with_change(Some(100.0), Some(100.0), ms, true), "100 ms");
+        assert_eq!(with_change(None, Some(1.0), ms, false), "–");
+        assert_eq!(with_change(Some(5.0), Some(0.0), num, false), "5.00");
+    }
+}
