@@ -265,4 +265,3 @@ async fn watch_ctrl_c(stop: Stop) {
     }
     inflight.cancel();
 }
-
