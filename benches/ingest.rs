@@ -93,12 +93,13 @@ async fn run_one(args: &Args, kind: TransportKind) {
     profile.chunk_tokens = vec![1.0];
     profile.step_jitter = 0.0;
     profile.capacity = 4096;
-    let sim = sim::spawn(SimConfig::new(profile)).await.expect("simulator");
+    let sim = sim::spawn(SimConfig::new(profile))
+        .await
+        .expect("simulator");
     let t = Arc::new(target(&sim));
     let clock = Clock::start();
     let connector = Arc::new(
-        Connector::new(&t, kind, Trust::PublicRoots, Link::default(), clock, 1)
-            .expect("connector"),
+        Connector::new(&t, kind, Trust::PublicRoots, Link::default(), clock, 1).expect("connector"),
     );
     let started = Instant::now();
     let mut tasks = Vec::new();
@@ -152,7 +153,11 @@ async fn run_one(args: &Args, kind: TransportKind) {
         }
         let id = r.response_id.as_deref().expect("response id");
         let truth = sim.trace.get(id).expect("trace");
-        assert_eq!(truth.chunk_writes.len(), r.chunks.len(), "chunk count vs trace");
+        assert_eq!(
+            truth.chunk_writes.len(),
+            r.chunks.len(),
+            "chunk count vs trace"
+        );
         for (c, w) in r.chunks.iter().zip(&truth.chunk_writes) {
             let written = clock.ns(w.at);
             errors_ns.push(c.at_ns.saturating_sub(written));

@@ -109,6 +109,15 @@ pub fn http_request(
             .map_err(|_| BuildError(format!("invalid fault spec {f:?}")))?;
         headers.push((HeaderName::from_static("x-sim-fault"), v));
     }
+    // Ask for the same server-side timing split over SSE as over the WebSocket, so that
+    // overhead is computed the same way on every transport wherever the server honours it
+    // (the simulator does; a server that ignores the header just sends no timing event).
+    if target.request_timing && target.api == ApiFlavour::Responses {
+        headers.push((
+            HeaderName::from_static("x-responsesapi-include-timing-metrics"),
+            HeaderValue::from_static("true"),
+        ));
+    }
     let (path, body) = match target.api {
         ApiFlavour::ChatCompletions => ("/chat/completions", chat_body(target, conv, spec)),
         ApiFlavour::Responses => ("/responses", responses_body(target, conv, spec, false)),
