@@ -138,13 +138,20 @@ pub struct CompareArgs {
     /// Threshold per metric, repeatable: ttft=+10%, tpot=+5%, overhead=+20ms.
     #[arg(long = "threshold", value_name = "METRIC=±X%|±Xms")]
     pub thresholds: Vec<String>,
-    /// Metrics to compare (comma-separated); default all.
+    /// Metrics to compare (comma-separated): ttft, tpot, itl, e2e, overhead, output_tok_s,
+    /// decode_tok_s, session_wall, error_rate. Default: all but itl (plus any metric a
+    /// threshold names).
     #[arg(long, value_delimiter = ',')]
     pub metrics: Vec<String>,
-    /// Output format.
+    /// Output format: text (terminal table), md (Markdown for $GITHUB_STEP_SUMMARY or a PR
+    /// comment), json (the verdict JSON; see README "CI regression gate").
     #[arg(long, default_value = "text")]
     pub format: String,
     /// Compare even when scenario hash, link model or target sets differ.
     #[arg(long)]
     pub allow_mismatch: bool,
+    /// Fail the gate (exit 1) when any comparison is inconclusive (too few samples, or a
+    /// confidence interval straddling the noise band), not only on a regression.
+    #[arg(long)]
+    pub fail_on_inconclusive: bool,
 }

@@ -22,6 +22,7 @@
 pub mod backend;
 pub mod cli;
 pub mod commands;
+pub mod compare;
 pub mod driver;
 pub mod link;
 pub mod plan;

@@ -67,7 +67,7 @@ pub async fn execute(args: RunArgs) -> anyhow::Result<u8> {
         return Ok(EXIT_INTERRUPTED);
     }
     if let Some(name) = &args.baseline {
-        return gate(name, &outcome.dir);
+        return super::compare::gate_against_baseline(name, &outcome.dir);
     }
     Ok(EXIT_OK)
 }
@@ -264,9 +264,4 @@ async fn watch_ctrl_c(stop: Stop) {
         _ = tokio::signal::ctrl_c() => {}
     }
     inflight.cancel();
-}
-
-// INTEGRATION-PENDING: replaced by compare::gate_against_baseline.
-fn gate(_name: &str, _dir: &Path) -> anyhow::Result<u8> {
-    Ok(EXIT_OK)
 }

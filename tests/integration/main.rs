@@ -4,6 +4,8 @@ mod client_interop;
 mod client_peer;
 mod client_sim;
 mod common;
+mod compare_sim;
+mod compare_synthetic;
 mod data;
 mod report;
 mod sim_cli;

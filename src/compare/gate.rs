@@ -1,0 +1,588 @@
+//! What the gate compares and how strict it is: the gated metrics, their statistics, the
+//! default noise bands (and why), the minimum sample counts, and user thresholds
+//! (`--threshold ttft=+10%`, the scenario's `[gate]` table).
+//!
+//! Owns: gate metric names and aliases, threshold parsing and validation.
+//! Does not own: sample extraction (see `samples`) or the statistics (see `stats`).
+
+use std::collections::BTreeMap;
+
+use serde::{Deserialize, Serialize};
+
+/// A metric the gate compares. Each maps onto one definition of the recorder's catalogue
+/// (`recorder::Metric`), except `error_rate`, which is a proportion of requests.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum GateMetric {
+    /// Time to first content token from the intended start, ms.
+    Ttft,
+    /// Time per output token after the first, ms.
+    Tpot,
+    /// Gap between consecutive content chunks, ms (resampled per request, see `stats`).
+    Itl,
+    /// Intended start to last content token, ms.
+    E2e,
+    /// Round-trip overhead (client TTFT − server TTFT, or dispatch → first event), ms.
+    Overhead,
+    /// Output tokens per second over the whole request (mean over requests).
+    OutputTokS,
+    /// Decode rate: tokens after the first chunk over the first-to-last token span
+    /// (mean over requests).
+    DecodeTokS,
+    /// Session wall time, ms (sessions without failures).
+    SessionWall,
+    /// Failed requests / measured requests (cancelled ones excluded), compared in
+    /// percentage points.
+    ErrorRate,
+}
+
+/// A statistic of a metric's samples.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Statistic {
+    /// Median.
+    P50,
+    /// 90th percentile.
+    P90,
+    /// 99th percentile.
+    P99,
+    /// Arithmetic mean.
+    Mean,
+    /// A proportion (failed / measured).
+    Rate,
+}
+
+impl Statistic {
+    /// `p50`, `p90`, `p99`, `mean`, `rate`.
+    pub fn name(self) -> &'static str {
+        match self {
+            Statistic::P50 => "p50",
+            Statistic::P90 => "p90",
+            Statistic::P99 => "p99",
+            Statistic::Mean => "mean",
+            Statistic::Rate => "rate",
+        }
+    }
+
+    /// The quantile, for percentiles.
+    pub fn quantile(self) -> Option<f64> {
+        match self {
+            Statistic::P50 => Some(0.50),
+            Statistic::P90 => Some(0.90),
+            Statistic::P99 => Some(0.99),
+            Statistic::Mean | Statistic::Rate => None,
+        }
+    }
+
+    /// Fewest samples per side before the gate decides anything. For a quantile q we ask
+    /// for at least 5 samples beyond it (n ≥ 5 / (1 − q)): with fewer, the bootstrap
+    /// distribution of the order statistic is a handful of repeated values and its interval
+    /// means nothing. So p50 needs 10, p90 50, p99 500; means and rates need 10.
+    pub fn min_samples(self) -> usize {
+        match self {
+            Statistic::P50 | Statistic::Mean | Statistic::Rate => 10,
+            Statistic::P90 => 50,
+            Statistic::P99 => 500,
+        }
+    }
+
+    /// How much wider than the metric's noise band this statistic's band is: 1 for
+    /// medians, means and rates, 1.5 for p90, 2 for p99. A tail depends on the few slowest
+    /// requests, and those are the ones a transient disturbance (a neighbour's build, a GC
+    /// pause, a retransmit) produces, so tails drift between runs more than medians do.
+    /// Measured: A/A runs against the simulator on a loaded 2-core host moved TTFT p50 by
+    /// ≤ 2 % but p90 by up to 7 %.
+    pub fn noise_scale(self) -> f64 {
+        match self {
+            Statistic::P90 => 1.5,
+            Statistic::P99 => 2.0,
+            Statistic::P50 | Statistic::Mean | Statistic::Rate => 1.0,
+        }
+    }
+
+    fn parse(s: &str) -> Option<Statistic> {
+        [
+            Statistic::P50,
+            Statistic::P90,
+            Statistic::P99,
+            Statistic::Mean,
+            Statistic::Rate,
+        ]
+        .into_iter()
+        .find(|st| st.name() == s)
+    }
+}
+
+/// The unit family of a gate metric, for thresholds and display.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Kind {
+    /// A duration, shown in ms.
+    Time,
+    /// A rate in tokens per second.
+    TokensPerSecond,
+    /// A proportion, shown and thresholded in percentage points.
+    Proportion,
+}
+
+impl GateMetric {
+    /// Every gate metric, in the order tables show them.
+    pub const ALL: [GateMetric; 9] = [
+        GateMetric::Ttft,
+        GateMetric::Tpot,
+        GateMetric::Itl,
+        GateMetric::E2e,
+        GateMetric::Overhead,
+        GateMetric::OutputTokS,
+        GateMetric::DecodeTokS,
+        GateMetric::SessionWall,
+        GateMetric::ErrorRate,
+    ];
+
+    /// The stable name (same as the recorder's metric name where one exists).
+    pub fn name(self) -> &'static str {
+        match self {
+            GateMetric::Ttft => "ttft",
+            GateMetric::Tpot => "tpot",
+            GateMetric::Itl => "itl",
+            GateMetric::E2e => "e2e",
+            GateMetric::Overhead => "overhead",
+            GateMetric::OutputTokS => "output_tok_s",
+            GateMetric::DecodeTokS => "decode_tok_s",
+            GateMetric::SessionWall => "session_wall",
+            GateMetric::ErrorRate => "error_rate",
+        }
+    }
+
+    /// Parses a name or alias (`tok_s`, `throughput`, `session`, `errors`); `-` and `_`
+    /// are interchangeable and case is ignored.
+    pub fn parse(s: &str) -> Option<GateMetric> {
+        let s = s.trim().to_ascii_lowercase().replace('-', "_");
+        let alias = match s.as_str() {
+            "tok_s" | "throughput" | "output_tokens_per_s" => Some(GateMetric::OutputTokS),
+            "decode" | "decode_rate" => Some(GateMetric::DecodeTokS),
+            "session" | "session_time" => Some(GateMetric::SessionWall),
+            "errors" | "error" => Some(GateMetric::ErrorRate),
+            _ => None,
+        };
+        alias.or_else(|| GateMetric::ALL.into_iter().find(|m| m.name() == s))
+    }
+
+    /// The unit family.
+    pub fn kind(self) -> Kind {
+        match self {
+            GateMetric::OutputTokS | GateMetric::DecodeTokS => Kind::TokensPerSecond,
+            GateMetric::ErrorRate => Kind::Proportion,
+            _ => Kind::Time,
+        }
+    }
+
+    /// The unit values are shown in.
+    pub fn unit(self) -> &'static str {
+        match self.kind() {
+            Kind::Time => "ms",
+            Kind::TokensPerSecond => "tok/s",
+            Kind::Proportion => "%",
+        }
+    }
+
+    /// True when bigger is better (throughput); latencies and error rates are worse when
+    /// they grow.
+    pub fn higher_is_better(self) -> bool {
+        matches!(self, GateMetric::OutputTokS | GateMetric::DecodeTokS)
+    }
+
+    /// The statistics compared by default. Latencies: the median and two tails. Session
+    /// wall time: p50 and p90 only (a run has few sessions; p99 would need 500). Throughput:
+    /// the mean of per-request rates. Error rate: the proportion.
+    pub fn statistics(self) -> &'static [Statistic] {
+        match self {
+            GateMetric::OutputTokS | GateMetric::DecodeTokS => &[Statistic::Mean],
+            GateMetric::SessionWall => &[Statistic::P50, Statistic::P90],
+            GateMetric::ErrorRate => &[Statistic::Rate],
+            _ => &[Statistic::P50, Statistic::P90, Statistic::P99],
+        }
+    }
+
+    /// True when the gate compares this metric without being asked. Everything except
+    /// `itl`: chunk gaps measure how the client's reads happened to coalesce frames and how
+    /// the scheduler woke it as much as the server (several chunks in one read give gaps of
+    /// 0; a descheduled client gives one long gap), so their percentiles swing between runs
+    /// on a shared machine far more than resampling one run can show. Measured: A/A runs
+    /// against the simulator on a loaded 2-core host flagged `itl` p90/p99 in 5 of 20
+    /// pairs. Decode speed is gated robustly by `tpot` and `decode_tok_s` (per-request
+    /// averages). `itl` is compared when named in `--metrics` or given a threshold.
+    pub fn gated_by_default(self) -> bool {
+        self != GateMetric::Itl
+    }
+
+    /// The default noise band (for medians and means; tails get a multiple, see
+    /// [`Statistic::noise_scale`]): relative changes smaller than this (as a fraction; for
+    /// `error_rate`, percentage points as a fraction) are never called a regression or an
+    /// improvement, however narrow the confidence interval. It stands for the run-to-run
+    /// drift that resampling one run cannot see (another CI runner, a busier host, a
+    /// different network path). criterion uses 1 % for CPU micro-benchmarks; network
+    /// latencies drift more:
+    ///
+    /// * `ttft`, `e2e`, `session_wall`, `tpot`, `output_tok_s`, `decode_tok_s`: 5 %. These are sums of many
+    ///   steps (prefill, decode, RTTs) and on a quiet runner repeat within a few percent.
+    /// * `overhead`: 10 %. A small figure (a few ms) dominated by scheduler and network jitter.
+    /// * `itl`: 10 %. Per-chunk gaps depend on how the server batches tokens into chunks
+    ///   (speculative-decoding bursts), and the tails swing with it.
+    /// * `error_rate`: 2 percentage points. With the few hundred requests of a CI run a
+    ///   smaller difference cannot be resolved (the 95 % Wilson upper bound of 0 failures in
+    ///   200 is 1.9 %), so a tighter default would make every clean run "inconclusive".
+    pub fn default_noise(self) -> f64 {
+        match self {
+            GateMetric::Overhead | GateMetric::Itl => 0.10,
+            GateMetric::ErrorRate => 0.02,
+            _ => 0.05,
+        }
+    }
+
+    /// An absolute floor under the noise band, in the metric's unit (ms), for tiny values:
+    /// a 5 % band on a 0.2 ms overhead is 10 µs, far below timer and scheduler jitter
+    /// (tokio wakes in ~1 ms steps on a loaded runner). 0.5 ms for request- and
+    /// session-level times, 20 µs for per-token and per-chunk times; none for throughput
+    /// and error rate.
+    pub fn noise_floor(self) -> f64 {
+        match self {
+            GateMetric::Ttft | GateMetric::E2e | GateMetric::Overhead | GateMetric::SessionWall => {
+                0.5
+            }
+            GateMetric::Tpot | GateMetric::Itl => 0.02,
+            GateMetric::OutputTokS | GateMetric::DecodeTokS | GateMetric::ErrorRate => 0.0,
+        }
+    }
+}
+
+impl std::fmt::Display for GateMetric {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
+/// How much worsening a user allows before the gate fails.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "kind", content = "value", rename_all = "snake_case")]
+pub enum Threshold {
+    /// A fraction of the baseline's statistic (`+10%` → 0.10).
+    Relative(f64),
+    /// An amount in the metric's unit: ms for times, tok/s for throughput, percentage
+    /// points (as a fraction) for the error rate.
+    Absolute(f64),
+}
+
+impl Threshold {
+    /// The threshold as a fraction of `baseline` (for `error_rate`, in points already).
+    pub fn relative_to(self, baseline: f64, metric: GateMetric) -> f64 {
+        match (self, metric.kind()) {
+            (Threshold::Relative(r), _) | (Threshold::Absolute(r), Kind::Proportion) => r,
+            (Threshold::Absolute(a), _) if baseline.abs() > 0.0 => a / baseline.abs(),
+            (Threshold::Absolute(_), _) => f64::INFINITY,
+        }
+    }
+
+    /// `+10%`, `+5ms`, `-50tok/s`, `+1pp`, signed in the metric's worse direction.
+    pub fn display(self, metric: GateMetric) -> String {
+        let sign = if metric.higher_is_better() { '-' } else { '+' };
+        match (self, metric.kind()) {
+            (Threshold::Relative(r), Kind::Proportion)
+            | (Threshold::Absolute(r), Kind::Proportion) => {
+                format!("{sign}{}pp", trim(r * 100.0))
+            }
+            (Threshold::Relative(r), _) => format!("{sign}{}%", trim(r * 100.0)),
+            (Threshold::Absolute(a), Kind::Time) => format!("{sign}{}ms", trim(a)),
+            (Threshold::Absolute(a), Kind::TokensPerSecond) => format!("{sign}{}tok/s", trim(a)),
+        }
+    }
+}
+
+fn trim(v: f64) -> String {
+    let s = format!("{v:.3}");
+    s.trim_end_matches('0').trim_end_matches('.').to_string()
+}
+
+/// A bad threshold; the message names the source (`--threshold` or `[gate]`) and the fix.
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+#[error("{source_name} {spec:?}: {message}")]
+pub struct ThresholdError {
+    /// `--threshold` or `[gate] in <scenario>`.
+    pub source_name: String,
+    /// The offending text.
+    pub spec: String,
+    /// What is wrong and how to write it.
+    pub message: String,
+}
+
+/// Thresholds by metric, optionally narrowed to one statistic (`ttft.p99=+20%`).
+#[derive(Debug, Clone, Default, PartialEq, Serialize)]
+pub struct Thresholds {
+    map: BTreeMap<(GateMetric, Option<Statistic>), Threshold>,
+}
+
+impl Thresholds {
+    /// No thresholds: the noise bands alone decide.
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// The threshold for a metric's statistic: the statistic-specific one, else the
+    /// metric-wide one.
+    pub fn get(&self, metric: GateMetric, stat: Statistic) -> Option<Threshold> {
+        self.map
+            .get(&(metric, Some(stat)))
+            .or_else(|| self.map.get(&(metric, None)))
+            .copied()
+    }
+
+    /// Sets one threshold (replacing an earlier one for the same key).
+    pub fn set(&mut self, metric: GateMetric, stat: Option<Statistic>, t: Threshold) {
+        self.map.insert((metric, stat), t);
+    }
+
+    /// Layers `other` on top (CLI over scenario).
+    pub fn extend(&mut self, other: &Thresholds) {
+        for (k, v) in &other.map {
+            self.map.insert(*k, *v);
+        }
+    }
+
+    /// Parses `METRIC[.STAT]=VALUE` pairs as given to `--threshold`.
+    pub fn parse_cli<S: AsRef<str>>(specs: &[S]) -> Result<Thresholds, ThresholdError> {
+        let mut t = Thresholds::new();
+        for spec in specs {
+            let spec = spec.as_ref();
+            let err = |message: String| ThresholdError {
+                source_name: "--threshold".into(),
+                spec: spec.to_string(),
+                message,
+            };
+            let (key, value) = spec.split_once('=').ok_or_else(|| {
+                err("expected METRIC=VALUE, e.g. --threshold ttft=+10% or --threshold overhead=+5ms".into())
+            })?;
+            let (m, st, th) = parse_pair(key, value).map_err(err)?;
+            t.set(m, st, th);
+        }
+        Ok(t)
+    }
+
+    /// Parses a scenario's `[gate]` table (`ttft = "+10%"`). `scenario` names the file in
+    /// error messages.
+    pub fn parse_gate(
+        table: &BTreeMap<String, String>,
+        scenario: &str,
+    ) -> Result<Thresholds, ThresholdError> {
+        let mut t = Thresholds::new();
+        for (key, value) in table {
+            let (m, st, th) = parse_pair(key, value).map_err(|message| ThresholdError {
+                source_name: format!("[gate] in {scenario}:"),
+                spec: format!("{key} = \"{value}\""),
+                message,
+            })?;
+            t.set(m, st, th);
+        }
+        Ok(t)
+    }
+
+    /// True when any threshold names `metric`.
+    pub fn mentions(&self, metric: GateMetric) -> bool {
+        self.map.keys().any(|(m, _)| *m == metric)
+    }
+
+    /// Every threshold, for reports: (`ttft` or `ttft.p99`, `+10%`).
+    pub fn describe(&self) -> Vec<(String, String)> {
+        self.map
+            .iter()
+            .map(|((m, st), t)| {
+                let key = match st {
+                    Some(st) => format!("{}.{}", m.name(), st.name()),
+                    None => m.name().to_string(),
+                };
+                (key, t.display(*m))
+            })
+            .collect()
+    }
+}
+
+fn known_metrics() -> String {
+    GateMetric::ALL.map(|m| m.name()).join(", ")
+}
+
+/// `ttft` / `ttft.p99` + `+10%` → (metric, statistic, threshold).
+fn parse_pair(
+    key: &str,
+    value: &str,
+) -> Result<(GateMetric, Option<Statistic>, Threshold), String> {
+    let key = key.trim();
+    let (mname, sname) = match key.split_once(['.', ':']) {
+        Some((m, s)) => (m, Some(s)),
+        None => (key, None),
+    };
+    let metric = GateMetric::parse(mname)
+        .ok_or_else(|| format!("unknown metric {mname:?}; known: {}", known_metrics()))?;
+    let stat = match sname {
+        None => None,
+        Some(s) => {
+            let st = Statistic::parse(&s.trim().to_ascii_lowercase()).ok_or_else(|| {
+                format!("unknown statistic {s:?}; use p50, p90, p99, mean or rate")
+            })?;
+            if !metric.statistics().contains(&st) {
+                let have: Vec<&str> = metric.statistics().iter().map(|s| s.name()).collect();
+                return Err(format!(
+                    "{} is compared on {}; a threshold on {} would never apply",
+                    metric.name(),
+                    have.join(", "),
+                    st.name()
+                ));
+            }
+            Some(st)
+        }
+    };
+    Ok((metric, stat, parse_value(metric, value.trim())?))
+}
+
+fn parse_value(metric: GateMetric, v: &str) -> Result<Threshold, String> {
+    let worse_sign = if metric.higher_is_better() { '-' } else { '+' };
+    let example = match metric.kind() {
+        Kind::Time => format!("{worse_sign}10% or {worse_sign}5ms"),
+        Kind::TokensPerSecond => format!("{worse_sign}10% or {worse_sign}50tok/s"),
+        Kind::Proportion => format!("{worse_sign}1pp"),
+    };
+    let (sign, rest) = match v.chars().next() {
+        Some(c @ ('+' | '-')) => (Some(c), &v[1..]),
+        Some('±') => (None, &v['±'.len_utf8()..]),
+        _ => (None, v),
+    };
+    if let Some(s) = sign {
+        if s != worse_sign {
+            let dir = if metric.higher_is_better() {
+                "lower"
+            } else {
+                "higher"
+            };
+            return Err(format!(
+                "a threshold is how much worse the candidate may be before the gate fails, and \
+                 for {} worse means {dir}; write {}={example}",
+                metric.name(),
+                metric.name()
+            ));
+        }
+    }
+    let rest = rest.trim();
+    let split = rest
+        .find(|c: char| !(c.is_ascii_digit() || c == '.'))
+        .unwrap_or(rest.len());
+    let (num, unit) = rest.split_at(split);
+    let x: f64 = num
+        .parse()
+        .ok()
+        .filter(|x: &f64| x.is_finite() && *x >= 0.0)
+        .ok_or_else(|| format!("{v:?} is not a number with a unit; write e.g. {example}"))?;
+    let unit = unit.trim().to_ascii_lowercase();
+    let bad_unit = || {
+        format!(
+            "unit {unit:?} does not fit {} ({}); write e.g. {example}",
+            metric.name(),
+            metric.unit()
+        )
+    };
+    match (metric.kind(), unit.as_str()) {
+        (Kind::Proportion, "%" | "pp") => Ok(Threshold::Absolute(x / 100.0)),
+        (Kind::Proportion, _) => Err(bad_unit()),
+        (_, "%") => Ok(Threshold::Relative(x / 100.0)),
+        (Kind::Time, "ms") => Ok(Threshold::Absolute(x)),
+        (Kind::Time, "us" | "µs") => Ok(Threshold::Absolute(x / 1e3)),
+        (Kind::Time, "s") => Ok(Threshold::Absolute(x * 1e3)),
+        (Kind::TokensPerSecond, "tok/s") => Ok(Threshold::Absolute(x)),
+        _ => Err(bad_unit()),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn parses_cli_thresholds() {
+        let t = Thresholds::parse_cli(&[
+            "ttft=+10%",
+            "overhead=+5ms",
+            "tok_s=-50tok/s",
+            "error_rate=1pp",
+            "itl.p99=+25%",
+            "tpot=300us",
+        ])
+        .unwrap();
+        assert_eq!(
+            t.get(GateMetric::Ttft, Statistic::P50),
+            Some(Threshold::Relative(0.10))
+        );
+        assert_eq!(
+            t.get(GateMetric::Overhead, Statistic::P99),
+            Some(Threshold::Absolute(5.0))
+        );
+        assert_eq!(
+            t.get(GateMetric::OutputTokS, Statistic::Mean),
+            Some(Threshold::Absolute(50.0))
+        );
+        assert_eq!(
+            t.get(GateMetric::ErrorRate, Statistic::Rate),
+            Some(Threshold::Absolute(0.01))
+        );
+        assert_eq!(t.get(GateMetric::Itl, Statistic::P50), None);
+        assert_eq!(
+            t.get(GateMetric::Itl, Statistic::P99),
+            Some(Threshold::Relative(0.25))
+        );
+        assert_eq!(
+            t.get(GateMetric::Tpot, Statistic::P90),
+            Some(Threshold::Absolute(0.3))
+        );
+        assert_eq!(
+            Threshold::Relative(0.1).relative_to(40.0, GateMetric::Ttft),
+            0.1
+        );
+        assert_eq!(
+            Threshold::Absolute(5.0).relative_to(50.0, GateMetric::Overhead),
+            0.1
+        );
+    }
+
+    #[test]
+    fn rejects_bad_thresholds_with_hints() {
+        let e = Thresholds::parse_cli(&["ttft=-10%"]).unwrap_err();
+        assert!(e.to_string().contains("worse means higher"), "{e}");
+        assert!(e.to_string().contains("ttft=+10%"), "{e}");
+        let e = Thresholds::parse_cli(&["output_tok_s=+10%"]).unwrap_err();
+        assert!(e.to_string().contains("worse means lower"), "{e}");
+        let e = Thresholds::parse_cli(&["ttfb=+10%"]).unwrap_err();
+        assert!(e.to_string().contains("known: ttft"), "{e}");
+        let e = Thresholds::parse_cli(&["ttft"]).unwrap_err();
+        assert!(e.to_string().contains("METRIC=VALUE"), "{e}");
+        let e = Thresholds::parse_cli(&["ttft=+10tok/s"]).unwrap_err();
+        assert!(e.to_string().contains("unit"), "{e}");
+        let e = Thresholds::parse_cli(&["session_wall.p99=+10%"]).unwrap_err();
+        assert!(e.to_string().contains("never apply"), "{e}");
+        let e = Thresholds::parse_cli(&["ttft=+abc%"]).unwrap_err();
+        assert!(e.to_string().contains("not a number"), "{e}");
+    }
+
+    #[test]
+    fn gate_table_errors_name_the_scenario() {
+        let mut table = BTreeMap::new();
+        table.insert("ttft".to_string(), "+10%".to_string());
+        table.insert("overhead".to_string(), "+5ms".to_string());
+        let t = Thresholds::parse_gate(&table, "scenarios/ci.toml").unwrap();
+        assert_eq!(
+            t.describe(),
+            vec![
+                ("ttft".to_string(), "+10%".to_string()),
+                ("overhead".to_string(), "+5ms".to_string())
+            ]
+        );
+        table.insert("latency".to_string(), "+5ms".to_string());
+        let e = Thresholds::parse_gate(&table, "scenarios/ci.toml").unwrap_err();
+        assert!(e.to_string().contains("[gate] in scenarios/ci.toml"), "{e}");
+        assert!(e.to_string().contains("latency"), "{e}");
+    }
+}

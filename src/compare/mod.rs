@@ -1,0 +1,212 @@
+//! The CI regression gate: two runs' samples in, a verdict per metric × statistic ×
+//! target × transport out, and the renderings of that verdict. Pure: no I/O, no clocks.
+//!
+//! * [`gate`]: gated metrics, statistics, default noise bands, thresholds.
+//! * [`samples`]: per-request samples per cell, built from records.
+//! * [`stats`]: seeded (cluster) bootstrap of relative changes; proportion intervals.
+//! * [`verdict`]: the decision rule and one [`Row`] per comparison.
+//! * [`render`]: terminal table, Markdown (for `$GITHUB_STEP_SUMMARY`), verdict JSON.
+//!
+//! Does not own: reading results directories or checking that two runs are comparable
+//! (see `commands::compare`), or the exit code contract (`commands`).
+
+pub mod gate;
+pub mod render;
+pub mod samples;
+pub mod stats;
+pub mod verdict;
+
+use serde::Serialize;
+
+pub use gate::{GateMetric, Statistic, Threshold, ThresholdError, Thresholds};
+pub use samples::{CellSamples, RunSamples};
+pub use stats::BootstrapConfig;
+pub use verdict::{ChangeUnit, Row, Verdict};
+
+use crate::recorder::CellKey;
+
+/// Version of the verdict JSON shape (`--format json`).
+pub const VERDICT_SCHEMA_VERSION: u32 = 1;
+
+/// Bootstrap resamples per side by default: enough that the 2.5 % / 97.5 % percentiles of
+/// the resampled changes are stable to a few tenths of a percent.
+pub const DEFAULT_RESAMPLES: u32 = 2000;
+/// Two-sided confidence level of every interval (criterion's default).
+pub const DEFAULT_CONFIDENCE: f64 = 0.95;
+/// Bootstrap seed; fixed so the same two runs always give the same verdict.
+pub const DEFAULT_SEED: u64 = 0x5eed_c0de;
+
+/// How to compare.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct Settings {
+    /// User thresholds (scenario `[gate]` with `--threshold` layered on top).
+    pub thresholds: Thresholds,
+    /// Metrics to compare; empty means every metric gated by default
+    /// ([`GateMetric::gated_by_default`]) plus any metric a threshold names.
+    pub metrics: Vec<GateMetric>,
+    /// Bootstrap settings.
+    #[serde(skip)]
+    pub bootstrap: BootstrapConfig,
+    /// Count `Inconclusive` as a failure (`--fail-on-inconclusive`).
+    pub fail_on_inconclusive: bool,
+}
+
+impl Default for Settings {
+    fn default() -> Self {
+        Settings {
+            thresholds: Thresholds::new(),
+            metrics: Vec::new(),
+            bootstrap: BootstrapConfig {
+                resamples: DEFAULT_RESAMPLES,
+                confidence: DEFAULT_CONFIDENCE,
+                seed: DEFAULT_SEED,
+            },
+            fail_on_inconclusive: false,
+        }
+    }
+}
+
+/// What the renderers say about each run (filled in by the caller, which read the runs).
+#[derive(Debug, Clone, Default, PartialEq, Serialize)]
+pub struct RunLabel {
+    /// The directory as given.
+    pub dir: String,
+    /// `manifest.json` `run_id`.
+    pub run_id: String,
+    /// `manifest.json` `status`.
+    pub status: String,
+    /// Scenario hash.
+    pub scenario_hash: String,
+    /// Link model.
+    pub link: String,
+    /// Relative paths of charts and reports found in the directory (`report.md`, `*.svg`).
+    pub charts: Vec<String>,
+}
+
+/// Counts of rows by verdict.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize)]
+pub struct Counts {
+    /// Regressed rows.
+    pub regressed: usize,
+    /// Inconclusive rows.
+    pub inconclusive: usize,
+    /// Improved rows.
+    pub improved: usize,
+    /// No-change rows.
+    pub no_change: usize,
+}
+
+/// The whole comparison.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct Comparison {
+    /// Baseline run.
+    pub baseline: RunLabel,
+    /// Candidate run.
+    pub candidate: RunLabel,
+    /// Every comparison, in cell, metric, statistic order.
+    pub rows: Vec<Row>,
+    /// Things the reader must know (allowed mismatches, cells on one side only,
+    /// incomplete runs).
+    pub notes: Vec<String>,
+    /// The settings used.
+    pub settings: Settings,
+}
+
+impl Comparison {
+    /// Rows by verdict.
+    pub fn counts(&self) -> Counts {
+        let mut c = Counts::default();
+        for r in &self.rows {
+            match r.verdict {
+                Verdict::Regressed => c.regressed += 1,
+                Verdict::Inconclusive => c.inconclusive += 1,
+                Verdict::Improved => c.improved += 1,
+                Verdict::NoChange => c.no_change += 1,
+            }
+        }
+        c
+    }
+
+    /// The headline: `Regressed` if any row regressed, else `Inconclusive` if any row is,
+    /// else `Improved` if any row improved, else `NoChange`.
+    pub fn overall(&self) -> Verdict {
+        self.rows
+            .iter()
+            .map(|r| r.verdict)
+            .min()
+            .unwrap_or(Verdict::Inconclusive)
+    }
+
+    /// True when the gate fails: a regression, or (with `fail_on_inconclusive`) an
+    /// inconclusive row, or nothing at all to compare.
+    pub fn fails(&self) -> bool {
+        let c = self.counts();
+        c.regressed > 0
+            || (self.settings.fail_on_inconclusive && c.inconclusive > 0)
+            || (self.settings.fail_on_inconclusive && self.rows.is_empty())
+    }
+
+    /// Rows ordered for display: regressions first, then inconclusive, improved, no change.
+    pub fn rows_for_display(&self) -> Vec<&Row> {
+        let mut rows: Vec<&Row> = self.rows.iter().collect();
+        rows.sort_by_key(|r| r.verdict);
+        rows
+    }
+}
+
+/// Compares every cell present in both runs, metric by metric. Cells on one side only are
+/// listed in `notes` (the caller decides beforehand whether that is allowed).
+pub fn compare(
+    baseline: &RunSamples,
+    candidate: &RunSamples,
+    settings: &Settings,
+    baseline_label: RunLabel,
+    candidate_label: RunLabel,
+) -> Comparison {
+    let metrics: Vec<GateMetric> = if settings.metrics.is_empty() {
+        GateMetric::ALL
+            .into_iter()
+            .filter(|m| m.gated_by_default() || settings.thresholds.mentions(*m))
+            .collect()
+    } else {
+        GateMetric::ALL
+            .into_iter()
+            .filter(|m| settings.metrics.contains(m))
+            .collect()
+    };
+    let mut rows = Vec::new();
+    let mut notes = Vec::new();
+    for (key, b) in &baseline.cells {
+        let Some(c) = candidate.cells.get(key) else {
+            notes.push(format!("{key} is only in the baseline; not compared"));
+            continue;
+        };
+        for &m in &metrics {
+            rows.extend(verdict::compare_metric(
+                key,
+                m,
+                b,
+                c,
+                &settings.thresholds,
+                settings.bootstrap,
+            ));
+        }
+    }
+    for key in candidate.cells.keys() {
+        if !baseline.cells.contains_key(key) {
+            notes.push(format!("{key} is only in the candidate; not compared"));
+        }
+    }
+    Comparison {
+        baseline: baseline_label,
+        candidate: candidate_label,
+        rows,
+        notes,
+        settings: settings.clone(),
+    }
+}
+
+/// The cells of a run, for the apples-vs-oranges check.
+pub fn cell_names(samples: &RunSamples) -> Vec<String> {
+    samples.cells.keys().map(CellKey::to_string).collect()
+}

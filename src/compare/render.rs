@@ -1,0 +1,437 @@
+//! Renderings of a [`Comparison`]: a terminal table, Markdown for `$GITHUB_STEP_SUMMARY` and
+//! PR comments, and the verdict JSON. Pure: data in, `String` out. Regressions come first
+//! everywhere; inconclusive rows come next and are never folded into "passed" silently.
+//!
+//! Owns: the text of the verdict and the verdict JSON shape (schema_version
+//! [`VERDICT_SCHEMA_VERSION`]; documented in README "CI regression gate").
+
+use std::collections::BTreeMap;
+use std::fmt::Write as _;
+
+use serde::Serialize;
+
+use super::verdict::{fmt_change, Row, Verdict};
+use super::{Comparison, Counts, RunLabel, VERDICT_SCHEMA_VERSION};
+
+fn fmt_value(v: Option<f64>, unit: &str) -> String {
+    let Some(v) = v else {
+        return "-".to_string();
+    };
+    let num = if v.abs() >= 1000.0 {
+        format!("{v:.0}")
+    } else if v.abs() >= 10.0 {
+        format!("{v:.1}")
+    } else {
+        format!("{v:.2}")
+    };
+    if unit == "%" {
+        format!("{num}%")
+    } else {
+        format!("{num} {unit}")
+    }
+}
+
+fn fmt_ci(r: &Row) -> String {
+    match (r.ci_low, r.ci_high) {
+        (Some(l), Some(h)) => format!(
+            "[{}, {}]",
+            fmt_change(l, r.change_unit),
+            fmt_change(h, r.change_unit)
+        ),
+        _ => "-".to_string(),
+    }
+}
+
+fn fmt_band(r: &Row) -> String {
+    format!(
+        "[{}, {}]",
+        fmt_change(r.band_low, r.change_unit),
+        fmt_change(r.band_high, r.change_unit)
+    )
+}
+
+fn short_reason(r: &Row) -> &'static str {
+    match r.verdict {
+        Verdict::Inconclusive if r.ci_low.is_none() => {
+            if r.reason.starts_with("too few") {
+                "too few samples"
+            } else if r.reason.starts_with("no samples") {
+                "no samples on one side"
+            } else {
+                "undefined"
+            }
+        }
+        Verdict::Inconclusive => "CI straddles band edge",
+        Verdict::Regressed => "worse beyond band",
+        Verdict::Improved => "better beyond band",
+        Verdict::NoChange => "within band",
+    }
+}
+
+fn headline(c: &Comparison) -> String {
+    let n = c.counts();
+    let total = c.rows.len();
+    let detail = format!(
+        "{} regressed, {} inconclusive, {} improved, {} no change (of {total})",
+        n.regressed, n.inconclusive, n.improved, n.no_change
+    );
+    if n.regressed > 0 {
+        format!("REGRESSION: {detail}")
+    } else if c.fails() {
+        format!("FAILED (--fail-on-inconclusive): {detail}")
+    } else if total == 0 {
+        "NOTHING COMPARED: no metric had samples in both runs".to_string()
+    } else {
+        format!("PASS, no regression: {detail}")
+    }
+}
+
+fn settings_line(c: &Comparison) -> String {
+    let b = &c.settings.bootstrap;
+    let th = c.settings.thresholds.describe();
+    let th = if th.is_empty() {
+        "none (noise bands only)".to_string()
+    } else {
+        th.iter()
+            .map(|(k, v)| format!("{k}={v}"))
+            .collect::<Vec<_>>()
+            .join(", ")
+    };
+    format!(
+        "{:.0}% bootstrap CI ({} resamples, seed {:#x}); thresholds: {th}",
+        b.confidence * 100.0,
+        b.resamples,
+        b.seed
+    )
+}
+
+/// The terminal table: headline, runs, every row (regressions first), notes.
+pub fn text(c: &Comparison) -> String {
+    let mut out = String::new();
+    let _ = writeln!(out, "spark-bench compare: {}", headline(c));
+    let _ = writeln!(
+        out,
+        "  baseline:  {} ({})",
+        c.baseline.dir, c.baseline.run_id
+    );
+    let _ = writeln!(
+        out,
+        "  candidate: {} ({})",
+        c.candidate.dir, c.candidate.run_id
+    );
+    let _ = writeln!(out, "  {}", settings_line(c));
+    let header = [
+        "verdict",
+        "cell",
+        "metric",
+        "stat",
+        "baseline",
+        "candidate",
+        "change",
+        "CI",
+        "band",
+        "n (b/c)",
+        "why",
+    ];
+    let mut table: Vec<[String; 11]> = vec![header.map(String::from)];
+    for r in c.rows_for_display() {
+        table.push([
+            r.verdict.as_str().to_uppercase(),
+            r.cell(),
+            r.metric.name().to_string(),
+            r.statistic.name().to_string(),
+            fmt_value(r.baseline, r.unit),
+            fmt_value(r.candidate, r.unit),
+            r.change
+                .map_or("-".to_string(), |v| fmt_change(v, r.change_unit)),
+            fmt_ci(r),
+            fmt_band(r),
+            format!("{}/{}", r.n_baseline, r.n_candidate),
+            short_reason(r).to_string(),
+        ]);
+    }
+    let mut widths = [0usize; 11];
+    for row in &table {
+        for (w, cell) in widths.iter_mut().zip(row) {
+            *w = (*w).max(cell.chars().count());
+        }
+    }
+    out.push('\n');
+    for row in &table {
+        let mut line = String::new();
+        for (i, (cell, w)) in row.iter().zip(widths).enumerate() {
+            let pad = w - cell.chars().count();
+            // Numbers right-aligned, words left-aligned.
+            if (4..=6).contains(&i) {
+                let _ = write!(line, "{}{cell}  ", " ".repeat(pad));
+            } else {
+                let _ = write!(line, "{cell}{}  ", " ".repeat(pad));
+            }
+        }
+        let _ = writeln!(out, "{}", line.trim_end());
+    }
+    for note in &c.notes {
+        let _ = writeln!(out, "note: {note}");
+    }
+    out
+}
+
+fn md_table(rows: &[&Row], with_reason: bool) -> String {
+    let mut out = String::from(
+        "| verdict | cell | metric | baseline | candidate | change | CI | band | n (b/c) |",
+    );
+    out.push_str(if with_reason { " why |\n" } else { "\n" });
+    out.push_str("|---|---|---|--:|--:|--:|---|---|--:|");
+    out.push_str(if with_reason { "---|\n" } else { "\n" });
+    for r in rows {
+        let icon = match r.verdict {
+            Verdict::Regressed => "❌ regressed",
+            Verdict::Inconclusive => "⚠️ inconclusive",
+            Verdict::Improved => "✅ improved",
+            Verdict::NoChange => "no change",
+        };
+        let _ = write!(
+            out,
+            "| {icon} | {} | {} {} | {} | {} | {} | {} | {} | {}/{} |",
+            r.cell(),
+            r.metric.name(),
+            r.statistic.name(),
+            fmt_value(r.baseline, r.unit),
+            fmt_value(r.candidate, r.unit),
+            r.change
+                .map_or("-".to_string(), |v| fmt_change(v, r.change_unit)),
+            fmt_ci(r),
+            fmt_band(r),
+            r.n_baseline,
+            r.n_candidate
+        );
+        if with_reason {
+            let _ = write!(out, " {} |", r.reason.replace('|', "\\|"));
+        }
+        out.push('\n');
+    }
+    out
+}
+
+fn md_run(label: &str, r: &RunLabel) -> String {
+    format!(
+        "- {label}: `{}` (run `{}`, status {}, link `{}`, scenario `{}`)\n",
+        r.dir, r.run_id, r.status, r.link, r.scenario_hash
+    )
+}
+
+/// Markdown for `$GITHUB_STEP_SUMMARY` or a PR comment: a one-line headline, the
+/// regressions, the inconclusive rows, then every row in a collapsed `<details>`, and links
+/// to the candidate's report and charts when it has them.
+pub fn markdown(c: &Comparison) -> String {
+    let mut out = String::new();
+    let n = c.counts();
+    let icon = if n.regressed > 0 || c.fails() {
+        "❌"
+    } else if n.inconclusive > 0 {
+        "⚠️"
+    } else {
+        "✅"
+    };
+    let _ = writeln!(out, "## {icon} spark-bench: {}\n", headline(c));
+    let rows = c.rows_for_display();
+    let regressed: Vec<&Row> = rows
+        .iter()
+        .copied()
+        .filter(|r| r.verdict == Verdict::Regressed)
+        .collect();
+    // Inconclusive rows with an interval get a table; rows without one (too few samples)
+    // get one compact line, so they are visible without drowning the table.
+    let inconclusive: Vec<&Row> = rows
+        .iter()
+        .copied()
+        .filter(|r| r.verdict == Verdict::Inconclusive && r.ci_low.is_some())
+        .collect();
+    let undecided: Vec<&Row> = rows
+        .iter()
+        .copied()
+        .filter(|r| r.verdict == Verdict::Inconclusive && r.ci_low.is_none())
+        .collect();
+    if !regressed.is_empty() {
+        let _ = writeln!(out, "### Regressions\n\n{}", md_table(&regressed, true));
+    }
+    if !inconclusive.is_empty() {
+        let _ = writeln!(
+            out,
+            "### Inconclusive (not failing the gate{})\n\n{}",
+            if c.settings.fail_on_inconclusive {
+                "… except with --fail-on-inconclusive, which is on"
+            } else {
+                ""
+            },
+            md_table(&inconclusive, true)
+        );
+    }
+    if !undecided.is_empty() {
+        let list: Vec<String> = undecided
+            .iter()
+            .map(|r| format!("{} {} {}", r.cell(), r.metric.name(), r.statistic.name()))
+            .collect();
+        let _ = writeln!(
+            out,
+            "**⚠️ Not decided, too few samples ({}):** {}. A percentile q needs at least \
+             5 / (1 − q) samples per side (p90: 50, p99: 500); run more sessions to gate on these.\n",
+            undecided.len(),
+            list.join("; ")
+        );
+    }
+    for note in &c.notes {
+        let _ = writeln!(out, "> **Note:** {note}\n");
+    }
+    let _ = writeln!(
+        out,
+        "<details><summary>All {} comparisons</summary>\n\n{}\n{}\n{}\n{}\n</details>\n",
+        c.rows.len(),
+        md_table(&rows, false),
+        md_run("Baseline", &c.baseline),
+        md_run("Candidate", &c.candidate),
+        settings_line(c)
+    );
+    if !c.candidate.charts.is_empty() {
+        let links: Vec<String> = c
+            .candidate
+            .charts
+            .iter()
+            .map(|p| {
+                let path = format!("{}/{p}", c.candidate.dir.trim_end_matches('/'));
+                format!("[{p}]({path})")
+            })
+            .collect();
+        let _ = writeln!(out, "Candidate charts: {}\n", links.join(" · "));
+    }
+    out
+}
+
+#[derive(Serialize)]
+struct VerdictJson<'a> {
+    schema_version: u32,
+    verdict: Verdict,
+    passed: bool,
+    headline: String,
+    counts: Counts,
+    baseline: &'a RunLabel,
+    candidate: &'a RunLabel,
+    settings: JsonSettings,
+    notes: &'a [String],
+    rows: Vec<&'a Row>,
+}
+
+#[derive(Serialize)]
+struct JsonSettings {
+    confidence: f64,
+    resamples: u32,
+    seed: u64,
+    fail_on_inconclusive: bool,
+    metrics: Vec<&'static str>,
+    thresholds: BTreeMap<String, String>,
+}
+
+/// The verdict JSON (pretty-printed, trailing newline). Rows in display order.
+pub fn json(c: &Comparison) -> String {
+    let s = &c.settings;
+    let v = VerdictJson {
+        schema_version: VERDICT_SCHEMA_VERSION,
+        verdict: c.overall(),
+        passed: !c.fails(),
+        headline: headline(c),
+        counts: c.counts(),
+        baseline: &c.baseline,
+        candidate: &c.candidate,
+        settings: JsonSettings {
+            confidence: s.bootstrap.confidence,
+            resamples: s.bootstrap.resamples,
+            seed: s.bootstrap.seed,
+            fail_on_inconclusive: s.fail_on_inconclusive,
+            metrics: s.metrics.iter().map(|m| m.name()).collect(),
+            thresholds: s.thresholds.describe().into_iter().collect(),
+        },
+        notes: &c.notes,
+        rows: c.rows_for_display(),
+    };
+    // Every field is a plain number, string, list or map: serializing cannot fail, but a
+    // failure would still produce valid JSON rather than a panic.
+    let mut s = serde_json::to_string_pretty(&v)
+        .unwrap_or_else(|e| format!("{{\"error\": \"cannot serialize the verdict: {e}\"}}"));
+    s.push('\n');
+    s
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::compare::{compare, RunSamples, Settings};
+    use crate::recorder::RequestRecord;
+
+    fn run(scale: f64, n: usize) -> RunSamples {
+        let mut s = RunSamples::new();
+        for i in 0..n {
+            let ttft = (20.0 + (i % 7) as f64) * scale;
+            s.add_request(&RequestRecord {
+                target: "sim-wafer".into(),
+                transport: "http".into(),
+                first_token_ns: Some((ttft * 1e6) as u64),
+                ..Default::default()
+            });
+        }
+        s
+    }
+
+    #[test]
+    fn renderings_put_regressions_first() {
+        let settings = Settings {
+            metrics: vec![crate::compare::GateMetric::Ttft],
+            ..Settings::default()
+        };
+        let label = |d: &str| RunLabel {
+            dir: d.into(),
+            run_id: format!("{d}-id"),
+            charts: vec!["report.md".into()],
+            ..Default::default()
+        };
+        let c = compare(
+            &run(1.0, 200),
+            &run(1.2, 200),
+            &settings,
+            label("a"),
+            label("b"),
+        );
+        assert!(c.fails());
+        assert_eq!(c.overall(), Verdict::Regressed);
+        let t = text(&c);
+        assert!(t.starts_with("spark-bench compare: REGRESSION"), "{t}");
+        let first_row = t
+            .lines()
+            .find(|l| l.starts_with("REGRESSED") || l.starts_with("INCONCLUSIVE"))
+            .unwrap();
+        assert!(first_row.starts_with("REGRESSED"), "{t}");
+        let md = markdown(&c);
+        assert!(md.starts_with("## ❌ spark-bench: REGRESSION"), "{md}");
+        assert!(md.find("### Regressions").unwrap() < md.find("<details>").unwrap());
+        assert!(md.contains("[report.md](b/report.md)"), "{md}");
+        let j: serde_json::Value = serde_json::from_str(&json(&c)).unwrap();
+        assert_eq!(j["verdict"], "regressed");
+        assert_eq!(j["passed"], false);
+        assert_eq!(j["rows"][0]["verdict"], "regressed");
+        assert_eq!(j["rows"][0]["metric"], "ttft");
+        assert_eq!(j["rows"][0]["statistic"], "p50");
+        assert_eq!(j["rows"][0]["change_unit"], "relative");
+        let same = compare(
+            &run(1.0, 200),
+            &run(1.0, 200),
+            &settings,
+            label("a"),
+            label("b"),
+        );
+        assert!(!same.fails());
+        assert!(
+            text(&same).starts_with("spark-bench compare: PASS"),
+            "{}",
+            text(&same)
+        );
+    }
+}
