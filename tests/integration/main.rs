@@ -4,7 +4,6 @@ mod client_interop;
 mod client_peer;
 mod client_sim;
 mod common;
-mod compare_sim;
 mod compare_synthetic;
 mod data;
 mod report;

@@ -6,9 +6,8 @@
 #[allow(dead_code)]
 #[path = "../integration/sim_client.rs"]
 mod sim_client;
-#[path = "../integration/sim_link.rs"]
-mod sim_link;
-#[path = "../integration/sim_rates.rs"]
-mod sim_rates;
 
 mod accuracy;
+mod compare_sim;
+mod sim_link;
+mod sim_rates;

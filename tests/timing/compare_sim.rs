@@ -126,8 +126,8 @@ fn gate(base: &Path, cand: &Path) -> spark_bench::compare::Comparison {
 /// gate rightly reports that. Run it alone:
 /// `cargo test --test integration compare_sim -- --ignored --test-threads=1`.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-#[ignore = "measurement of rates; run alone with --test-threads=1 (~2 min)"]
 async fn gate_rates_against_the_simulator() {
+    let _serial = crate::sim_client::SERIAL.lock().await;
     let tmp = tempfile::tempdir().unwrap();
     let base_sim = start(base_profile()).await;
     let slow_ttft = start(Profile {
@@ -242,16 +242,17 @@ async fn gate_rates_against_the_simulator() {
     }
     // Measured here (2 shared cores, debug build, other jobs running): A/A 0/20; +10 %
     // TTFT 19/20 (the realised shift ranged +5.6 % … +14.4 %: host drift between two runs
-    // made seconds apart moves it by a few percent); −10 % decode 20/20. The bounds leave
-    // one trial of slack for that drift so the test is not flaky on a busy runner.
+    // made seconds apart moves it by a few percent); −10 % decode 20/20. The bounds are the
+    // issue's: at most 1 of 20 A/A pairs may fail, at least 19 of 20 slowdowns must be
+    // caught. This runs in the `timing` test binary, alone on the machine.
     assert!(aa_failed <= 1, "A/A false positives {aa_failed}/{trials}");
     assert!(
-        detected[0] >= 18,
+        detected[0] >= 19,
         "+10% TTFT flagged {}/{trials}",
         detected[0]
     );
     assert!(
-        detected[1] >= 18,
+        detected[1] >= 19,
         "-10% decode flagged {}/{trials}",
         detected[1]
     );
@@ -262,6 +263,7 @@ async fn gate_rates_against_the_simulator() {
 /// (exit 1, `ttft` regressed), and the CLI comparing a run with itself (exit 0).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn gate_catches_a_large_slowdown_end_to_end() {
+    let _serial = crate::sim_client::SERIAL.lock().await;
     let tmp = tempfile::tempdir().unwrap();
     let base_sim = start(base_profile()).await;
     let slow_sim = start(Profile {
