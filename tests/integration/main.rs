@@ -6,6 +6,8 @@ mod client_sim;
 mod common;
 mod data;
 mod report;
+mod run_e2e;
+mod run_support;
 mod sim_cli;
 mod sim_client;
 mod sim_faults;
