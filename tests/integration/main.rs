@@ -7,6 +7,7 @@ mod common;
 mod data;
 mod report;
 mod run_e2e;
+mod run_faults;
 mod run_support;
 mod sim_cli;
 mod sim_client;

@@ -359,3 +359,222 @@ prompt = "Again."
     assert!(!out2.exists(), "a results directory was created");
     sim.shutdown().await;
 }
+
+/// Ctrl-C (SIGINT) mid-run: exit 130, every completed request written and parseable, the run
+/// marked interrupted, the summary written.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn ctrl_c_writes_what_completed_and_exits_130() {
+    let tmp = tempfile::tempdir().unwrap();
+    // ~300 requests at ~1 every 70 ms: about 20 s if nothing stops it.
+    let s = scenario(
+        tmp.path(),
+        "long.toml",
+        r#"
+name = "long"
+max_output_tokens = 8
+link = "rtt=5ms"
+[matrix]
+targets = ["sim-wafer"]
+transports = ["http-pooled", "ws"]
+[[turns]]
+prompt = "Say something short."
+think_time = "20ms"
+repeat = 300
+"#,
+    );
+    let out = tmp.path().join("results");
+    let mut child = tokio::process::Command::new(env!("CARGO_BIN_EXE_spark-bench"))
+        .args([
+            "run",
+            s.to_str().unwrap(),
+            "--out",
+            out.to_str().unwrap(),
+            "--no-report",
+        ])
+        .stdin(std::process::Stdio::null())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .kill_on_drop(true)
+        .spawn()
+        .unwrap();
+    let pid = child.id().unwrap();
+
+    // Wait (on the file, not the clock) until completed requests are on disk.
+    let started = std::time::Instant::now();
+    let dir = loop {
+        let found = std::fs::read_dir(&out)
+            .ok()
+            .and_then(|mut d| d.next())
+            .map(|e| e.unwrap().path());
+        if let Some(dir) = found {
+            let rows = std::fs::read_to_string(dir.join("requests.csv"))
+                .map(|t| t.lines().count().saturating_sub(1))
+                .unwrap_or(0);
+            if rows >= 1 {
+                break dir;
+            }
+        }
+        assert!(
+            child.try_wait().unwrap().is_none(),
+            "the run ended before it could be interrupted"
+        );
+        assert!(
+            started.elapsed() < std::time::Duration::from_secs(60),
+            "no request row appeared in requests.csv within 60 s"
+        );
+        tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+    };
+    let killed = std::process::Command::new("kill")
+        .args(["-INT", &pid.to_string()])
+        .status()
+        .unwrap();
+    assert!(killed.success());
+    let o = tokio::time::timeout(BIN_LIMIT, child.wait_with_output())
+        .await
+        .expect("spark-bench did not exit after SIGINT")
+        .unwrap();
+    let (stdout, stderr) = texts(&o);
+    assert_eq!(o.status.code(), Some(130), "{stdout}\n{stderr}");
+    assert_no_panic(&stderr);
+    assert!(stderr.contains("interrupted"), "{stderr}");
+
+    let run = LoadedRun::open(&dir).unwrap();
+    assert_eq!(run.manifest.status, RunStatus::Interrupted);
+    assert!(run.manifest.ended_at.is_some());
+    assert!(dir.join("summary.json").is_file());
+    assert!(!run.rebuilt, "summary.json was not written");
+    // Every row parses (strictly: the run finished writing), and every request the recorder
+    // counted has its row.
+    let recs = run.records().unwrap();
+    let counted: u64 = run
+        .summary
+        .cells
+        .iter()
+        .map(|c| c.requests + c.warmup_requests)
+        .sum();
+    assert_eq!(recs.len() as u64, counted);
+    assert!(
+        recs.len() < 2 * 300,
+        "the run was not stopped: {} requests",
+        recs.len()
+    );
+    use spark_bench::recorder::OutcomeKind;
+    for r in &recs {
+        assert!(
+            matches!(r.outcome, OutcomeKind::Ok | OutcomeKind::Cancelled),
+            "{r:?}"
+        );
+        if r.is_ok() && r.kind != spark_bench::recorder::RequestKind::Warmup {
+            assert!(r.first_token_ns.is_some() && !r.chunks.is_empty(), "{r:?}");
+        }
+    }
+    // No request id twice, and every chunk belongs to a written request.
+    let ids: std::collections::BTreeSet<u64> = recs.iter().map(|r| r.id).collect();
+    assert_eq!(ids.len(), recs.len());
+    for c in csv_maps(&dir.join("chunks.csv")) {
+        assert!(ids.contains(&c["request_id"].parse::<u64>().unwrap()));
+    }
+    // Each cell's session ended and was written.
+    let sessions = run.sessions().unwrap();
+    assert_eq!(sessions.len(), 2, "{sessions:?}");
+    for s in &sessions {
+        let n = recs
+            .iter()
+            .filter(|r| r.transport == s.transport && r.session == s.session)
+            .count();
+        assert_eq!(s.requests as usize, n, "{s:?}");
+    }
+    // The table is still printed.
+    assert!(stdout.starts_with("target"), "{stdout}");
+}
+
+/// Mistakes in a scenario or on the command line: exit 2, a message that says where and how
+/// to fix it, no panic, no results directory.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn bad_input_exits_2_with_a_located_message() {
+    let tmp = tempfile::tempdir().unwrap();
+    let out = tmp.path().join("results");
+    let out = out.to_str().unwrap();
+    let unknown_key = scenario(
+        tmp.path(),
+        "unknown-key.toml",
+        "name = \"x\"\n[load]\nsessions = 1\n[[turns]]\nprompt = \"hi\"\nthink = \"1s\"\n",
+    );
+    let bad_duration = scenario(
+        tmp.path(),
+        "bad-duration.toml",
+        "name = \"x\"\n[[turns]]\nprompt = \"hi\"\nthink_time = \"three seconds\"\n",
+    );
+    let wrong_type = scenario(
+        tmp.path(),
+        "wrong-type.toml",
+        "name = \"x\"\n[load]\nsessions = \"two\"\n[[turns]]\nprompt = \"hi\"\n",
+    );
+    // (file, line:col, what the message must name, the hint)
+    let cases = [
+        (&unknown_key, "6:1", "`think`", "did you mean `think_time`"),
+        (&bad_duration, "4:14", "`think_time`", "write it like \"40ms\""),
+        (&wrong_type, "3:12", "`sessions`", "e.g. `sessions = 2`"),
+    ];
+    for (file, at, key, hint) in cases {
+        let o = run_bin(&["run", file.to_str().unwrap(), "--out", out], &[]).await;
+        let (stdout, stderr) = texts(&o);
+        assert_eq!(o.status.code(), Some(2), "{}: {stderr}", file.display());
+        assert_no_panic(&stderr);
+        assert!(stdout.is_empty(), "{stdout}");
+        let located = format!("{}:{at}", file.display());
+        for want in [located.as_str(), key, hint] {
+            assert!(stderr.contains(want), "missing {want:?} in:\n{stderr}");
+        }
+        assert_eq!(stderr.lines().count(), 1, "one line:\n{stderr}");
+    }
+
+    // A scenario that does not exist: the path, the reason once, and where scenarios live.
+    let missing = tmp.path().join("no-such-scenario.toml");
+    let o = run_bin(&["run", missing.to_str().unwrap(), "--out", out], &[]).await;
+    let (_, stderr) = texts(&o);
+    assert_eq!(o.status.code(), Some(2), "{stderr}");
+    assert_no_panic(&stderr);
+    assert!(stderr.contains(missing.to_str().unwrap()), "{stderr}");
+    assert!(stderr.contains("scenarios/"), "{stderr}");
+    assert_eq!(
+        stderr.matches("No such file or directory").count(),
+        1,
+        "the reason once:\n{stderr}"
+    );
+
+    // An unknown --target lists the known ones.
+    let o = run_bin(
+        &[
+            "run",
+            "scenarios/smoke.toml",
+            "--target",
+            "sim-tpu",
+            "--out",
+            out,
+        ],
+        &[],
+    )
+    .await;
+    let (_, stderr) = texts(&o);
+    assert_eq!(o.status.code(), Some(2), "{stderr}");
+    assert_no_panic(&stderr);
+    for want in ["sim-tpu", "sim-gpu", "sim-wafer", "sim-cpu"] {
+        assert!(stderr.contains(want), "missing {want:?} in:\n{stderr}");
+    }
+
+    // An unknown --transport: clap's usage error, also exit 2.
+    let o = run_bin(
+        &["run", "scenarios/smoke.toml", "--transport", "carrier-pigeon"],
+        &[],
+    )
+    .await;
+    let (_, stderr) = texts(&o);
+    assert_eq!(o.status.code(), Some(2), "{stderr}");
+    assert!(stderr.contains("http-pooled"), "{stderr}");
+
+    assert!(
+        !Path::new(out).exists(),
+        "bad input created a results directory"
+    );
+}
