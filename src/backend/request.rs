@@ -116,6 +116,14 @@ pub fn http_request(
             .map_err(|_| BuildError(format!("invalid fault spec {f:?}")))?;
         headers.push((HeaderName::from_static("x-sim-fault"), v));
     }
+    // The same timing request as on the WebSocket upgrade, so that both transports' overhead
+    // is client TTFT − server TTFT, not server timing on one and an estimate on the other.
+    if target.api == ApiFlavour::Responses && target.request_timing {
+        headers.push((
+            HeaderName::from_static("x-responsesapi-include-timing-metrics"),
+            HeaderValue::from_static("true"),
+        ));
+    }
     let (path, body) = match target.api {
         ApiFlavour::ChatCompletions => ("/chat/completions", chat_body(target, conv, spec)),
         ApiFlavour::Responses => ("/responses", responses_body(target, conv, spec, false)),

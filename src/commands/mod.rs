@@ -89,7 +89,10 @@ mod tests {
     fn error_text_prints_each_cause_once() {
         let io = || std::io::Error::new(std::io::ErrorKind::NotFound, "gone (os error 2)");
         let e = anyhow::Error::new(Quoting { source: io() });
-        assert_eq!(error_text(&e), "cannot read x.toml: gone (os error 2); check the path");
+        assert_eq!(
+            error_text(&e),
+            "cannot read x.toml: gone (os error 2); check the path"
+        );
         // Causes the message does not quote are kept, in order.
         let e = anyhow::Error::new(io()).context("loading the plan");
         assert_eq!(error_text(&e), "loading the plan: gone (os error 2)");

@@ -379,13 +379,10 @@ impl SessionTransport {
             let mut sender = conn.sender.clone();
             let send = async move {
                 // `ready` fails only on a closed connection: the request was not sent.
-                sender
-                    .ready()
-                    .await
-                    .map_err(|error| h::SendError {
-                        error,
-                        unsent: true,
-                    })?;
+                sender.ready().await.map_err(|error| h::SendError {
+                    error,
+                    unsent: true,
+                })?;
                 sender
                     .try_send_request(hreq)
                     .await
@@ -395,8 +392,7 @@ impl SessionTransport {
             let dead = pumped.unsent || conn.sender.is_closed();
             if matches!(pumped.ending, Ending::Io(_)) && dead {
                 let mut slot = c.h2.lock().await;
-                if slot.as_ref().map(|s| s.setup.connection_id) == Some(conn.setup.connection_id)
-                {
+                if slot.as_ref().map(|s| s.setup.connection_id) == Some(conn.setup.connection_id) {
                     *slot = None;
                 }
             }

@@ -7,8 +7,7 @@ use std::path::Path;
 use sha2::Digest;
 use spark_bench::recorder::{Metric, Summary};
 use spark_bench::store::{
-    read_hlog, LoadedRun, RunStatus, TimelineFile, CHUNK_COLUMNS, REQUEST_COLUMNS,
-    SESSION_COLUMNS,
+    read_hlog, LoadedRun, RunStatus, TimelineFile, CHUNK_COLUMNS, REQUEST_COLUMNS, SESSION_COLUMNS,
 };
 
 use crate::run_support::*;
@@ -27,12 +26,21 @@ async fn smoke_run_writes_the_whole_results_contract() {
     let tmp = tempfile::tempdir().unwrap();
     let out = tmp.path().join("results");
     let o = run_bin(
-        &["run", "scenarios/smoke.toml", "--out", out.to_str().unwrap()],
+        &[
+            "run",
+            "scenarios/smoke.toml",
+            "--out",
+            out.to_str().unwrap(),
+        ],
         &[],
     )
     .await;
     let (stdout, stderr) = texts(&o);
-    assert_eq!(o.status.code(), Some(0), "stdout:\n{stdout}\nstderr:\n{stderr}");
+    assert_eq!(
+        o.status.code(),
+        Some(0),
+        "stdout:\n{stdout}\nstderr:\n{stderr}"
+    );
     assert_no_panic(&stderr);
     let dir = only_run(&out);
     let run = LoadedRun::open(&dir).unwrap();
@@ -60,14 +68,18 @@ async fn smoke_run_writes_the_whole_results_contract() {
     let m = &run.manifest;
     assert_eq!(m.status, RunStatus::Complete);
     assert!(m.ended_at.is_some());
-    let source = std::fs::read(Path::new(env!("CARGO_MANIFEST_DIR")).join("scenarios/smoke.toml"))
-        .unwrap();
+    let source =
+        std::fs::read(Path::new(env!("CARGO_MANIFEST_DIR")).join("scenarios/smoke.toml")).unwrap();
     let want_hash = format!("sha256:{:x}", sha2::Sha256::digest(&source));
     assert_eq!(m.scenario.hash, want_hash);
     assert_eq!(m.scenario.source.as_bytes(), &source[..]);
     assert_eq!(m.seed, 1);
     assert_eq!(m.link, "rtt=10ms");
-    assert!(!m.host.hostname.is_empty() && m.host.cpus >= 1, "{:?}", m.host);
+    assert!(
+        !m.host.hostname.is_empty() && m.host.cpus >= 1,
+        "{:?}",
+        m.host
+    );
     assert!(!m.host.os.is_empty() && !m.host.arch.is_empty());
     assert_eq!(plan.cells.len(), 4);
 
@@ -128,7 +140,11 @@ async fn smoke_run_writes_the_whole_results_contract() {
     assert_eq!(summary, run.summary);
     assert_eq!(summary.cells.len(), 4);
     for c in &summary.cells {
-        assert_eq!(c.requests, (measured_sessions * per_session) as u64, "{c:?}");
+        assert_eq!(
+            c.requests,
+            (measured_sessions * per_session) as u64,
+            "{c:?}"
+        );
         assert_eq!(c.ok, c.requests);
         assert_eq!(c.sessions, measured_sessions as u64);
     }
@@ -147,17 +163,11 @@ async fn smoke_run_writes_the_whole_results_contract() {
                 .join(&c.transport)
                 .join(format!("{}.hlog", m.name()));
             let h = read_hlog(&p).unwrap_or_else(|e| panic!("{}: {e}", p.display()));
-            assert_eq!(
-                h.len(),
-                c.metric(m).unwrap().count,
-                "{}",
-                p.display()
-            );
+            assert_eq!(h.len(), c.metric(m).unwrap().count, "{}", p.display());
         }
-        let ttft = read_hlog(
-            &dir.join(format!("histograms/{}/{}/ttft.hlog", c.target, c.transport)),
-        )
-        .unwrap();
+        let ttft =
+            read_hlog(&dir.join(format!("histograms/{}/{}/ttft.hlog", c.target, c.transport)))
+                .unwrap();
         assert_eq!(ttft.len(), c.ok);
     }
 
@@ -171,7 +181,11 @@ async fn smoke_run_writes_the_whole_results_contract() {
         let p = e.unwrap().path();
         let stem = p.file_stem().unwrap().to_string_lossy().into_owned();
         let ext = p.extension().unwrap().to_string_lossy().into_owned();
-        assert!(std::fs::metadata(&p).unwrap().len() > 100, "{}", p.display());
+        assert!(
+            std::fs::metadata(&p).unwrap().len() > 100,
+            "{}",
+            p.display()
+        );
         charts.entry(stem).or_default().push(ext);
     }
     assert!(charts.len() >= 4, "{charts:?}");
@@ -216,7 +230,10 @@ async fn json_prints_a_summary_that_parses_and_nothing_else() {
     assert_eq!(summary, on_disk);
     let transports: Vec<&str> = summary.cells.iter().map(|c| c.transport.as_str()).collect();
     assert_eq!(transports, ["http-pooled", "ws"]);
-    assert!(!dir.join("report.html").exists(), "--no-report wrote a report");
+    assert!(
+        !dir.join("report.html").exists(),
+        "--no-report wrote a report"
+    );
 }
 
 /// Progress goes to stderr as a status line every 5 s when stderr is not a terminal; with
@@ -247,7 +264,14 @@ prompt = "Three."
     );
     let s = s.to_str().unwrap();
     let (out_q, out_l) = (tmp.path().join("q"), tmp.path().join("l"));
-    let quiet_args = ["run", s, "--out", out_q.to_str().unwrap(), "--quiet", "--no-report"];
+    let quiet_args = [
+        "run",
+        s,
+        "--out",
+        out_q.to_str().unwrap(),
+        "--quiet",
+        "--no-report",
+    ];
     let loud_args = ["run", s, "--out", out_l.to_str().unwrap(), "--no-report"];
     let (quiet, loud) = tokio::join!(run_bin(&quiet_args, &[]), run_bin(&loud_args, &[]));
     let is_progress = |l: &&str| l.starts_with('[') && l.contains(" sessions");
@@ -513,7 +537,12 @@ async fn bad_input_exits_2_with_a_located_message() {
     // (file, line:col, what the message must name, the hint)
     let cases = [
         (&unknown_key, "6:1", "`think`", "did you mean `think_time`"),
-        (&bad_duration, "4:14", "`think_time`", "write it like \"40ms\""),
+        (
+            &bad_duration,
+            "4:14",
+            "`think_time`",
+            "write it like \"40ms\"",
+        ),
         (&wrong_type, "3:12", "`sessions`", "e.g. `sessions = 2`"),
     ];
     for (file, at, key, hint) in cases {
@@ -565,7 +594,12 @@ async fn bad_input_exits_2_with_a_located_message() {
 
     // An unknown --transport: clap's usage error, also exit 2.
     let o = run_bin(
-        &["run", "scenarios/smoke.toml", "--transport", "carrier-pigeon"],
+        &[
+            "run",
+            "scenarios/smoke.toml",
+            "--transport",
+            "carrier-pigeon",
+        ],
         &[],
     )
     .await;

@@ -135,12 +135,20 @@ async fn injected_faults_are_recorded_by_kind_and_the_session_goes_on() {
                 .map(|(k, n)| (k.to_string(), n))
                 .collect();
         assert_eq!(cell.by_outcome, want, "{transport}");
-        assert_eq!((cell.requests, cell.ok, cell.failed), (7, 4, 3), "{transport}");
+        assert_eq!(
+            (cell.requests, cell.ok, cell.failed),
+            (7, 4, 3),
+            "{transport}"
+        );
         for m in [Metric::Ttft, Metric::E2e, Metric::Overhead, Metric::Tpot] {
             assert_eq!(cell.metric(m).unwrap().count, cell.ok, "{transport} {m:?}");
         }
         let hlog = read_hlog(&dir.join(format!("histograms/fw/{transport}/ttft.hlog"))).unwrap();
-        assert_eq!(hlog.len(), cell.ok, "{transport}: TTFT histogram holds failures");
+        assert_eq!(
+            hlog.len(),
+            cell.ok,
+            "{transport}: TTFT histogram holds failures"
+        );
         // The session with failures is counted as failed, and stays out of session_wall.
         assert_eq!(cell.failed_sessions, 1);
         assert!(cell.metric(Metric::SessionWall).is_none());

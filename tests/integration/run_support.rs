@@ -56,7 +56,12 @@ pub fn only_run(out: &Path) -> PathBuf {
         .map(|e| e.unwrap().path())
         .filter(|p| p.is_dir() && p.file_name().is_some_and(|n| n != "baselines"))
         .collect();
-    assert_eq!(dirs.len(), 1, "expected one run under {}: {dirs:?}", out.display());
+    assert_eq!(
+        dirs.len(),
+        1,
+        "expected one run under {}: {dirs:?}",
+        out.display()
+    );
     dirs.into_iter().next().unwrap()
 }
 
