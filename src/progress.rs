@@ -55,7 +55,7 @@ pub async fn show(mode: Mode, total_sessions: u64, mut rx: watch::Receiver<(u64,
             );
             bar.enable_steady_tick(Duration::from_millis(125));
             while rx.changed().await.is_ok() {
-                let (done, s) = rx.borrow_and_update().clone();
+                let (done, s) = *rx.borrow_and_update();
                 bar.set_position(done);
                 bar.set_message(describe(&s));
             }
@@ -66,7 +66,7 @@ pub async fn show(mode: Mode, total_sessions: u64, mut rx: watch::Receiver<(u64,
             while rx.changed().await.is_ok() {
                 if last_print.elapsed() >= Duration::from_secs(5) {
                     last_print = Instant::now();
-                    let (done, s) = rx.borrow_and_update().clone();
+                    let (done, s) = *rx.borrow_and_update();
                     eprintln!(
                         "[{:>6.1}s] {}/{} sessions  {}",
                         started.elapsed().as_secs_f64(),

@@ -82,7 +82,7 @@ pub async fn run(
             cell.transport,
             endpoint.trust.clone(),
             endpoint.link,
-            clock.clone(),
+            clock,
             cell_seed,
         )?;
         let ctx = CellContext {
@@ -92,7 +92,7 @@ pub async fn run(
                 transport: cell.transport,
             },
             connector: Arc::new(connector),
-            clock: clock.clone(),
+            clock,
             stop: stop.clone(),
             tx: tx.clone(),
             ids: ids.clone(),
