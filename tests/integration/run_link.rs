@@ -131,6 +131,12 @@ prompt = "Add a docstring."
         run.summary.cell("sim-wafer", "http").unwrap(),
         run.summary.cell("sim-wafer", "ws").unwrap(),
     );
+    // Both from server timing (the same definition), not server timing on ws and the
+    // first-event estimate on http.
+    for c in [h, w] {
+        let sources: Vec<_> = c.overhead_sources.keys().map(String::as_str).collect();
+        assert_eq!(sources, ["server-timing"], "{}", c.transport);
+    }
     for m in [Metric::Overhead, Metric::Ttft] {
         let (hp, wp) = (h.metric(m).unwrap().p50, w.metric(m).unwrap().p50);
         eprintln!("{m:?} p50: http {hp:.1} ms, ws {wp:.1} ms");
