@@ -73,6 +73,13 @@ fn common_headers(target: &Target) -> Result<Vec<(HeaderName, HeaderValue)>, Bui
     Ok(h)
 }
 
+/// Checks that requests to `target` can be built: its API key variable (`api_key_env`) is
+/// set and its extra headers are valid. `run` calls it before anything starts, so a missing
+/// key is one configuration error (exit 2) instead of a run in which every request fails.
+pub fn check_target(target: &Target) -> Result<(), BuildError> {
+    common_headers(target).map(|_| ())
+}
+
 /// Headers of the WebSocket upgrade request.
 pub fn ws_headers(target: &Target) -> Result<Vec<(HeaderName, HeaderValue)>, BuildError> {
     let mut h = common_headers(target)?;

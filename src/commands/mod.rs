@@ -44,10 +44,28 @@ pub fn main(cli: Cli) -> ExitCode {
             if is_broken_pipe(&e) {
                 return ExitCode::from(EXIT_OK);
             }
-            eprintln!("error: {e:#}");
+            eprintln!("error: {}", error_text(&e));
             ExitCode::from(EXIT_ERROR)
         }
     }
+}
+
+/// The error and its causes, `: `-separated like `{:#}`, but without a cause whose text the
+/// message already carries: many error types both quote their source in their message and
+/// expose it as `source()`, which `{:#}` would print twice.
+pub fn error_text(e: &anyhow::Error) -> String {
+    let mut out = String::new();
+    for cause in e.chain() {
+        let text = cause.to_string();
+        if text.is_empty() || out.contains(&text) {
+            continue;
+        }
+        if !out.is_empty() {
+            out.push_str(": ");
+        }
+        out.push_str(&text);
+    }
+    out
 }
 
 fn is_broken_pipe(e: &anyhow::Error) -> bool {
@@ -55,4 +73,28 @@ fn is_broken_pipe(e: &anyhow::Error) -> bool {
         c.downcast_ref::<std::io::Error>()
             .is_some_and(|io| io.kind() == std::io::ErrorKind::BrokenPipe)
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::error_text;
+
+    #[derive(Debug, thiserror::Error)]
+    #[error("cannot read x.toml: {source}; check the path")]
+    struct Quoting {
+        source: std::io::Error,
+    }
+
+    #[test]
+    fn error_text_prints_each_cause_once() {
+        let io = || std::io::Error::new(std::io::ErrorKind::NotFound, "gone (os error 2)");
+        let e = anyhow::Error::new(Quoting { source: io() });
+        assert_eq!(
+            error_text(&e),
+            "cannot read x.toml: gone (os error 2); check the path"
+        );
+        // Causes the message does not quote are kept, in order.
+        let e = anyhow::Error::new(io()).context("loading the plan");
+        assert_eq!(error_text(&e), "loading the plan: gone (os error 2)");
+    }
 }

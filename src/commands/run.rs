@@ -126,6 +126,11 @@ pub async fn run_plan(
     out: &Path,
     progress: ProgressChoice,
 ) -> anyhow::Result<RunOutcome> {
+    // Configuration the plan cannot check (it reads no environment): fail before any
+    // results directory or request exists.
+    for cell in &plan.cells {
+        crate::backend::request::check_target(&cell.target)?;
+    }
     let mut sims = Vec::new();
     let mut endpoints = Vec::new();
     for (i, cell) in plan.cells.iter().enumerate() {

@@ -127,6 +127,34 @@ pub fn request_size(req: &http::Request<Full<Bytes>>, body_len: usize) -> u64 {
     (h + req.uri().to_string().len() + 16 + body_len) as u64
 }
 
+/// Why a request got no response.
+#[derive(Debug)]
+pub struct SendError {
+    /// hyper's error.
+    pub error: hyper::Error,
+    /// True when hyper handed the request back unsent (its connection closed before the
+    /// request was written): the server never saw it, so it may go on another connection.
+    pub unsent: bool,
+}
+
+impl From<hyper::Error> for SendError {
+    fn from(error: hyper::Error) -> Self {
+        SendError {
+            error,
+            unsent: false,
+        }
+    }
+}
+
+impl<T> From<hyper::client::conn::TrySendError<T>> for SendError {
+    fn from(e: hyper::client::conn::TrySendError<T>) -> Self {
+        SendError {
+            unsent: e.message().is_some(),
+            error: e.into_error(),
+        }
+    }
+}
+
 /// The result of pumping one response.
 #[derive(Debug)]
 pub struct Pumped {
@@ -138,6 +166,8 @@ pub struct Pumped {
     pub header_bytes: u64,
     /// The body was read to its end without error: the connection may be reused.
     pub clean: bool,
+    /// The request was never written (see [`SendError::unsent`]).
+    pub unsent: bool,
 }
 
 /// Sends a request (the `send` future) and pumps the response into `sink`.
@@ -146,7 +176,7 @@ pub struct Pumped {
 /// when hyper hands the frame up. `drain` keeps reading after [`Flow::Stop`] until the body
 /// ends (keep-alive reuse); without it the response is dropped at once.
 #[allow(clippy::too_many_arguments)]
-pub async fn pump<F, S>(
+pub async fn pump<F, E, S>(
     send: F,
     stats: &IoStats,
     clock: Clock,
@@ -156,7 +186,8 @@ pub async fn pump<F, S>(
     sink: &mut S,
 ) -> Pumped
 where
-    F: Future<Output = hyper::Result<http::Response<Incoming>>>,
+    F: Future<Output = Result<http::Response<Incoming>, E>>,
+    E: Into<SendError>,
     S: FnMut(WireEvent) -> Flow,
 {
     let mut out = Pumped {
@@ -164,6 +195,7 @@ where
         body_bytes: 0,
         header_bytes: 0,
         clean: false,
+        unsent: false,
     };
     let deadline = tokio::time::sleep_until(limits.deadline.into());
     tokio::pin!(deadline);
@@ -199,7 +231,9 @@ where
     let resp = match resp {
         Ok(r) => r,
         Err(e) => {
-            out.ending = Ending::Io(format!("sending the request: {e}"));
+            let e: SendError = e.into();
+            out.unsent = e.unsent;
+            out.ending = Ending::Io(format!("sending the request: {}", e.error));
             return out;
         }
     };

@@ -334,63 +334,81 @@ impl SessionTransport {
         S: FnMut(WireEvent) -> Flow,
     {
         let c = self.connector.clone();
-        let got = race(
-            async {
-                let mut slot = c.h2.lock().await;
-                if let Some(conn) = slot.as_ref() {
-                    if !conn.sender.is_closed() {
-                        let mut shared = conn.clone();
-                        shared.setup = Setup {
-                            reused: true,
-                            connection_id: conn.setup.connection_id,
-                            alpn: conn.setup.alpn.clone(),
-                            tls_version: conn.setup.tls_version.clone(),
-                            ..Setup::default()
-                        };
-                        return Ok(shared);
+        // A shared connection can die between two requests (the server reset it) before
+        // hyper notices; a request sent then comes back unsent. The server never saw it, so
+        // it goes once more on a new connection, whose setup this request then pays.
+        let mut retried = false;
+        loop {
+            let got = race(
+                async {
+                    let mut slot = c.h2.lock().await;
+                    if let Some(conn) = slot.as_ref() {
+                        if !conn.sender.is_closed() {
+                            let mut shared = conn.clone();
+                            shared.setup = Setup {
+                                reused: true,
+                                connection_id: conn.setup.connection_id,
+                                alpn: conn.setup.alpn.clone(),
+                                tls_version: conn.setup.tls_version.clone(),
+                                ..Setup::default()
+                            };
+                            return Ok(shared);
+                        }
                     }
-                }
-                let d = c.dial().await?;
-                let conn = h::h2_handshake(d, c.tls.is_some())
+                    let d = c.dial().await?;
+                    let conn = h::h2_handshake(d, c.tls.is_some())
+                        .await
+                        .map_err(Ending::Tls)?;
+                    *slot = Some(conn.clone());
+                    Ok(conn)
+                },
+                limits,
+                cancel,
+            )
+            .await;
+            let mut conn = match got {
+                Ok(conn) => conn,
+                Err(e) => return self.failed(Setup::default(), e),
+            };
+            let hreq = match h::build(req, &c.endpoint.http_url(&req.path), None) {
+                Ok(r) => r,
+                Err(e) => return self.failed(conn.setup.clone(), Ending::Io(e)),
+            };
+            let sent_estimate = h::request_size(&hreq, req.body.len());
+            let stats = conn.stats.clone();
+            let mut sender = conn.sender.clone();
+            let send = async move {
+                // `ready` fails only on a closed connection: the request was not sent.
+                sender.ready().await.map_err(|error| h::SendError {
+                    error,
+                    unsent: true,
+                })?;
+                sender
+                    .try_send_request(hreq)
                     .await
-                    .map_err(Ending::Tls)?;
-                *slot = Some(conn.clone());
-                Ok(conn)
-            },
-            limits,
-            cancel,
-        )
-        .await;
-        let mut conn = match got {
-            Ok(conn) => conn,
-            Err(e) => return self.failed(Setup::default(), e),
-        };
-        let hreq = match h::build(req, &c.endpoint.http_url(&req.path), None) {
-            Ok(r) => r,
-            Err(e) => return self.failed(conn.setup.clone(), Ending::Io(e)),
-        };
-        let sent_estimate = h::request_size(&hreq, req.body.len());
-        let stats = conn.stats.clone();
-        let mut sender = conn.sender.clone();
-        let send = async move {
-            sender.ready().await?;
-            sender.send_request(hreq).await
-        };
-        let pumped = h::pump(send, &stats, c.clock, limits, cancel, true, sink).await;
-        if matches!(pumped.ending, Ending::Io(_)) && conn.sender.is_closed() {
-            let mut slot = c.h2.lock().await;
-            if slot.as_ref().map(|s| s.setup.connection_id) == Some(conn.setup.connection_id) {
-                *slot = None;
+                    .map_err(h::SendError::from)
+            };
+            let pumped = h::pump(send, &stats, c.clock, limits, cancel, true, sink).await;
+            let dead = pumped.unsent || conn.sender.is_closed();
+            if matches!(pumped.ending, Ending::Io(_)) && dead {
+                let mut slot = c.h2.lock().await;
+                if slot.as_ref().map(|s| s.setup.connection_id) == Some(conn.setup.connection_id) {
+                    *slot = None;
+                }
             }
-        }
-        Exchanged {
-            setup: std::mem::take(&mut conn.setup),
-            // The shared connection's write times mix streams; not attributable per request.
-            request_written_ns: None,
-            bytes_sent: sent_estimate,
-            bytes_received: pumped.header_bytes + pumped.body_bytes,
-            ending: pumped.ending,
-            protocol: "HTTP/2",
+            if pumped.unsent && conn.setup.reused && !retried {
+                retried = true;
+                continue;
+            }
+            return Exchanged {
+                setup: std::mem::take(&mut conn.setup),
+                // The shared connection's write times mix streams; not attributable per request.
+                request_written_ns: None,
+                bytes_sent: if pumped.unsent { 0 } else { sent_estimate },
+                bytes_received: pumped.header_bytes + pumped.body_bytes,
+                ending: pumped.ending,
+                protocol: "HTTP/2",
+            };
         }
     }
 
