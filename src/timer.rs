@@ -25,7 +25,7 @@ const SPIN_FLOOR: Duration = Duration::from_micros(30);
 
 /// The timer thread spins (instead of sleeping in the kernel) for the last stretch before a
 /// deadline, which trades a little CPU for wake-ups within a few microseconds.
-const SPIN_WINDOW: Duration = Duration::from_micros(200);
+const SPIN_WINDOW: Duration = Duration::from_micros(60);
 
 struct Entry {
     deadline: Instant,
