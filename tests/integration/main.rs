@@ -2,14 +2,12 @@
 
 mod client_interop;
 mod client_peer;
-mod client_sim;
 mod common;
 mod compare_synthetic;
 mod data;
 mod report;
 mod run_e2e;
 mod run_faults;
-mod run_link;
 mod run_support;
 mod sim_cli;
 mod sim_client;

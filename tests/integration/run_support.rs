@@ -67,6 +67,7 @@ pub fn only_run(out: &Path) -> PathBuf {
 
 /// Runs a scenario file through the library (`load_plan` + `run_plan`) with extra command
 /// line arguments, quietly.
+#[allow(dead_code)] // used by the `timing` binary
 pub async fn run_lib(scenario: &Path, out: &Path, extra: &[&str]) -> RunOutcome {
     let mut argv = vec![
         "spark-bench".to_string(),

@@ -4,10 +4,15 @@
 //! take one lock each, so they also never overlap each other.
 
 #[allow(dead_code)]
+#[path = "../integration/run_support.rs"]
+mod run_support;
+#[allow(dead_code)]
 #[path = "../integration/sim_client.rs"]
 mod sim_client;
 
 mod accuracy;
+mod client_sim;
 mod compare_sim;
+mod run_link;
 mod sim_link;
 mod sim_rates;

@@ -20,6 +20,7 @@ fn near(what: &str, measured_ms: f64, expected_ms: f64) {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn phases_match_the_link_model_and_ws_beats_http() {
+    let _serial = crate::sim_client::SERIAL.lock().await;
     let tmp = tempfile::tempdir().unwrap();
     let s = scenario(
         tmp.path(),
