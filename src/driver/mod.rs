@@ -231,10 +231,13 @@ async fn run_session(ctx: &CellContext, session: &SessionPlan, intended_start: u
         last_end: intended_start,
     };
     let mut intended = intended_start;
+    // Set when the run's stop cut the session short.
+    let mut interrupted = false;
 
     'turns: for turn in &session.turns {
         intended = run.last_end.max(intended) + turn.think_time.as_nanos() as u64;
         if !sleep_until_ns(ctx, intended).await {
+            interrupted = true;
             break;
         }
         // A fresh WebSocket gets a `generate:false` warm-up first when the target asks for it.
@@ -258,6 +261,7 @@ async fn run_session(ctx: &CellContext, session: &SessionPlan, intended_start: u
         let mut kind = RequestKind::User;
         loop {
             if ctx.stop.dispatch.is_cancelled() {
+                interrupted = true;
                 break 'turns;
             }
             let tool_choice = match next_call {
@@ -293,6 +297,7 @@ async fn run_session(ctx: &CellContext, session: &SessionPlan, intended_start: u
             }
             intended = end + call.tool_time.as_nanos() as u64;
             if !sleep_until_ns(ctx, intended).await {
+                interrupted = true;
                 break 'turns;
             }
             next_call = calls.next();
@@ -310,6 +315,7 @@ async fn run_session(ctx: &CellContext, session: &SessionPlan, intended_start: u
             end_ns: run.last_end,
             requests: run.requests,
             failed: run.failed,
+            interrupted,
         }))
         .await;
 }

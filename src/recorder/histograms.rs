@@ -184,7 +184,7 @@ pub fn request_statistics(r: &RequestRecord) -> Vec<(Metric, u64)> {
 /// The `session_wall` sample of a session, ns: `None` for warm-up sessions and sessions
 /// with a failed request.
 pub fn session_statistics(s: &SessionRecord) -> Option<u64> {
-    if s.warmup || s.failed > 0 {
+    if s.warmup || s.failed > 0 || s.interrupted {
         return None;
     }
     Metric::SessionWall.session_sample(s)

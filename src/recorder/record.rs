@@ -307,6 +307,10 @@ pub struct SessionRecord {
     pub requests: u32,
     /// Requests that did not end `ok` (cancelled ones included).
     pub failed: u32,
+    /// True when the run was stopped (Ctrl-C) before the session's last turn: its wall time
+    /// is not a session time, so it is kept out of `session_wall`.
+    #[serde(default)]
+    pub interrupted: bool,
 }
 
 /// Where a request's round-trip overhead figure came from.

@@ -135,6 +135,7 @@ pub fn synthetic_run_with(dir: &Path, o: &SyntheticOptions) -> anyhow::Result<Pa
                     end_ns: clock - 200 * MS,
                     requests: n,
                     failed,
+                    interrupted: false,
                 };
                 w.write_session(&s)?;
                 rec.add_session(&s);

@@ -73,6 +73,7 @@ pub const SESSION_COLUMNS: &[&str] = &[
     "end_ns",
     "requests",
     "failed",
+    "interrupted",
     "wall_ns",
 ];
 
@@ -335,6 +336,9 @@ pub struct SessionRow {
     pub requests: u32,
     /// Requests that did not end `ok`.
     pub failed: u32,
+    /// Stopped by Ctrl-C before its last turn (excluded from session wall time).
+    #[serde(default)]
+    pub interrupted: bool,
     /// Derived: `end_ns − start_ns`.
     pub wall_ns: u64,
 }
@@ -350,6 +354,7 @@ impl From<&SessionRecord> for SessionRow {
             end_ns: s.end_ns,
             requests: s.requests,
             failed: s.failed,
+            interrupted: s.interrupted,
             wall_ns: s.end_ns.saturating_sub(s.start_ns),
         }
     }
@@ -367,6 +372,7 @@ impl SessionRow {
             end_ns: self.end_ns,
             requests: self.requests,
             failed: self.failed,
+            interrupted: self.interrupted,
         }
     }
 }

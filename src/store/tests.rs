@@ -157,6 +157,7 @@ fn sessions() -> Vec<SessionRecord> {
             end_ns: 1_500_000_000,
             requests: 3,
             failed: 1,
+            interrupted: false,
         },
         SessionRecord {
             target: "sim-wafer".into(),
@@ -167,6 +168,7 @@ fn sessions() -> Vec<SessionRecord> {
             end_ns: 1_200_000_000,
             requests: 2,
             failed: 0,
+            interrupted: false,
         },
     ]
 }

@@ -200,6 +200,7 @@ fn write_run_with(
                 end_ns: clock as u64,
                 requests: p.turns,
                 failed,
+                interrupted: false,
             };
             w.write_session(&s).unwrap();
             rec.add_session(&s);

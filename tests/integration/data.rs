@@ -73,6 +73,7 @@ fn smoke_scenario_to_results_directory_and_back() {
                 end_ns: id * 100 * ms,
                 requests: s.turns.len() as u32,
                 failed: 0,
+                interrupted: false,
             };
             writer.write_session(&sr).unwrap();
             rec.add_session(&sr);

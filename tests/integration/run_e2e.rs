@@ -508,6 +508,19 @@ repeat = 300
             .count();
         assert_eq!(s.requests as usize, n, "{s:?}");
     }
+    // A session cut short by Ctrl-C is marked, and its wall time is not a session time.
+    assert!(sessions.iter().any(|s| s.interrupted), "{sessions:?}");
+    let timed = sessions
+        .iter()
+        .filter(|s| !s.warmup && !s.interrupted && s.failed == 0)
+        .count() as u64;
+    let walls: u64 = run
+        .histograms
+        .iter()
+        .filter(|((_, m), _)| *m == spark_bench::recorder::Metric::SessionWall)
+        .map(|(_, h)| h.len())
+        .sum();
+    assert_eq!(walls, timed, "session_wall samples vs complete sessions");
     // The table is still printed.
     assert!(stdout.starts_with("target"), "{stdout}");
 }
