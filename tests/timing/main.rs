@@ -6,7 +6,6 @@
 #[allow(dead_code)]
 #[path = "../integration/run_support.rs"]
 mod run_support;
-#[allow(dead_code)]
 #[path = "../integration/sim_client.rs"]
 mod sim_client;
 
