@@ -12,7 +12,7 @@ use std::borrow::Cow;
 use serde::Deserialize;
 
 use super::timing::{CerebrasTimeInfo, GroqUsageTimes, LlamaTimings};
-use super::{error_from_body, error_message, ContentKind, StreamEvent, ToolCall};
+use super::{error_message, ContentKind, StreamEvent, ToolCall};
 use crate::recorder::OutcomeKind;
 use crate::transport::WireEvent;
 
@@ -97,25 +97,12 @@ struct XGroq {
 impl ChatDecoder {
     /// Decodes one wire event.
     pub fn decode(&mut self, ev: &WireEvent, out: &mut dyn FnMut(StreamEvent)) {
-        if self.finished {
+        if self.finished
+            || super::decode_http_envelope(ev, &mut self.status, &mut self.finished, out)
+        {
             return;
         }
         match ev {
-            WireEvent::Headers {
-                status, headers, ..
-            } => {
-                if (200..300).contains(status) {
-                    if let Some(t) = super::timing::from_headers(headers) {
-                        out(StreamEvent::ServerTiming(t));
-                    }
-                } else {
-                    self.status = Some(*status);
-                }
-            }
-            WireEvent::ErrorBody { data, .. } => {
-                self.finished = true;
-                out(error_from_body(self.status.unwrap_or(0), data));
-            }
             WireEvent::Sse { data, .. } => self.data(data, out),
             WireEvent::WsText { .. } => {
                 self.finished = true;
@@ -125,12 +112,8 @@ impl ChatDecoder {
                     message: "chat completions has no WebSocket mode".into(),
                 });
             }
-            WireEvent::End { .. } => {
-                if let Some(status) = self.status {
-                    self.finished = true;
-                    out(error_from_body(status, b""));
-                }
-            }
+            // Headers, error bodies and the end of the stream: `decode_http_envelope`.
+            WireEvent::Headers { .. } | WireEvent::ErrorBody { .. } | WireEvent::End { .. } => {}
         }
     }
 

@@ -150,8 +150,48 @@ impl Decoder {
     }
 }
 
-/// Common handling of a non-2xx HTTP response: `Headers` with the status, then `ErrorBody`.
-/// Returns the status when the headers said non-2xx, for the decoder to remember.
+/// The HTTP envelope every API shares: response headers (server timing from a 2xx, or the
+/// error status to remember), the body of a non-2xx response, and a stream that ends after
+/// an error status without a body. Returns true when `ev` was one of these (the caller then
+/// has nothing left to do with it); false for SSE and WebSocket payloads.
+pub(crate) fn decode_http_envelope(
+    ev: &WireEvent,
+    status: &mut Option<u16>,
+    finished: &mut bool,
+    out: &mut dyn FnMut(StreamEvent),
+) -> bool {
+    match ev {
+        WireEvent::Headers {
+            status: code,
+            headers,
+            ..
+        } => {
+            if (200..300).contains(code) {
+                if let Some(t) = timing::from_headers(headers) {
+                    out(StreamEvent::ServerTiming(t));
+                }
+            } else {
+                *status = Some(*code);
+            }
+            true
+        }
+        WireEvent::ErrorBody { data, .. } => {
+            *finished = true;
+            out(error_from_body(status.unwrap_or(0), data));
+            true
+        }
+        WireEvent::End { .. } => {
+            if let Some(code) = *status {
+                *finished = true;
+                out(error_from_body(code, b""));
+            }
+            true
+        }
+        WireEvent::Sse { .. } | WireEvent::WsText { .. } => false,
+    }
+}
+
+/// The error event for a non-2xx HTTP response with body `data`.
 pub(crate) fn error_from_body(status: u16, data: &[u8]) -> StreamEvent {
     #[derive(Deserialize)]
     struct Env {

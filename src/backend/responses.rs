@@ -19,7 +19,7 @@ use std::borrow::Cow;
 use serde::Deserialize;
 
 use super::timing::WsTimingMetrics;
-use super::{error_from_body, error_message, ContentKind, StreamEvent, ToolCall};
+use super::{error_message, ContentKind, StreamEvent, ToolCall};
 use crate::recorder::OutcomeKind;
 use crate::transport::WireEvent;
 
@@ -84,25 +84,12 @@ struct Details {
 impl ResponsesDecoder {
     /// Decodes one wire event.
     pub fn decode(&mut self, ev: &WireEvent, out: &mut dyn FnMut(StreamEvent)) {
-        if self.finished {
+        if self.finished
+            || super::decode_http_envelope(ev, &mut self.status, &mut self.finished, out)
+        {
             return;
         }
         match ev {
-            WireEvent::Headers {
-                status, headers, ..
-            } => {
-                if (200..300).contains(status) {
-                    if let Some(t) = super::timing::from_headers(headers) {
-                        out(StreamEvent::ServerTiming(t));
-                    }
-                } else {
-                    self.status = Some(*status);
-                }
-            }
-            WireEvent::ErrorBody { data, .. } => {
-                self.finished = true;
-                out(error_from_body(self.status.unwrap_or(0), data));
-            }
             WireEvent::Sse { data, .. } => {
                 if data.trim_ascii() == b"[DONE]" {
                     return; // not part of the Responses API; tolerated
@@ -110,12 +97,8 @@ impl ResponsesDecoder {
                 self.json(data, out)
             }
             WireEvent::WsText { text, .. } => self.json(text, out),
-            WireEvent::End { .. } => {
-                if let Some(status) = self.status {
-                    self.finished = true;
-                    out(error_from_body(status, b""));
-                }
-            }
+            // Headers, error bodies and the end of the stream: `decode_http_envelope`.
+            WireEvent::Headers { .. } | WireEvent::ErrorBody { .. } | WireEvent::End { .. } => {}
         }
     }
 
