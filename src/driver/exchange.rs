@@ -221,12 +221,8 @@ pub async fn exchange(
             rec.outcome = outcome;
             rec.http_status = status;
             rec.error = error;
-            rec.end_ns = Some(if acc.terminal.is_some() {
-                acc.end_ns.unwrap_or(now)
-            } else {
-                // A failure ends when we gave up (or when the stream ended).
-                acc.end_ns.unwrap_or(now)
-            });
+            // The terminal event's arrival; a failure ends when the stream ended or we gave up.
+            rec.end_ns = Some(acc.end_ns.unwrap_or(now));
         }
     }
 

@@ -203,7 +203,8 @@ impl SessionRun<'_> {
             &self.ctx.stop.inflight,
         )
         .await;
-        let end = record.end_ns.unwrap_or_else(|| self.ctx.clock.now_ns());
+        // `exchange` always sets `end_ns`; the fallback only keeps this total.
+        let end = record.end_ns.unwrap_or(record.dispatch_ns);
         let ok = record.is_ok();
         self.requests += 1;
         self.failed += u32::from(!ok);
