@@ -2,15 +2,20 @@
 //! machine, and how far its arrival timestamps are from the simulator's ground truth at
 //! that load.
 //!
-//! Run: `cargo bench --bench ingest` (optionally `-- --streams 32 --rate 12000 --tokens 4000`).
+//! Run: `cargo bench --bench ingest` (optionally `-- --streams 16 --rate 5000 --tokens 4000
+//! --transport ws`).
 //!
 //! Set-up: the embedded simulator (in the same process, so both clocks are the same
 //! `Instant`) streams one token per chunk at `rate` chunks/s on each of `streams` concurrent
 //! sessions; the client side is spark-bench's real path: transport (HTTP/1.1 keep-alive or
 //! WebSocket, plain TCP, no link) → SSE/WS framing → backend decoder → `exchange` record →
 //! recorder histograms. For every chunk, the error is (client arrival timestamp − the instant
-//! the simulator handed the chunk to its connection). Both sides share the machine's two
-//! cores, so the figure is conservative: a real server would not compete for the CPU.
+//! the simulator handed the chunk to its connection). The simulator and the client run on
+//! separate tokio runtimes (threads named `sim` and `client`, one worker each unless
+//! `SIM_WORKERS` / `CLIENT_WORKERS` say otherwise), so the CPU time each used per chunk is
+//! read from `/proc/self/task/*/schedstat` and printed: the `client` figure is the harness's
+//! own cost per chunk. Both sides share the machine's two cores, so the error figures are
+//! conservative: a real server would not compete for the CPU.
 
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -34,9 +39,9 @@ struct Args {
 
 fn parse_args() -> Args {
     let mut a = Args {
-        streams: 32,
-        rate: 10_000.0,
-        tokens: 3_000,
+        streams: 40,
+        rate: 5_000.0,
+        tokens: 8_000,
         transports: vec![TransportKind::HttpPooled, TransportKind::Ws],
     };
     let argv: Vec<String> = std::env::args().skip(1).collect();
@@ -87,20 +92,23 @@ fn percentile(sorted: &[u64], p: f64) -> u64 {
     sorted[idx]
 }
 
-async fn run_one(args: &Args, kind: TransportKind) {
+async fn run_one(args: &Args, kind: TransportKind, sim_rt: &tokio::runtime::Handle) {
     let mut profile = Profile::builtin("fast").expect("fast profile");
     profile.decode_tok_s = args.rate;
     profile.chunk_tokens = vec![1.0];
     profile.step_jitter = 0.0;
     profile.capacity = 4096;
-    let sim = sim::spawn(SimConfig::new(profile))
+    let sim = sim_rt
+        .spawn(sim::spawn(SimConfig::new(profile)))
         .await
+        .expect("simulator task")
         .expect("simulator");
     let t = Arc::new(target(&sim));
     let clock = Clock::start();
     let connector = Arc::new(
         Connector::new(&t, kind, Trust::PublicRoots, Link::default(), clock, 1).expect("connector"),
     );
+    let cpu_before = thread_cpu();
     let started = Instant::now();
     let mut tasks = Vec::new();
     for s in 0..args.streams {
@@ -139,6 +147,7 @@ async fn run_one(args: &Args, kind: TransportKind) {
         records.push(task.await.expect("stream task"));
     }
     let wall = started.elapsed();
+    let cpu_after = thread_cpu();
 
     let mut recorder = Recorder::new();
     let mut errors_ns = Vec::new();
@@ -168,14 +177,40 @@ async fn run_one(args: &Args, kind: TransportKind) {
     }
     errors_ns.sort_unstable();
     let span_s = (last.saturating_sub(first)) as f64 / 1e9;
+    // The steady state: from when the last stream began streaming to when the first ended,
+    // every stream is active (the whole span also counts connection set-up and ramp-up).
+    let ok: Vec<&RequestRecord> = records.iter().filter(|r| r.is_ok()).collect();
+    let from = ok
+        .iter()
+        .filter_map(|r| r.chunks.first())
+        .map(|c| c.at_ns)
+        .max()
+        .unwrap_or(0);
+    let to = ok
+        .iter()
+        .filter_map(|r| r.chunks.last())
+        .map(|c| c.at_ns)
+        .min()
+        .unwrap_or(0);
+    let steady: u64 = ok
+        .iter()
+        .map(|r| {
+            r.chunks
+                .iter()
+                .filter(|c| c.at_ns >= from && c.at_ns <= to)
+                .count() as u64
+        })
+        .sum();
+    let steady_rate = steady as f64 / ((to.saturating_sub(from)) as f64 / 1e9).max(1e-9);
     println!(
-        "{:<12} streams {:>3} × {:>6.0} chunks/s offered: ingested {:>8} chunks in {:>5.2} s = {:>8.0} chunks/s ({} failed; wall {:.2} s)",
+        "{:<12} streams {:>3} × {:>6.0} chunks/s offered: ingested {:>8} chunks in {:>5.2} s = {:>8.0} chunks/s; all streams active: {:>8.0} chunks/s ({} failed; wall {:.2} s)",
         kind.as_str(),
         args.streams,
         args.rate,
         chunks,
         span_s,
         chunks as f64 / span_s,
+        steady_rate,
         failed,
         wall.as_secs_f64()
     );
@@ -188,12 +223,56 @@ async fn run_one(args: &Args, kind: TransportKind) {
         percentile(&errors_ns, 0.999) / 1000,
         errors_ns.last().copied().unwrap_or(0) / 1000,
     );
-    sim.shutdown().await;
+    let cpu = |name: &str| {
+        let get = |m: &std::collections::BTreeMap<String, u64>| m.get(name).copied().unwrap_or(0);
+        get(&cpu_after).saturating_sub(get(&cpu_before)) as f64 / chunks.max(1) as f64 / 1000.0
+    };
+    println!(
+        "{:<12} CPU per chunk: client (harness) {:.2} µs, simulator {:.2} µs, timer thread {:.2} µs",
+        "",
+        cpu("client"),
+        cpu("sim"),
+        cpu("spark-bench-tim")
+    );
+    sim_rt.spawn(sim.shutdown()).await.expect("shutdown");
+}
+
+/// CPU time (ns) used so far by this process's threads, summed by thread name (Linux
+/// `/proc/self/task/*/schedstat`; empty elsewhere).
+fn thread_cpu() -> std::collections::BTreeMap<String, u64> {
+    let mut by_name = std::collections::BTreeMap::new();
+    let Ok(tasks) = std::fs::read_dir("/proc/self/task") else {
+        return by_name;
+    };
+    for task in tasks.flatten() {
+        let dir = task.path();
+        let name = std::fs::read_to_string(dir.join("comm")).unwrap_or_default();
+        let ns: u64 = std::fs::read_to_string(dir.join("schedstat"))
+            .ok()
+            .and_then(|s| s.split_whitespace().next().and_then(|v| v.parse().ok()))
+            .unwrap_or(0);
+        *by_name.entry(name.trim().to_string()).or_insert(0) += ns;
+    }
+    by_name
 }
 
 fn main() {
     let args = parse_args();
+    let workers = |var: &str| {
+        std::env::var(var)
+            .ok()
+            .and_then(|v| v.parse().ok())
+            .unwrap_or(1)
+    };
     let rt = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(workers("CLIENT_WORKERS"))
+        .thread_name("client")
+        .enable_all()
+        .build()
+        .expect("runtime");
+    let sim_rt = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(workers("SIM_WORKERS"))
+        .thread_name("sim")
         .enable_all()
         .build()
         .expect("runtime");
@@ -203,6 +282,6 @@ fn main() {
         std::env::consts::ARCH
     );
     for kind in args.transports.clone() {
-        rt.block_on(run_one(&args, kind));
+        rt.block_on(run_one(&args, kind, sim_rt.handle()));
     }
 }

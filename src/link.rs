@@ -182,22 +182,29 @@ impl Link {
         let (sock_r, sock_w) = tokio::io::split(io);
         let (far_r, far_w) = tokio::io::split(far);
         let one_way = self.rtt / 2;
-        spawn_direction(far_r, sock_w, one_way, *self, seed ^ 0x5eed_0001);
-        spawn_direction(sock_r, far_w, one_way, *self, seed ^ 0x5eed_0002);
+        spawn_direction(far_r, sock_w, one_way, *self, seed ^ 0x5eed_0001, false);
+        spawn_direction(sock_r, far_w, one_way, *self, seed ^ 0x5eed_0002, true);
         Box::pin(near)
     }
 }
 
 enum Segment {
-    Data(Instant, Bytes),
+    /// Read from the source at, due at, bytes.
+    Data(Instant, Instant, Bytes),
     Eof(Instant),
 }
 
 /// One direction of the delay line: a reader task stamps each segment as it arrives and
 /// computes its delivery time; a writer task delivers it then. Two tasks, so that bytes
 /// arriving while an earlier segment waits are stamped when they really arrive.
-fn spawn_direction<R, W>(mut src: R, mut dst: W, one_way: Duration, link: Link, seed: u64)
-where
+fn spawn_direction<R, W>(
+    mut src: R,
+    mut dst: W,
+    one_way: Duration,
+    link: Link,
+    seed: u64,
+    inbound: bool,
+) where
     R: AsyncRead + Unpin + Send + 'static,
     W: AsyncWrite + Unpin + Send + 'static,
 {
@@ -234,7 +241,11 @@ where
             let deliver = (depart + one_way + jitter).max(last_delivery);
             last_delivery = deliver;
             if tx
-                .send(Segment::Data(deliver, Bytes::copy_from_slice(&buf[..n])))
+                .send(Segment::Data(
+                    arrived,
+                    deliver,
+                    Bytes::copy_from_slice(&buf[..n]),
+                ))
                 .is_err()
             {
                 return;
@@ -244,8 +255,11 @@ where
     tokio::spawn(async move {
         while let Some(seg) = rx.recv().await {
             match seg {
-                Segment::Data(at, bytes) => {
+                Segment::Data(read_at, at, bytes) => {
                     timer::sleep_until(at).await;
+                    if inbound {
+                        probe::record(read_at, at, bytes.len());
+                    }
                     if dst.write_all(&bytes).await.is_err() || dst.flush().await.is_err() {
                         return;
                     }
@@ -258,6 +272,58 @@ where
             }
         }
     });
+}
+
+/// Diagnostics for tests and benchmarks: when started, every segment the delay line hands to
+/// the wrapped (application) side is logged with when it was read from the socket, when it
+/// was due, and when it was handed over, so an error against ground truth can be split into
+/// the link's own lateness and the reader's.
+pub mod probe {
+    use std::sync::atomic::{AtomicBool, Ordering};
+    use std::sync::Mutex;
+    use std::time::Instant;
+
+    /// One inbound segment.
+    #[derive(Debug, Clone, Copy)]
+    pub struct SegmentTiming {
+        /// When the delay line read it from the socket.
+        pub read: Instant,
+        /// When it was due at the application side (read + one-way delay).
+        pub due: Instant,
+        /// When the delay line woke to hand it to the application side.
+        pub delivered: Instant,
+        /// Its length in bytes.
+        pub len: usize,
+    }
+
+    static ON: AtomicBool = AtomicBool::new(false);
+    static LOG: Mutex<Vec<SegmentTiming>> = Mutex::new(Vec::new());
+
+    /// Starts logging (and clears the log).
+    pub fn start() {
+        LOG.lock().unwrap_or_else(|e| e.into_inner()).clear();
+        ON.store(true, Ordering::SeqCst);
+    }
+
+    /// Stops logging and returns the log.
+    pub fn take() -> Vec<SegmentTiming> {
+        ON.store(false, Ordering::SeqCst);
+        std::mem::take(&mut *LOG.lock().unwrap_or_else(|e| e.into_inner()))
+    }
+
+    pub(super) fn record(read: Instant, due: Instant, len: usize) {
+        if ON.load(Ordering::Relaxed) {
+            let delivered = Instant::now();
+            LOG.lock()
+                .unwrap_or_else(|e| e.into_inner())
+                .push(SegmentTiming {
+                    read,
+                    due,
+                    delivered,
+                    len,
+                });
+        }
+    }
 }
 
 #[cfg(test)]

@@ -13,7 +13,7 @@ use http::{Response, StatusCode};
 use serde_json::{json, Map, Value};
 
 use super::fault::Fault;
-use super::http::{opt_bool, opt_u32, parse_json, unix_now, Body, Ctx, NullSink};
+use super::http::{json_string, opt_bool, opt_u32, parse_json, unix_now, Body, Ctx, NullSink};
 use super::model::{self, content_hash, Done, Encoder, RunEnd, TurnSpec};
 use super::profile::ChatTiming;
 use super::text::{self, Style};
@@ -163,6 +163,22 @@ impl Encoder for ChatEncoder {
     }
 
     fn delta(&mut self, text: &str, _tokens: u32, cumulative: u32) -> (String, String) {
+        if self.tool.is_none() && !self.continuous {
+            // The hot path, written directly in the real API's field order.
+            let usage = if self.include_usage {
+                r#","usage":null"#
+            } else {
+                ""
+            };
+            let data = format!(
+                r#"{{"id":{},"object":"chat.completion.chunk","created":{},"model":{},"system_fingerprint":"fp_sim","choices":[{{"index":0,"delta":{{"content":{}}},"logprobs":null,"finish_reason":null}}]{usage}}}"#,
+                json_string(&self.id),
+                self.created,
+                json_string(&self.model),
+                json_string(text)
+            );
+            return (String::new(), data);
+        }
         let delta = if self.tool.is_some() {
             json!({"tool_calls": [{"index": 0, "function": {"arguments": text}}]})
         } else {

@@ -19,7 +19,7 @@ use http::{HeaderMap, HeaderValue, Method, Request, Response, StatusCode};
 use http_body_util::{BodyExt, Full, Limited};
 use hyper::body::{Frame, Incoming};
 use serde_json::{json, Value};
-use tokio::sync::mpsc;
+use tokio::sync::{mpsc, oneshot};
 use tokio_util::sync::CancellationToken;
 
 use super::fault::Fault;
@@ -174,8 +174,15 @@ pub(crate) fn full(s: impl Into<Bytes>) -> Body {
     Full::new(s.into()).boxed()
 }
 
+/// A frame for the body, and where to report the instant hyper took it.
+type Queued = (Bytes, Option<oneshot::Sender<Instant>>);
+
 /// An SSE body fed from a channel; ends when the sender is dropped.
-struct ChannelBody(mpsc::Receiver<Bytes>);
+///
+/// The ground-truth instant of an SSE chunk is when hyper's connection task takes it from
+/// here to encode and write it, not when the generating task queued it: the two are one task
+/// wake-up apart (~70 µs median on the 2-core test machine, more under load).
+struct ChannelBody(mpsc::Receiver<Queued>);
 
 impl hyper::body::Body for ChannelBody {
     type Data = Bytes;
@@ -185,14 +192,33 @@ impl hyper::body::Body for ChannelBody {
         mut self: Pin<&mut Self>,
         cx: &mut Context<'_>,
     ) -> Poll<Option<Result<Frame<Bytes>, Infallible>>> {
-        self.0.poll_recv(cx).map(|o| o.map(|b| Ok(Frame::data(b))))
+        self.0.poll_recv(cx).map(|o| {
+            o.map(|(b, stamp)| {
+                if let Some(tx) = stamp {
+                    let _ = tx.send(Instant::now());
+                }
+                Ok(Frame::data(b))
+            })
+        })
     }
 }
 
 /// Writes SSE frames into the hyper body channel.
 pub(crate) struct SseSink {
-    tx: mpsc::Sender<Bytes>,
+    tx: mpsc::Sender<Queued>,
     conn: Arc<Conn>,
+}
+
+impl SseSink {
+    /// Queues one frame and waits until hyper takes it; returns that instant.
+    async fn push(&mut self, frame: String) -> Result<Instant, ()> {
+        let (stamp_tx, stamp_rx) = oneshot::channel();
+        self.tx
+            .send((Bytes::from(frame), Some(stamp_tx)))
+            .await
+            .map_err(|_| ())?;
+        stamp_rx.await.map_err(|_| ())
+    }
 }
 
 impl Sink for SseSink {
@@ -202,16 +228,11 @@ impl Sink for SseSink {
         } else {
             format!("event: {event}\ndata: {data}\n\n")
         };
-        self.tx.send(Bytes::from(frame)).await.map_err(|_| ())?;
-        Ok(Instant::now())
+        self.push(frame).await
     }
 
     async fn send_raw(&mut self, data: String) -> Result<Instant, ()> {
-        self.tx
-            .send(Bytes::from(format!("data: {data}\n\n")))
-            .await
-            .map_err(|_| ())?;
-        Ok(Instant::now())
+        self.push(format!("data: {data}\n\n")).await
     }
 
     async fn break_stream(&mut self, how: Break) {
@@ -403,4 +424,9 @@ pub(crate) fn unix_now() -> f64 {
         .duration_since(std::time::UNIX_EPOCH)
         .map(|d| d.as_secs_f64())
         .unwrap_or(0.0)
+}
+
+/// A JSON string literal (quoted and escaped).
+pub(crate) fn json_string(s: &str) -> String {
+    serde_json::to_string(s).unwrap_or_else(|_| "\"\"".into())
 }

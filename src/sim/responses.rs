@@ -14,7 +14,7 @@ use serde_json::{json, Map, Value};
 
 use super::chat::{content_text, forced_tool, record_single_write, DEFAULT_MAX_OUTPUT};
 use super::fault::Fault;
-use super::http::{parse_json, unix_now, Body, Ctx, NullSink};
+use super::http::{json_string, parse_json, unix_now, Body, Ctx, NullSink};
 use super::model::{self, content_hash, Done, Encoder, Engine, RunEnd, Stored, TurnSpec};
 use super::text::{self, Style};
 use crate::rng::Rng;
@@ -449,8 +449,17 @@ impl Encoder for RespEncoder {
                 json!({"item_id": item_id, "output_index": 0, "delta": text}),
             );
         }
-        let id = self.msg_id.clone();
-        self.ev("response.output_text.delta", json!({"item_id": id, "output_index": 0, "content_index": 0, "delta": text, "logprobs": []}))
+        // The hot path (one event per chunk at up to thousands per second per stream) is
+        // written directly, in the field order the real API uses, instead of via a `Value`.
+        let kind = "response.output_text.delta";
+        let data = format!(
+            r#"{{"type":"{kind}","sequence_number":{},"item_id":{},"output_index":0,"content_index":0,"delta":{},"logprobs":[]}}"#,
+            self.seq,
+            json_string(&self.msg_id),
+            json_string(text)
+        );
+        self.seq += 1;
+        (kind.to_string(), data)
     }
 
     fn finish(&mut self, d: &Done) -> Vec<(String, String)> {

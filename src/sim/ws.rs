@@ -67,8 +67,16 @@ pub(crate) fn upgrade(ctx: Ctx, mut req: Request<()>) -> Response<Body> {
     let conn = ctx.conn.clone();
     tokio::spawn(async move {
         if let Ok(upgraded) = on_upgrade.await {
-            let ws =
-                WebSocketStream::from_raw_socket(TokioIo::new(upgraded), Role::Server, None).await;
+            let ws = WebSocketStream::from_raw_socket(
+                TokioIo::new(upgraded),
+                Role::Server,
+                // A small read buffer: tungstenite zero-fills it before every read.
+                Some(
+                    tokio_tungstenite::tungstenite::protocol::WebSocketConfig::default()
+                        .read_buffer_size(16 * 1024),
+                ),
+            )
+            .await;
             serve_socket(conn, ws, opts).await;
         }
     });

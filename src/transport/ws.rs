@@ -35,6 +35,13 @@ pub struct WsConn {
     pub used: bool,
 }
 
+/// tungstenite zero-fills its read buffer up to `read_buffer_size` before every read (128 KiB
+/// by default, a memset that cost ~15% of the client's CPU per chunk in `cargo bench --bench
+/// ingest`). Streaming events are small; larger frames still grow the buffer as needed.
+pub fn ws_config() -> tungstenite::protocol::WebSocketConfig {
+    tungstenite::protocol::WebSocketConfig::default().read_buffer_size(16 * 1024)
+}
+
 /// Performs the upgrade on `d`. Errors carry the HTTP status when the server answered.
 pub async fn upgrade(
     d: Dialed,
@@ -51,7 +58,7 @@ pub async fn upgrade(
         req.headers_mut().insert(k.clone(), v.clone());
     }
     let t0 = Instant::now();
-    let (ws, _resp) = tokio_tungstenite::client_async_with_config(req, d.io, None)
+    let (ws, _resp) = tokio_tungstenite::client_async_with_config(req, d.io, Some(ws_config()))
         .await
         .map_err(|e| match e {
             tungstenite::Error::Http(resp) => {
