@@ -73,6 +73,12 @@ pub struct RunArgs {
     /// Print the summary as JSON on stdout instead of tables.
     #[arg(long)]
     pub json: bool,
+    /// Run the link emulator's and the precise timer's threads at real-time priority
+    /// (SCHED_FIFO 2; needs root or CAP_SYS_NICE), so a busy machine does not delay the
+    /// emulated path. The harness's own threads are not changed (start the whole process
+    /// under `chrt -f 1` for that).
+    #[arg(long)]
+    pub realtime: bool,
     /// No progress display; only the final table (or JSON).
     #[arg(long, short)]
     pub quiet: bool,

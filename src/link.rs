@@ -27,16 +27,22 @@
 //! so jitter can delay a segment but never reorder it. A reset or read error on the real
 //! socket reaches the wrapped side as end-of-stream, which callers treat as a truncated stream.
 
+use std::collections::VecDeque;
 use std::fmt;
+use std::io;
 use std::pin::Pin;
 use std::str::FromStr;
+use std::sync::{Arc, Mutex, OnceLock};
+use std::task::{Context, Poll, Waker};
 use std::time::{Duration, Instant};
 
-use bytes::Bytes;
-use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
+use bytes::{Buf, Bytes};
+use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt, DuplexStream, ReadBuf};
+use tokio::net::TcpStream;
 use tokio::sync::mpsc;
 
 use crate::rng::Rng;
+use crate::rxstamp::{Arrivals, KernelStamped};
 use crate::timer;
 
 /// Any async byte stream that can be boxed and moved between tasks.
@@ -173,24 +179,237 @@ impl Link {
 
     /// Wraps `io` in the delay line, both directions delayed by RTT/2 (+ jitter, + bandwidth).
     /// A perfect link returns `io` unchanged. `seed` makes the jitter reproducible.
-    pub fn wrap(&self, io: BoxIo, seed: u64) -> BoxIo {
+    ///
+    /// `below` is the arrival clock of `io`'s reads (the kernel's receive stamps, see
+    /// [`crate::rxstamp`]), used as the instant inbound bytes entered the emulated wire; the
+    /// returned [`Arrivals`] gives, for the wrapped side's reads, the instant the bytes arrive
+    /// on the emulated path (entry + one-way delay + jitter + serialisation). A perfect link
+    /// passes `below` through.
+    pub fn wrap(&self, io: BoxIo, seed: u64, below: Option<Arrivals>) -> (BoxIo, Option<Arrivals>) {
         if self.is_none() {
-            return io;
+            return (io, below);
         }
-        // The app side talks to `near`; the pumps move bytes between `far` and the socket.
-        let (near, far) = tokio::io::duplex(256 * 1024);
+        self.spawn_pumps(&tokio::runtime::Handle::current(), io, seed, below)
+    }
+
+    /// Wraps a client's freshly connected TCP stream: its reads carry the kernel's receive
+    /// stamps ([`KernelStamped`]), and with an emulated link the delay line runs on its own
+    /// thread (its own runtime and socket reactor), so that the harness's and the simulator's
+    /// tasks never delay the emulator's reads. Returns the stream to use and the arrival
+    /// clock of its reads.
+    pub fn wrap_tcp(&self, tcp: TcpStream, seed: u64) -> io::Result<(BoxIo, Arrivals)> {
+        if self.is_none() {
+            let (tcp, arrivals) = KernelStamped::new(tcp);
+            return Ok((Box::pin(tcp), arrivals));
+        }
+        let rt = link_runtime()?;
+        let std = tcp.into_std()?;
+        let tcp = {
+            // Registers the socket with the link thread's reactor.
+            let _entered = rt.enter();
+            TcpStream::from_std(std)?
+        };
+        let (tcp, kernel) = KernelStamped::new(tcp);
+        let (io, arrivals) = self.spawn_pumps(rt, Box::pin(tcp), seed, Some(kernel));
+        Ok((io, arrivals.unwrap_or_default()))
+    }
+
+    fn spawn_pumps(
+        &self,
+        rt: &tokio::runtime::Handle,
+        io: BoxIo,
+        seed: u64,
+        below: Option<Arrivals>,
+    ) -> (BoxIo, Option<Arrivals>) {
+        // The app side talks to `near`: it writes into a pipe the outbound pump drains, and
+        // reads the inbound segments one at a time, each stamped with its emulated arrival.
+        let (near_out, far) = tokio::io::duplex(256 * 1024);
+        let inbound = Arc::new(Inbound::default());
+        let arrivals = Arrivals::new();
+        let near = NearIo {
+            inbound: inbound.clone(),
+            arrivals: arrivals.clone(),
+            out: near_out,
+        };
         let (sock_r, sock_w) = tokio::io::split(io);
-        let (far_r, far_w) = tokio::io::split(far);
         let one_way = self.rtt / 2;
-        spawn_direction(far_r, sock_w, one_way, *self, seed ^ 0x5eed_0001, false);
-        spawn_direction(sock_r, far_w, one_way, *self, seed ^ 0x5eed_0002, true);
-        Box::pin(near)
+        let pumps = [
+            spawn_direction(
+                far,
+                Dest::Stream(sock_w),
+                one_way,
+                *self,
+                seed ^ 0x5eed_0001,
+                None,
+            ),
+            spawn_direction(
+                sock_r,
+                Dest::<DuplexStream>::Near(inbound),
+                one_way,
+                *self,
+                seed ^ 0x5eed_0002,
+                below,
+            ),
+        ];
+        for pump in pumps {
+            for task in pump {
+                rt.spawn(task);
+            }
+        }
+        (Box::pin(near), Some(arrivals))
     }
 }
 
+/// The runtime of the client-side delay lines: one worker thread, started on first use.
+fn link_runtime() -> io::Result<&'static tokio::runtime::Handle> {
+    static RT: OnceLock<tokio::runtime::Runtime> = OnceLock::new();
+    if let Some(rt) = RT.get() {
+        return Ok(rt.handle());
+    }
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(1)
+        .thread_name("spark-bench-link")
+        .on_thread_start(crate::priority::on_emulator_thread_start)
+        .enable_all()
+        .build()?;
+    // A racing caller's runtime is dropped unused, on this thread (no tasks yet).
+    Ok(RT.get_or_init(|| rt).handle())
+}
+
+/// Where a delay line delivers: a byte stream (outbound, and the server side), or the
+/// wrapped side's inbound queue.
+enum Dest<W> {
+    Stream(W),
+    Near(Arc<Inbound>),
+}
+
+impl<W: AsyncWrite + Unpin> Dest<W> {
+    /// Delivers one segment due at `due`; false once the other side is gone.
+    async fn deliver(&mut self, due: Instant, bytes: Bytes) -> bool {
+        match self {
+            Dest::Stream(w) => w.write_all(&bytes).await.is_ok() && w.flush().await.is_ok(),
+            Dest::Near(q) => q.push(due, bytes),
+        }
+    }
+
+    async fn close(&mut self) {
+        match self {
+            Dest::Stream(w) => {
+                let _ = w.shutdown().await;
+            }
+            Dest::Near(q) => q.close(),
+        }
+    }
+}
+
+/// Segments delivered to the wrapped side and not read yet, with their emulated arrivals.
+#[derive(Default)]
+struct Inbound(Mutex<InboundState>);
+
+#[derive(Default)]
+struct InboundState {
+    segments: VecDeque<(Instant, Bytes)>,
+    eof: bool,
+    reader_gone: bool,
+    waker: Option<Waker>,
+}
+
+impl Inbound {
+    fn lock(&self) -> std::sync::MutexGuard<'_, InboundState> {
+        self.0.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    fn push(&self, due: Instant, bytes: Bytes) -> bool {
+        let mut st = self.lock();
+        if st.reader_gone {
+            return false;
+        }
+        st.segments.push_back((due, bytes));
+        if let Some(w) = st.waker.take() {
+            w.wake();
+        }
+        true
+    }
+
+    fn close(&self) {
+        let mut st = self.lock();
+        st.eof = true;
+        if let Some(w) = st.waker.take() {
+            w.wake();
+        }
+    }
+}
+
+/// The wrapped side of a delay line. A read returns bytes of one segment at most and notes
+/// that segment's emulated arrival, so a layer above that reads late (several segments
+/// waiting) still learns each segment's own arrival: TLS pulls the segments one at a time
+/// until a record is complete, and the plaintext is stamped with the segment that completed
+/// it, not with the latest one waiting.
+struct NearIo {
+    inbound: Arc<Inbound>,
+    arrivals: Arrivals,
+    out: DuplexStream,
+}
+
+impl Drop for NearIo {
+    fn drop(&mut self) {
+        self.inbound.lock().reader_gone = true;
+    }
+}
+
+impl AsyncRead for NearIo {
+    fn poll_read(
+        self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        buf: &mut ReadBuf<'_>,
+    ) -> Poll<io::Result<()>> {
+        let this = self.get_mut();
+        let mut st = this.inbound.lock();
+        if let Some((due, bytes)) = st.segments.front_mut() {
+            let n = bytes.len().min(buf.remaining());
+            buf.put_slice(&bytes[..n]);
+            let due = *due;
+            if n == bytes.len() {
+                st.segments.pop_front();
+            } else {
+                bytes.advance(n);
+            }
+            drop(st);
+            this.arrivals.note(due);
+            return Poll::Ready(Ok(()));
+        }
+        if !st.eof {
+            st.waker = Some(cx.waker().clone());
+            return Poll::Pending;
+        }
+        Poll::Ready(Ok(()))
+    }
+}
+
+impl AsyncWrite for NearIo {
+    fn poll_write(
+        self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        buf: &[u8],
+    ) -> Poll<io::Result<usize>> {
+        Pin::new(&mut self.get_mut().out).poll_write(cx, buf)
+    }
+
+    fn poll_flush(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+        Pin::new(&mut self.get_mut().out).poll_flush(cx)
+    }
+
+    fn poll_shutdown(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+        Pin::new(&mut self.get_mut().out).poll_shutdown(cx)
+    }
+}
+
+/// One task of a delay line.
+type Pump = Pin<Box<dyn std::future::Future<Output = ()> + Send>>;
+
 enum Segment {
-    /// Read from the source at, due at, bytes.
-    Data(Instant, Instant, Bytes),
+    /// [arrived at the socket, read returned], due at, bytes.
+    Data([Instant; 2], Instant, Bytes),
     Eof(Instant),
 }
 
@@ -199,17 +418,18 @@ enum Segment {
 /// arriving while an earlier segment waits are stamped when they really arrive.
 fn spawn_direction<R, W>(
     mut src: R,
-    mut dst: W,
+    mut dst: Dest<W>,
     one_way: Duration,
     link: Link,
     seed: u64,
-    inbound: bool,
-) where
+    src_arrivals: Option<Arrivals>,
+) -> [Pump; 2]
+where
     R: AsyncRead + Unpin + Send + 'static,
     W: AsyncWrite + Unpin + Send + 'static,
 {
     let (tx, mut rx) = mpsc::unbounded_channel::<Segment>();
-    tokio::spawn(async move {
+    let reader: Pump = Box::pin(async move {
         let mut rng = Rng::new(seed);
         let mut buf = vec![0u8; 64 * 1024];
         // When the (emulated) wire is next free, for bandwidth serialisation.
@@ -224,7 +444,14 @@ fn spawn_direction<R, W>(
                 }
                 Ok(n) => n,
             };
-            let arrived = Instant::now();
+            // When the bytes reached the socket (the kernel's stamp), else when the read
+            // returned.
+            let now = Instant::now();
+            let arrived = src_arrivals
+                .as_ref()
+                .and_then(Arrivals::latest)
+                .filter(|t| *t <= now)
+                .unwrap_or(now);
             let mut depart = arrived;
             if let Some(bps) = link.bandwidth_bps {
                 let start = wire_free.max(arrived);
@@ -242,7 +469,7 @@ fn spawn_direction<R, W>(
             last_delivery = deliver;
             if tx
                 .send(Segment::Data(
-                    arrived,
+                    [arrived, now],
                     deliver,
                     Bytes::copy_from_slice(&buf[..n]),
                 ))
@@ -252,26 +479,27 @@ fn spawn_direction<R, W>(
             }
         }
     });
-    tokio::spawn(async move {
+    let writer: Pump = Box::pin(async move {
         while let Some(seg) = rx.recv().await {
             match seg {
-                Segment::Data(read_at, at, bytes) => {
+                Segment::Data([read_at, returned], at, bytes) => {
                     timer::sleep_until(at).await;
-                    if inbound {
-                        probe::record(read_at, at, bytes.len());
+                    if matches!(dst, Dest::Near(_)) {
+                        probe::record([read_at, returned], at, Instant::now(), bytes.len());
                     }
-                    if dst.write_all(&bytes).await.is_err() || dst.flush().await.is_err() {
+                    if !dst.deliver(at, bytes).await {
                         return;
                     }
                 }
                 Segment::Eof(at) => {
                     timer::sleep_until(at).await;
-                    let _ = dst.shutdown().await;
+                    dst.close().await;
                     return;
                 }
             }
         }
     });
+    [reader, writer]
 }
 
 /// Diagnostics for tests and benchmarks: when started, every segment the delay line hands to
@@ -286,8 +514,10 @@ pub mod probe {
     /// One inbound segment.
     #[derive(Debug, Clone, Copy)]
     pub struct SegmentTiming {
-        /// When the delay line read it from the socket.
+        /// When it reached the socket (the kernel's stamp when available, else the read).
         pub read: Instant,
+        /// When the delay line's read of it returned.
+        pub returned: Instant,
         /// When it was due at the application side (read + one-way delay).
         pub due: Instant,
         /// When the delay line woke to hand it to the application side.
@@ -311,13 +541,18 @@ pub mod probe {
         std::mem::take(&mut *LOG.lock().unwrap_or_else(|e| e.into_inner()))
     }
 
-    pub(super) fn record(read: Instant, due: Instant, len: usize) {
+    pub(super) fn record(
+        [read, returned]: [Instant; 2],
+        due: Instant,
+        delivered: Instant,
+        len: usize,
+    ) {
         if ON.load(Ordering::Relaxed) {
-            let delivered = Instant::now();
             LOG.lock()
                 .unwrap_or_else(|e| e.into_inner())
                 .push(SegmentTiming {
                     read,
+                    returned,
                     due,
                     delivered,
                     len,
@@ -359,7 +594,7 @@ mod tests {
     async fn delays_each_direction_by_half_the_rtt_and_keeps_order() {
         let (a, b) = tokio::io::duplex(1024);
         let link: Link = "rtt=20ms".parse().unwrap();
-        let mut wrapped = link.wrap(Box::pin(a), 1);
+        let (mut wrapped, _) = link.wrap(Box::pin(a), 1, None);
         let mut b = b;
         let t0 = Instant::now();
         wrapped.write_all(b"ping").await.unwrap();
@@ -384,7 +619,7 @@ mod tests {
         let (a, mut b) = tokio::io::duplex(1 << 20);
         // 8 Mbit/s: 100 kB takes 100 ms on the wire.
         let link: Link = "rtt=0ms,bandwidth=8mbit".parse().unwrap();
-        let mut wrapped = link.wrap(Box::pin(a), 1);
+        let (mut wrapped, _) = link.wrap(Box::pin(a), 1, None);
         let t0 = Instant::now();
         let payload = vec![7u8; 100_000];
         tokio::spawn(async move {

@@ -81,6 +81,7 @@ fn wheel() -> &'static Wheel {
                 unsafe {
                     libc::prctl(libc::PR_SET_TIMERSLACK, 1 as libc::c_ulong, 0, 0, 0);
                 }
+                crate::priority::on_emulator_thread_start();
                 run(w)
             })
             .expect("spawning the timer thread");

@@ -28,6 +28,11 @@ pub async fn execute(args: RunArgs) -> anyhow::Result<u8> {
     for w in &plan.warnings {
         eprintln!("warning: {w}");
     }
+    if args.realtime {
+        if let Err(why) = crate::priority::raise_emulator_threads() {
+            eprintln!("warning: --realtime: {why}");
+        }
+    }
     let outcome = run_plan(plan, &args.out, ProgressChoice::from_args(&args)).await?;
 
     if args.json {

@@ -180,7 +180,7 @@ async fn serve_with_trace(
         let acceptor = acceptor.clone();
         tokio::spawn(async move {
             let io: BoxIo = Box::pin(ConnIo { tcp, reset });
-            let io = link.wrap(io, seed ^ n.wrapping_mul(0x9e37_79b9));
+            let (io, _) = link.wrap(io, seed ^ n.wrapping_mul(0x9e37_79b9), None);
             let io: BoxIo = match acceptor {
                 Some(acc) => match acc.accept(io).await {
                     Ok(tls) => Box::pin(tls),

@@ -113,10 +113,14 @@ fn envelope(e: &ApiError) -> String {
     .to_string()
 }
 
+/// Sends one text frame; returns the instant it was handed to the connection (the frame is
+/// written and flushed within the send, so this is just before its bytes reach the socket,
+/// the same point the SSE path stamps).
 async fn send_text(tx: &WsTx, s: String) -> Result<Instant, ()> {
     let mut g = tx.lock().await;
+    let at = Instant::now();
     g.send(Message::text(s)).await.map_err(|_| ())?;
-    Ok(Instant::now())
+    Ok(at)
 }
 
 /// The connection-local cache: the most recent response and its full history.

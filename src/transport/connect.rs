@@ -80,10 +80,14 @@ pub async fn dial(
         .map_err(|e| DialError::Connect(format!("setting TCP_NODELAY: {e}")))?;
     link.connect_delay().await;
     setup.tcp_connect_ns = Some(t0.elapsed().as_nanos() as u64);
-    let io: BoxIo = link.wrap(
-        Box::pin(tcp),
-        seed ^ connection_id.wrapping_mul(0x9e37_79b9_7f4a_7c15),
-    );
+    // Reads carry the kernel's receive stamps; an emulated link turns them into the instants
+    // the bytes arrive on the emulated path.
+    let (io, arrivals) = link
+        .wrap_tcp(
+            tcp,
+            seed ^ connection_id.wrapping_mul(0x9e37_79b9_7f4a_7c15),
+        )
+        .map_err(|e| DialError::Connect(format!("setting up the emulated link: {e}")))?;
 
     let io: BoxIo = match tls {
         None => io,
@@ -110,6 +114,6 @@ pub async fn dial(
             Box::pin(stream)
         }
     };
-    let (io, stats) = MeteredIo::new(io, clock);
+    let (io, stats) = MeteredIo::new(io, clock, Some(arrivals));
     Ok(Dialed { io, stats, setup })
 }

@@ -18,6 +18,7 @@ use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
 
 use super::Clock;
 use crate::link::BoxIo;
+use crate::rxstamp::Arrivals;
 
 /// Counters of one connection.
 #[derive(Debug, Default)]
@@ -56,17 +57,25 @@ pub struct MeteredIo {
     inner: BoxIo,
     stats: Arc<IoStats>,
     clock: Clock,
+    /// When the bytes of the latest read below arrived (kernel stamp or link hand-over).
+    arrivals: Option<Arrivals>,
 }
 
 impl MeteredIo {
     /// Wraps `inner`; the returned stats are shared with whoever records the request.
-    pub fn new(inner: BoxIo, clock: Clock) -> (Self, Arc<IoStats>) {
+    ///
+    /// With `arrivals` (the arrival clock of the stream below, see [`crate::rxstamp`]), a read
+    /// is stamped with when its bytes arrived rather than when the read returned: the latest
+    /// arrival below, which is never earlier than the arrival of the bytes this read returns
+    /// (they came in that read or an earlier one) and never later than now.
+    pub fn new(inner: BoxIo, clock: Clock, arrivals: Option<Arrivals>) -> (Self, Arc<IoStats>) {
         let stats = Arc::new(IoStats::default());
         (
             MeteredIo {
                 inner,
                 stats: stats.clone(),
                 clock,
+                arrivals,
             },
             stats,
         )
@@ -86,7 +95,13 @@ impl AsyncRead for MeteredIo {
             if n > 0 {
                 // Stamp first: this is the moment the bytes reached us.
                 let now = self.clock.now_ns();
-                self.stats.last_read_ns.store(now, Ordering::Relaxed);
+                let at = self
+                    .arrivals
+                    .as_ref()
+                    .and_then(Arrivals::latest)
+                    .map(|t| self.clock.ns(t).min(now))
+                    .unwrap_or(now);
+                self.stats.last_read_ns.store(at, Ordering::Relaxed);
                 self.stats.bytes_read.fetch_add(n, Ordering::Relaxed);
             }
         }

@@ -46,7 +46,7 @@ pub async fn open(
     let tcp_t = t0.elapsed();
     let mut io: BoxIo = Box::pin(tcp);
     if let Some(l) = &link {
-        io = l.wrap(io, 7);
+        io = l.wrap(io, 7, None).0;
     }
     let t1 = Instant::now();
     if let Some(cert) = cert {

@@ -1,0 +1,160 @@
+//! Real-time scheduling for the emulator's own threads.
+//!
+//! Owns: putting the client-side delay line's thread (`spark-bench-link`) and the precise
+//! timer's thread (`spark-bench-timer`) under `SCHED_FIFO` priority 2 when asked
+//! (`spark-bench run --realtime`) and permitted (root or `CAP_SYS_NICE`).
+//! Does not own: the harness's or the simulator's threads, which stay under the normal
+//! scheduler.
+//!
+//! Why only these two: arrival stamps come from the kernel, so the harness's own scheduling
+//! does not move them; but when the delay line's reader is late, several segments arrive in
+//! one read and an earlier chunk is stamped with a later segment's time, and when its timer
+//! is late the emulated path is late. Both threads do little work and block between events.
+//! Priority 2 keeps them above the rest of the process when that runs under `chrt -f 1`
+//! (equal-priority FIFO threads are not time-sliced, so at one level a worker busy with a
+//! long task would hold the delay line off a core).
+
+use std::sync::atomic::{AtomicBool, Ordering};
+
+static WANTED: AtomicBool = AtomicBool::new(false);
+
+/// The SCHED_FIFO priority of the emulator's threads.
+pub const EMULATOR_PRIORITY: i32 = 2;
+
+/// The name prefixes (as `/proc` shows them, 15 bytes at most) of the emulator's threads.
+const EMULATOR_THREADS: [&str; 2] = ["spark-bench-lin", "spark-bench-tim"];
+
+/// Asks for real-time priority for the emulator's threads: those running now and those
+/// started later. Returns how many running threads were changed, or why it was refused.
+pub fn raise_emulator_threads() -> Result<usize, String> {
+    WANTED.store(true, Ordering::SeqCst);
+    // Probe on this thread first: if the kernel refuses, say so plainly.
+    if !permitted() {
+        WANTED.store(false, Ordering::SeqCst);
+        return Err(
+            "real-time priority not permitted (needs root or CAP_SYS_NICE); the emulator runs \
+             under the normal scheduler"
+                .into(),
+        );
+    }
+    Ok(for_each_emulator_thread(|tid| set(tid, true)))
+}
+
+/// Returns the emulator's threads to the normal scheduler (and stops raising new ones).
+pub fn lower_emulator_threads() -> usize {
+    WANTED.store(false, Ordering::SeqCst);
+    for_each_emulator_thread(|tid| set(tid, false))
+}
+
+/// Called by an emulator thread as it starts.
+pub(crate) fn on_emulator_thread_start() {
+    if WANTED.load(Ordering::SeqCst) {
+        set(0, true);
+    }
+}
+
+#[cfg(target_os = "linux")]
+fn set(tid: i32, realtime: bool) -> bool {
+    let (policy, priority) = if realtime {
+        (libc::SCHED_FIFO, EMULATOR_PRIORITY)
+    } else {
+        (libc::SCHED_OTHER, 0)
+    };
+    let param = libc::sched_param {
+        sched_priority: priority,
+    };
+    // SAFETY: changes the scheduling policy of one of this process's threads (0 = caller).
+    unsafe { libc::sched_setscheduler(tid, policy, &param) == 0 }
+}
+
+#[cfg(not(target_os = "linux"))]
+fn set(_tid: i32, _realtime: bool) -> bool {
+    false
+}
+
+/// Whether this process may use SCHED_FIFO: tries it on the calling thread and puts the
+/// thread's own policy back at once.
+fn permitted() -> bool {
+    #[cfg(target_os = "linux")]
+    {
+        let mut before = libc::sched_param { sched_priority: 0 };
+        // SAFETY: reads and restores this thread's own scheduling policy and parameters.
+        unsafe {
+            let policy = libc::sched_getscheduler(0);
+            if policy < 0 || libc::sched_getparam(0, &mut before) != 0 {
+                return false;
+            }
+            let ok = set(0, true);
+            if ok {
+                libc::sched_setscheduler(0, policy, &before);
+            }
+            ok
+        }
+    }
+    #[cfg(not(target_os = "linux"))]
+    false
+}
+
+fn for_each_emulator_thread(f: impl Fn(i32) -> bool) -> usize {
+    let Ok(tasks) = std::fs::read_dir("/proc/self/task") else {
+        return 0;
+    };
+    let mut n = 0;
+    for task in tasks.flatten() {
+        let comm = std::fs::read_to_string(task.path().join("comm")).unwrap_or_default();
+        if !EMULATOR_THREADS
+            .iter()
+            .any(|p| comm.trim_end().starts_with(p))
+        {
+            continue;
+        }
+        if let Some(tid) = task.file_name().to_str().and_then(|t| t.parse().ok()) {
+            if f(tid) {
+                n += 1;
+            }
+        }
+    }
+    n
+}
+
+#[cfg(all(test, target_os = "linux"))]
+mod tests {
+    use super::*;
+
+    fn policy_of(tid: i32) -> i32 {
+        // SAFETY: reads a thread's scheduling policy.
+        unsafe { libc::sched_getscheduler(tid) }
+    }
+
+    #[test]
+    fn raises_and_lowers_only_the_emulator_threads() {
+        let (tid_tx, tid_rx) = std::sync::mpsc::channel();
+        let (stop_tx, stop_rx) = std::sync::mpsc::channel::<()>();
+        let emulator = std::thread::Builder::new()
+            .name("spark-bench-link-test".into())
+            .spawn(move || {
+                // SAFETY: gettid has no preconditions.
+                tid_tx.send(unsafe { libc::gettid() }).unwrap();
+                let _ = stop_rx.recv();
+            })
+            .unwrap();
+        let tid = tid_rx.recv().unwrap();
+        // SAFETY: gettid has no preconditions.
+        let me = unsafe { libc::gettid() };
+        match raise_emulator_threads() {
+            Ok(n) => {
+                assert!(n >= 1, "the emulator thread was not raised");
+                assert_eq!(policy_of(tid), libc::SCHED_FIFO);
+                assert_eq!(policy_of(me), libc::SCHED_OTHER, "the caller was changed");
+                assert!(lower_emulator_threads() >= 1);
+                assert_eq!(policy_of(tid), libc::SCHED_OTHER);
+            }
+            Err(why) => {
+                assert!(why.contains("CAP_SYS_NICE"), "{why}");
+                assert_eq!(policy_of(tid), libc::SCHED_OTHER);
+            }
+        }
+        stop_tx.send(()).unwrap();
+        emulator.join().unwrap();
+    }
+}

@@ -1,0 +1,308 @@
+//! When received bytes arrived, as the kernel saw it.
+//!
+//! Owns: asking the kernel to timestamp every received TCP segment (`SO_TIMESTAMPNS`), reading
+//! those timestamps with each `recvmsg`, and publishing the arrival time of the latest read
+//! ([`Arrivals`]) to the layers above (the link emulator, the transport's byte meter).
+//! Does not own: what the bytes mean, or which chunk they belong to.
+//!
+//! A timestamp taken by the reading task when its read returns includes the time the task
+//! waited to be scheduled: on a busy 2-core machine that is tens of microseconds typically
+//! and a scheduler time slice (3–4 ms) at worst, and it grows with the harness's own load.
+//! The kernel stamps a segment when it is received, before any task is woken, so the latency
+//! figures do not depend on how busy the harness is. For TCP, `recvmsg` reports the stamp of
+//! the last segment it consumed, so the stamp of a read is never earlier than the arrival of
+//! any byte it returned (a chunk is never stamped early), and it is never later than the read.
+//!
+//! The kernel's stamp is `CLOCK_REALTIME`; it is moved to the monotonic clock by its age at
+//! the moment of the read (both clocks read back to back), so a wall-clock step cannot move a
+//! measured latency by more than the read's own delay. Where the kernel gives no stamp (not
+//! Linux, or the option was refused), the time the read returned is used instead.
+
+use std::io;
+use std::pin::Pin;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, OnceLock};
+use std::task::{Context, Poll};
+use std::time::{Duration, Instant, SystemTime};
+
+use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
+use tokio::net::TcpStream;
+
+/// The instant all [`Arrivals`] count from.
+fn anchor() -> Instant {
+    static ANCHOR: OnceLock<Instant> = OnceLock::new();
+    *ANCHOR.get_or_init(Instant::now)
+}
+
+/// The arrival time of the latest read on one byte stream, shared with the layers above it.
+#[derive(Debug, Clone, Default)]
+pub struct Arrivals(Arc<AtomicU64>);
+
+impl Arrivals {
+    /// No arrival yet.
+    pub fn new() -> Self {
+        anchor();
+        Self::default()
+    }
+
+    /// Records that the latest read's bytes arrived at `at`.
+    pub fn note(&self, at: Instant) {
+        // +1 so that 0 keeps meaning "none" even for an arrival at the anchor itself.
+        let ns = at.saturating_duration_since(anchor()).as_nanos() as u64 + 1;
+        self.0.store(ns, Ordering::Release);
+    }
+
+    /// The arrival time of the latest read, if any.
+    pub fn latest(&self) -> Option<Instant> {
+        match self.0.load(Ordering::Acquire) {
+            0 => None,
+            ns => Some(anchor() + Duration::from_nanos(ns - 1)),
+        }
+    }
+}
+
+/// A TCP stream whose reads carry the kernel's receive timestamp.
+pub struct KernelStamped {
+    tcp: TcpStream,
+    arrivals: Arrivals,
+    kernel: bool,
+}
+
+impl KernelStamped {
+    /// Turns on receive timestamps for `tcp`. The returned [`Arrivals`] follows its reads.
+    pub fn new(tcp: TcpStream) -> (Self, Arrivals) {
+        let kernel = enable(&tcp);
+        let arrivals = Arrivals::new();
+        (
+            KernelStamped {
+                tcp,
+                arrivals: arrivals.clone(),
+                kernel,
+            },
+            arrivals,
+        )
+    }
+
+    /// Whether the kernel accepted the option (reads fall back to the read's own time if not).
+    pub fn kernel_timestamps(&self) -> bool {
+        self.kernel
+    }
+}
+
+#[cfg(target_os = "linux")]
+fn enable(tcp: &TcpStream) -> bool {
+    use std::os::fd::AsRawFd;
+    let on: libc::c_int = 1;
+    // SAFETY: a plain setsockopt on a socket we own, with a correctly sized int.
+    unsafe {
+        libc::setsockopt(
+            tcp.as_raw_fd(),
+            libc::SOL_SOCKET,
+            libc::SO_TIMESTAMPNS,
+            (&on as *const libc::c_int).cast(),
+            std::mem::size_of::<libc::c_int>() as libc::socklen_t,
+        ) == 0
+    }
+}
+
+#[cfg(not(target_os = "linux"))]
+fn enable(_tcp: &TcpStream) -> bool {
+    false
+}
+
+/// One `recvmsg` into `buf`; returns the byte count and the kernel's `CLOCK_REALTIME` stamp
+/// of the last segment consumed, when it gave one.
+#[cfg(target_os = "linux")]
+fn recv_stamped(
+    fd: std::os::fd::RawFd,
+    buf: &mut [std::mem::MaybeUninit<u8>],
+) -> io::Result<(usize, Option<Duration>)> {
+    let mut iov = libc::iovec {
+        iov_base: buf.as_mut_ptr().cast(),
+        iov_len: buf.len(),
+    };
+    // Room for one or two control messages; u64 elements keep it aligned for cmsghdr.
+    let mut control = [0u64; 16];
+    // SAFETY: msghdr is a plain C struct; all-zero is a valid empty value.
+    let mut msg: libc::msghdr = unsafe { std::mem::zeroed() };
+    msg.msg_iov = &mut iov;
+    msg.msg_iovlen = 1;
+    msg.msg_control = control.as_mut_ptr().cast();
+    msg.msg_controllen = std::mem::size_of_val(&control) as _;
+    // SAFETY: the iovec points at `buf` (valid for writes of its length) and the control
+    // buffer at `control`; both outlive the call.
+    let n = unsafe { libc::recvmsg(fd, &mut msg, libc::MSG_DONTWAIT) };
+    if n < 0 {
+        return Err(io::Error::last_os_error());
+    }
+    let mut stamp = None;
+    // SAFETY: the kernel filled `msg`'s control area; CMSG_* walk it within its length, and
+    // the timespec is read unaligned from a control message of the right level and type.
+    unsafe {
+        let mut cmsg = libc::CMSG_FIRSTHDR(&msg);
+        while !cmsg.is_null() {
+            if (*cmsg).cmsg_level == libc::SOL_SOCKET && (*cmsg).cmsg_type == libc::SCM_TIMESTAMPNS
+            {
+                let ts: libc::timespec =
+                    std::ptr::read_unaligned(libc::CMSG_DATA(cmsg).cast::<libc::timespec>());
+                if ts.tv_sec > 0 && ts.tv_nsec >= 0 {
+                    stamp = Some(Duration::new(ts.tv_sec as u64, ts.tv_nsec as u32));
+                }
+            }
+            cmsg = libc::CMSG_NXTHDR(&msg, cmsg);
+        }
+    }
+    Ok((n as usize, stamp))
+}
+
+/// The monotonic instant of a `CLOCK_REALTIME` stamp: now, minus the stamp's age.
+fn to_instant(realtime: Duration) -> Instant {
+    let now = Instant::now();
+    let wall = SystemTime::now()
+        .duration_since(SystemTime::UNIX_EPOCH)
+        .unwrap_or_default();
+    // A stamp "from the future" (a wall-clock step backwards) counts as arriving now.
+    let age = wall.saturating_sub(realtime);
+    now.checked_sub(age).unwrap_or(now)
+}
+
+impl AsyncRead for KernelStamped {
+    #[cfg(target_os = "linux")]
+    fn poll_read(
+        self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        buf: &mut ReadBuf<'_>,
+    ) -> Poll<io::Result<()>> {
+        use std::os::fd::AsRawFd;
+        let this = self.get_mut();
+        if buf.remaining() == 0 {
+            return Poll::Ready(Ok(()));
+        }
+        loop {
+            std::task::ready!(this.tcp.poll_read_ready(cx))?;
+            let fd = this.tcp.as_raw_fd();
+            // SAFETY: recvmsg only writes initialised bytes into the unfilled part, and we mark
+            // exactly the `n` it reports as initialised and filled.
+            let unfilled = unsafe { buf.unfilled_mut() };
+            match this
+                .tcp
+                .try_io(tokio::io::Interest::READABLE, || recv_stamped(fd, unfilled))
+            {
+                Ok((n, stamp)) => {
+                    // SAFETY: the kernel wrote `n` bytes into the unfilled part.
+                    unsafe { buf.assume_init(n) };
+                    buf.advance(n);
+                    if n > 0 {
+                        let at = stamp.map(to_instant).unwrap_or_else(Instant::now);
+                        this.arrivals.note(at);
+                    }
+                    return Poll::Ready(Ok(()));
+                }
+                Err(e) if e.kind() == io::ErrorKind::WouldBlock => continue,
+                Err(e) => return Poll::Ready(Err(e)),
+            }
+        }
+    }
+
+    #[cfg(not(target_os = "linux"))]
+    fn poll_read(
+        self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        buf: &mut ReadBuf<'_>,
+    ) -> Poll<io::Result<()>> {
+        let this = self.get_mut();
+        let before = buf.filled().len();
+        let r = Pin::new(&mut this.tcp).poll_read(cx, buf);
+        if matches!(r, Poll::Ready(Ok(()))) && buf.filled().len() > before {
+            this.arrivals.note(Instant::now());
+        }
+        r
+    }
+}
+
+impl AsyncWrite for KernelStamped {
+    fn poll_write(
+        self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        buf: &[u8],
+    ) -> Poll<io::Result<usize>> {
+        Pin::new(&mut self.get_mut().tcp).poll_write(cx, buf)
+    }
+
+    fn poll_write_vectored(
+        self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        bufs: &[io::IoSlice<'_>],
+    ) -> Poll<io::Result<usize>> {
+        Pin::new(&mut self.get_mut().tcp).poll_write_vectored(cx, bufs)
+    }
+
+    fn is_write_vectored(&self) -> bool {
+        self.tcp.is_write_vectored()
+    }
+
+    fn poll_flush(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+        Pin::new(&mut self.get_mut().tcp).poll_flush(cx)
+    }
+
+    fn poll_shutdown(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+        Pin::new(&mut self.get_mut().tcp).poll_shutdown(cx)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+
+    /// Bytes that sat in the socket for 30 ms before the read are stamped when they arrived,
+    /// not when they were read.
+    #[tokio::test]
+    async fn a_late_read_is_stamped_with_the_arrival_time() {
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let addr = listener.local_addr().unwrap();
+        let client = TcpStream::connect(addr).await.unwrap();
+        let (mut server, _) = listener.accept().await.unwrap();
+        let (mut client, arrivals) = KernelStamped::new(client);
+        assert!(arrivals.latest().is_none());
+
+        server.write_all(b"first").await.unwrap();
+        let written = Instant::now();
+        tokio::time::sleep(Duration::from_millis(30)).await;
+        let mut buf = [0u8; 64];
+        let n = client.read(&mut buf).await.unwrap();
+        let read_at = Instant::now();
+        assert_eq!(&buf[..n], b"first");
+        let at = arrivals.latest().expect("an arrival");
+        assert!(at <= read_at, "an arrival after the read returned");
+        #[cfg(target_os = "linux")]
+        assert!(client.kernel_timestamps(), "SO_TIMESTAMPNS refused");
+        if client.kernel_timestamps() {
+            // Stamped at the write (loopback delivers inside the write), not 30 ms later.
+            let off = if at >= written {
+                at - written
+            } else {
+                written - at
+            };
+            assert!(
+                off < Duration::from_millis(5),
+                "stamp {off:?} from the write"
+            );
+        } else {
+            assert!(read_at - at < Duration::from_millis(5));
+        }
+
+        // The next read follows the next segment.
+        server.write_all(b"second").await.unwrap();
+        let n = client.read(&mut buf).await.unwrap();
+        assert_eq!(&buf[..n], b"second");
+        assert!(arrivals.latest().unwrap() > at);
+
+        // Writes pass through; end of stream reads as 0 bytes.
+        client.write_all(b"ping").await.unwrap();
+        let n = server.read(&mut buf).await.unwrap();
+        assert_eq!(&buf[..n], b"ping");
+        drop(server);
+        assert_eq!(client.read(&mut buf).await.unwrap(), 0);
+    }
+}
