@@ -32,7 +32,7 @@ use std::fmt;
 use std::io;
 use std::pin::Pin;
 use std::str::FromStr;
-use std::sync::{Arc, Mutex, OnceLock};
+use std::sync::{Arc, Mutex};
 use std::task::{Context, Poll, Waker};
 use std::time::{Duration, Instant};
 
@@ -202,7 +202,7 @@ impl Link {
             let (tcp, arrivals) = KernelStamped::new(tcp);
             return Ok((Box::pin(tcp), arrivals));
         }
-        let rt = link_runtime()?;
+        let rt = &link_runtime()?;
         let std = tcp.into_std()?;
         let tcp = {
             // Registers the socket with the link thread's reactor.
@@ -261,10 +261,13 @@ impl Link {
 }
 
 /// The runtime of the client-side delay lines: one worker thread, started on first use.
-fn link_runtime() -> io::Result<&'static tokio::runtime::Handle> {
-    static RT: OnceLock<tokio::runtime::Runtime> = OnceLock::new();
-    if let Some(rt) = RT.get() {
-        return Ok(rt.handle());
+/// Built under a lock, so concurrent first connections cannot race to build two (a spare
+/// runtime could not even be dropped here: this is called from async code).
+fn link_runtime() -> io::Result<tokio::runtime::Handle> {
+    static RT: Mutex<Option<tokio::runtime::Runtime>> = Mutex::new(None);
+    let mut slot = RT.lock().unwrap_or_else(|e| e.into_inner());
+    if let Some(rt) = slot.as_ref() {
+        return Ok(rt.handle().clone());
     }
     let rt = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(1)
@@ -272,8 +275,9 @@ fn link_runtime() -> io::Result<&'static tokio::runtime::Handle> {
         .on_thread_start(crate::priority::on_emulator_thread_start)
         .enable_all()
         .build()?;
-    // A racing caller's runtime is dropped unused, on this thread (no tasks yet).
-    Ok(RT.get_or_init(|| rt).handle())
+    let handle = rt.handle().clone();
+    *slot = Some(rt);
+    Ok(handle)
 }
 
 /// Where a delay line delivers: a byte stream (outbound, and the server side), or the
@@ -612,6 +616,40 @@ mod tests {
         let mut rest = Vec::new();
         wrapped.read_to_end(&mut rest).await.unwrap();
         assert!(rest.is_empty());
+    }
+
+    /// Many first connections at once (the cells of a run start together) share one delay
+    /// line thread; none may fail or panic.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn concurrent_first_connections_share_one_link_thread() {
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let addr = listener.local_addr().unwrap();
+        tokio::spawn(async move {
+            while let Ok((mut s, _)) = listener.accept().await {
+                tokio::spawn(async move {
+                    let mut b = [0u8; 4];
+                    if s.read_exact(&mut b).await.is_ok() {
+                        let _ = s.write_all(&b).await;
+                    }
+                });
+            }
+        });
+        let link: Link = "rtt=2ms".parse().unwrap();
+        let mut tasks = Vec::new();
+        for i in 0..8u64 {
+            tasks.push(tokio::spawn(async move {
+                let tcp = TcpStream::connect(addr).await.unwrap();
+                let (mut io, arrivals) = link.wrap_tcp(tcp, i).unwrap();
+                io.write_all(b"ping").await.unwrap();
+                let mut b = [0u8; 4];
+                io.read_exact(&mut b).await.unwrap();
+                assert_eq!(&b, b"ping");
+                assert!(arrivals.latest().is_some(), "no arrival noted");
+            }));
+        }
+        for t in tasks {
+            t.await.expect("a connection task panicked");
+        }
     }
 
     #[tokio::test]

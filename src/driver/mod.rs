@@ -158,7 +158,15 @@ async fn run_cell(ctx: CellContext) {
                 drop(permit);
             });
         }
-        while sessions.join_next().await.is_some() {}
+        while let Some(joined) = sessions.join_next().await {
+            // A session that panicked is a bug: fail the cell (and the run) loudly rather
+            // than lose the session's requests without a word.
+            if let Err(e) = joined {
+                if e.is_panic() {
+                    std::panic::resume_unwind(e.into_panic());
+                }
+            }
+        }
     }
 }
 
