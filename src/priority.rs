@@ -40,6 +40,11 @@ pub fn raise_emulator_threads() -> Result<usize, String> {
     Ok(for_each_emulator_thread(|tid| set(tid, true)))
 }
 
+/// Whether the emulator's threads were asked for, and granted, real-time priority.
+pub fn emulator_realtime() -> bool {
+    WANTED.load(Ordering::SeqCst)
+}
+
 /// Returns the emulator's threads to the normal scheduler (and stops raising new ones).
 pub fn lower_emulator_threads() -> usize {
     WANTED.store(false, Ordering::SeqCst);

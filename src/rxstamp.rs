@@ -28,6 +28,26 @@ use std::time::{Duration, Instant, SystemTime};
 use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
 use tokio::net::TcpStream;
 
+/// Connections opened through [`KernelStamped`] in this process, and how many of them the
+/// kernel refused receive stamps for.
+static OPENED: AtomicU64 = AtomicU64::new(0);
+static REFUSED: AtomicU64 = AtomicU64::new(0);
+
+/// How this process's received bytes were stamped, for a run's provenance.
+pub fn stamp_source() -> String {
+    let opened = OPENED.load(Ordering::Relaxed);
+    let refused = REFUSED.load(Ordering::Relaxed);
+    match (opened, refused) {
+        (0, _) => "no connections".into(),
+        (_, 0) => "kernel receive time (SO_TIMESTAMPNS)".into(),
+        (o, r) if r >= o => "read time (kernel receive stamps unavailable)".into(),
+        (o, r) => format!(
+            "kernel receive time (SO_TIMESTAMPNS) on {} of {o} connections, read time on the rest",
+            o - r
+        ),
+    }
+}
+
 /// The instant all [`Arrivals`] count from.
 fn anchor() -> Instant {
     static ANCHOR: OnceLock<Instant> = OnceLock::new();
@@ -72,6 +92,10 @@ impl KernelStamped {
     /// Turns on receive timestamps for `tcp`. The returned [`Arrivals`] follows its reads.
     pub fn new(tcp: TcpStream) -> (Self, Arrivals) {
         let kernel = enable(&tcp);
+        OPENED.fetch_add(1, Ordering::Relaxed);
+        if !kernel {
+            REFUSED.fetch_add(1, Ordering::Relaxed);
+        }
         let arrivals = Arrivals::new();
         (
             KernelStamped {

@@ -232,7 +232,7 @@ pub async fn run_plan(
     });
 
     let driven = driver::run(plan.clone(), endpoints, clock, stop.clone(), tx).await;
-    let (writer, recorder, write_error) = recorder_task
+    let (mut writer, recorder, write_error) = recorder_task
         .await
         .map_err(|e| anyhow::anyhow!("the recorder task failed: {e}"))?;
     let _ = progress_task.await;
@@ -248,6 +248,11 @@ pub async fn run_plan(
         (Ok(()), false) => RunStatus::Complete,
     };
     let summary = crate::recorder::Summary::from_recorder(&recorder);
+    let mut how = crate::rxstamp::stamp_source();
+    if crate::priority::emulator_realtime() {
+        how.push_str("; link emulator at real-time priority");
+    }
+    writer.set_timestamps(how);
     writer.finish(status, &recorder)?;
     driven?;
     if let Some(e) = write_error {

@@ -359,6 +359,15 @@ fn provenance(input: &ReportInput) -> Table {
         ("seed", Box::new(|r| r.manifest.seed.to_string())),
         ("link model", Box::new(|r| r.manifest.link.clone())),
         (
+            "arrival timestamps",
+            Box::new(|r| {
+                r.manifest
+                    .timestamps
+                    .clone()
+                    .unwrap_or_else(|| "not recorded".into())
+            }),
+        ),
+        (
             "concurrency",
             Box::new(|r| r.concurrency.map_or("–".into(), |c| c.to_string())),
         ),

@@ -113,6 +113,10 @@ pub struct Manifest {
     pub plan: serde_json::Value,
     /// The command line, argument by argument.
     pub command_line: Vec<String>,
+    /// How arrival timestamps were taken (kernel receive time or read time), and whether
+    /// the link emulator ran at real-time priority; set when the run ends.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub timestamps: Option<String>,
 }
 
 impl Manifest {
@@ -145,6 +149,7 @@ impl Manifest {
             // Plan holds only strings, numbers, maps and lists: serializing cannot fail.
             plan: serde_json::to_value(plan).unwrap_or(serde_json::Value::Null),
             command_line: command_line.to_vec(),
+            timestamps: None,
         }
     }
 

@@ -147,6 +147,11 @@ impl RunWriter {
         self.count_row()
     }
 
+    /// Records how the run's arrival timestamps were taken (written with the final manifest).
+    pub fn set_timestamps(&mut self, how: String) {
+        self.manifest.timestamps = Some(how);
+    }
+
     /// Appends one session to `sessions.csv`.
     pub fn write_session(&mut self, s: &SessionRecord) -> Result<()> {
         let path = self.dir.join(SESSIONS_FILE);

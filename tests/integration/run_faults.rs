@@ -73,6 +73,14 @@ async fn injected_faults_are_recorded_by_kind_and_the_session_goes_on() {
     let dir = only_run(&out);
     let run = LoadedRun::open(&dir).unwrap();
     assert_eq!(run.manifest.status, RunStatus::Complete);
+    // Provenance: how the arrival timestamps were taken.
+    let how = run.manifest.timestamps.as_deref().unwrap_or("");
+    #[cfg(target_os = "linux")]
+    assert!(
+        how.starts_with("kernel receive time (SO_TIMESTAMPNS)"),
+        "{how}"
+    );
+    assert!(!how.is_empty());
     let all = records(&run);
     for transport in ["http", "http-pooled", "http2", "ws"] {
         // The user turns of the one session, in order (ws warm-ups aside).
