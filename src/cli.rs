@@ -63,7 +63,7 @@ pub struct RunArgs {
     /// Master seed (overrides the scenario's `seed`).
     #[arg(long)]
     pub seed: Option<u64>,
-    /// Results root; the run writes to DIR/<run-id>/.
+    /// Results root; the run writes to DIR/RUN_ID/.
     #[arg(long, value_name = "DIR", default_value = "results")]
     pub out: PathBuf,
     /// Emulated network link on the client side, e.g. "rtt=40ms,jitter=2ms,bandwidth=100mbit"
@@ -123,7 +123,7 @@ pub struct ServeArgs {
 /// `spark-bench report`.
 #[derive(Debug, Args)]
 pub struct ReportArgs {
-    /// One or more results directories (results/<run-id>); several give a side-by-side report.
+    /// One or more results directories (results/RUN_ID); several give a side-by-side report.
     #[arg(required = true)]
     pub results: Vec<PathBuf>,
     /// Formats to write, comma-separated: md, html, svg, png.
