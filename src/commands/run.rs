@@ -22,6 +22,9 @@ use super::{EXIT_INTERRUPTED, EXIT_OK};
 /// target is the embedded simulator: a typical developer-to-cloud round trip.
 pub const DEFAULT_SIM_LINK: &str = "rtt=40ms";
 
+/// How often the incremental CSV files are flushed even when few rows arrived.
+const FLUSH_INTERVAL: std::time::Duration = std::time::Duration::from_secs(1);
+
 /// Executes `spark-bench run`; returns the exit code.
 pub async fn execute(args: RunArgs) -> anyhow::Result<u8> {
     let plan = Arc::new(load_plan(&args)?);
@@ -211,7 +214,23 @@ pub async fn run_plan(
         let mut recorder = Recorder::new();
         let mut sessions_done = 0u64;
         let mut write_error: Option<anyhow::Error> = None;
-        while let Some(event) = rx.recv().await {
+        // Rows also reach the files at least once a second, so a killed run loses at most
+        // the last second (plus what the OS had not written).
+        let mut flush_tick = tokio::time::interval(FLUSH_INTERVAL);
+        flush_tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+        loop {
+            let event = tokio::select! {
+                event = rx.recv() => match event {
+                    Some(event) => event,
+                    None => break,
+                },
+                _ = flush_tick.tick() => {
+                    if let Err(e) = writer.flush() {
+                        write_error.get_or_insert(e.into());
+                    }
+                    continue;
+                }
+            };
             let written = match &event {
                 Event::Request(r) => {
                     recorder.add_request(r);

@@ -387,6 +387,72 @@ prompt = "Again."
 /// Ctrl-C (SIGINT) mid-run: exit 130, every completed request written and parseable, the run
 /// marked interrupted, the summary written.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn rows_reach_the_files_within_a_second_even_when_few() {
+    let tmp = tempfile::tempdir().unwrap();
+    // Three quick requests, then a turn that waits a minute before it is sent: the three
+    // rows are far fewer than the writer's row batch, so only the time-based flush puts them
+    // on disk while the run is still going.
+    let s = scenario(
+        tmp.path(),
+        "few.toml",
+        r#"
+name = "few"
+max_output_tokens = 4
+link = "none"
+[matrix]
+targets = ["sim-wafer"]
+transports = ["http-pooled"]
+[[turns]]
+prompt = "Say something short."
+repeat = 3
+[[turns]]
+prompt = "And one more, much later."
+think_time = "60s"
+"#,
+    );
+    let out = tmp.path().join("results");
+    let mut child = tokio::process::Command::new(env!("CARGO_BIN_EXE_spark-bench"))
+        .args([
+            "run",
+            s.to_str().unwrap(),
+            "--out",
+            out.to_str().unwrap(),
+            "--no-report",
+            "--quiet",
+        ])
+        .stdin(std::process::Stdio::null())
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .kill_on_drop(true)
+        .spawn()
+        .unwrap();
+    let started = std::time::Instant::now();
+    let rows = loop {
+        let rows = std::fs::read_dir(&out)
+            .ok()
+            .and_then(|mut d| d.next())
+            .and_then(|e| std::fs::read_to_string(e.unwrap().path().join("requests.csv")).ok())
+            .map(|t| t.lines().count().saturating_sub(1))
+            .unwrap_or(0);
+        if rows >= 3 {
+            break rows;
+        }
+        assert!(
+            child.try_wait().unwrap().is_none(),
+            "the run ended early (it should be waiting out the think time)"
+        );
+        assert!(
+            started.elapsed() < std::time::Duration::from_secs(45),
+            "the 3 completed requests never reached requests.csv while the run was going"
+        );
+        tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+    };
+    // Killed without warning: what is on disk is what a crash would leave.
+    child.kill().await.unwrap();
+    assert_eq!(rows, 3);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn ctrl_c_writes_what_completed_and_exits_130() {
     let tmp = tempfile::tempdir().unwrap();
     // ~300 requests at ~1 every 70 ms: about 20 s if nothing stops it.
