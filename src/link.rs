@@ -40,6 +40,7 @@ use bytes::{Buf, Bytes};
 use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt, DuplexStream, ReadBuf};
 use tokio::net::TcpStream;
 use tokio::sync::mpsc;
+use tokio_util::sync::CancellationToken;
 
 use crate::rng::Rng;
 use crate::rxstamp::{Arrivals, KernelStamped};
@@ -106,8 +107,15 @@ impl FromStr for Link {
     }
 }
 
+/// No emulated delay may exceed this (a larger one is a typo, and would overflow deadlines).
+const MAX_LINK_DELAY: Duration = Duration::from_secs(3600);
+
 fn parse_duration(v: &str) -> Result<Duration, String> {
-    humantime::parse_duration(v).map_err(|e| format!("bad duration {v:?}: {e}"))
+    let d = humantime::parse_duration(v).map_err(|e| format!("bad duration {v:?}: {e}"))?;
+    if d > MAX_LINK_DELAY {
+        return Err(format!("{v:?} is longer than the 1h a link may delay"));
+    }
+    Ok(d)
 }
 
 fn parse_bandwidth(v: &str) -> Result<u64, String> {
@@ -131,7 +139,11 @@ fn parse_bandwidth(v: &str) -> Result<u64, String> {
             if !(n > 0.0 && n.is_finite()) {
                 return Err(format!("bandwidth must be positive, got {v:?}"));
             }
-            return Ok((n * mult) as u64);
+            let bps = (n * mult) as u64;
+            if bps == 0 {
+                return Err(format!("bandwidth must be at least 1bit, got {v:?}"));
+            }
+            return Ok(bps);
         }
     }
     Err(format!(
@@ -308,7 +320,11 @@ impl<W: AsyncWrite + Unpin> Dest<W> {
 
 /// Segments delivered to the wrapped side and not read yet, with their emulated arrivals.
 #[derive(Default)]
-struct Inbound(Mutex<InboundState>);
+struct Inbound {
+    state: Mutex<InboundState>,
+    /// Cancelled when the wrapped side is dropped.
+    gone: CancellationToken,
+}
 
 #[derive(Default)]
 struct InboundState {
@@ -320,7 +336,7 @@ struct InboundState {
 
 impl Inbound {
     fn lock(&self) -> std::sync::MutexGuard<'_, InboundState> {
-        self.0.lock().unwrap_or_else(|e| e.into_inner())
+        self.state.lock().unwrap_or_else(|e| e.into_inner())
     }
 
     fn push(&self, due: Instant, bytes: Bytes) -> bool {
@@ -357,7 +373,12 @@ struct NearIo {
 
 impl Drop for NearIo {
     fn drop(&mut self) {
-        self.inbound.lock().reader_gone = true;
+        {
+            let mut st = self.inbound.lock();
+            st.reader_gone = true;
+            st.segments.clear();
+        }
+        self.inbound.gone.cancel();
     }
 }
 
@@ -433,6 +454,12 @@ where
     W: AsyncWrite + Unpin + Send + 'static,
 {
     let (tx, mut rx) = mpsc::unbounded_channel::<Segment>();
+    // Inbound, the reader stops as soon as the wrapped side is dropped: nothing will read
+    // what it would deliver, and the socket should not wait for the peer to close it.
+    let stop = match &dst {
+        Dest::Near(q) => Some(q.gone.clone()),
+        Dest::Stream(_) => None,
+    };
     let reader: Pump = Box::pin(async move {
         let mut rng = Rng::new(seed);
         let mut buf = vec![0u8; 64 * 1024];
@@ -441,7 +468,14 @@ where
         // Deliveries never overtake each other.
         let mut last_delivery = Instant::now();
         loop {
-            let n = match src.read(&mut buf).await {
+            let read = match &stop {
+                Some(stop) => tokio::select! {
+                    r = src.read(&mut buf) => r,
+                    _ = stop.cancelled() => return,
+                },
+                None => src.read(&mut buf).await,
+            };
+            let n = match read {
                 Ok(0) | Err(_) => {
                     let _ = tx.send(Segment::Eof(last_delivery.max(Instant::now() + one_way)));
                     return;
@@ -502,6 +536,9 @@ where
                 }
             }
         }
+        // The reader ended without an end-of-stream segment (it stopped or failed): the
+        // other side still learns that nothing more will come.
+        dst.close().await;
     });
     [reader, writer]
 }
@@ -510,6 +547,7 @@ where
 /// the wrapped (application) side is logged with when it was read from the socket, when it
 /// was due, and when it was handed over, so an error against ground truth can be split into
 /// the link's own lateness and the reader's.
+#[doc(hidden)]
 pub mod probe {
     use std::sync::atomic::{AtomicBool, Ordering};
     use std::sync::Mutex;
@@ -545,6 +583,9 @@ pub mod probe {
         std::mem::take(&mut *LOG.lock().unwrap_or_else(|e| e.into_inner()))
     }
 
+    /// The log keeps at most this many segments (a `start` without a `take` stays bounded).
+    const CAP: usize = 1 << 20;
+
     pub(super) fn record(
         [read, returned]: [Instant; 2],
         due: Instant,
@@ -552,15 +593,17 @@ pub mod probe {
         len: usize,
     ) {
         if ON.load(Ordering::Relaxed) {
-            LOG.lock()
-                .unwrap_or_else(|e| e.into_inner())
-                .push(SegmentTiming {
-                    read,
-                    returned,
-                    due,
-                    delivered,
-                    len,
-                });
+            let mut log = LOG.lock().unwrap_or_else(|e| e.into_inner());
+            if log.len() >= CAP {
+                return;
+            }
+            log.push(SegmentTiming {
+                read,
+                returned,
+                due,
+                delivered,
+                len,
+            });
         }
     }
 }
@@ -588,6 +631,9 @@ mod tests {
             "latency=4ms",
             "bandwidth=100",
             "bandwidth=-1mbit",
+            "bandwidth=0.5bit",
+            "rtt=2h",
+            "jitter=100000000000000s",
         ] {
             let e = bad.parse::<Link>().unwrap_err().to_string();
             assert!(e.contains("rtt=40ms"), "{bad}: {e}");

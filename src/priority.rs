@@ -17,6 +17,8 @@
 use std::sync::atomic::{AtomicBool, Ordering};
 
 static WANTED: AtomicBool = AtomicBool::new(false);
+/// Set when an emulator thread asked for the priority and was refused.
+static DENIED: AtomicBool = AtomicBool::new(false);
 
 /// The SCHED_FIFO priority of the emulator's threads.
 pub const EMULATOR_PRIORITY: i32 = 2;
@@ -32,17 +34,24 @@ pub fn raise_emulator_threads() -> Result<usize, String> {
     if !permitted() {
         WANTED.store(false, Ordering::SeqCst);
         return Err(
-            "real-time priority not permitted (needs root or CAP_SYS_NICE); the emulator runs \
-             under the normal scheduler"
+            "real-time priority not permitted (needs root, CAP_SYS_NICE or an RLIMIT_RTPRIO of \
+             at least 2); the emulator runs under the normal scheduler"
                 .into(),
         );
     }
-    Ok(for_each_emulator_thread(|tid| set(tid, true)))
+    DENIED.store(false, Ordering::SeqCst);
+    Ok(for_each_emulator_thread(|tid| {
+        let ok = set(tid, true);
+        if !ok {
+            DENIED.store(true, Ordering::SeqCst);
+        }
+        ok
+    }))
 }
 
 /// Whether the emulator's threads were asked for, and granted, real-time priority.
 pub fn emulator_realtime() -> bool {
-    WANTED.load(Ordering::SeqCst)
+    WANTED.load(Ordering::SeqCst) && !DENIED.load(Ordering::SeqCst)
 }
 
 /// Returns the emulator's threads to the normal scheduler (and stops raising new ones).
@@ -53,8 +62,8 @@ pub fn lower_emulator_threads() -> usize {
 
 /// Called by an emulator thread as it starts.
 pub(crate) fn on_emulator_thread_start() {
-    if WANTED.load(Ordering::SeqCst) {
-        set(0, true);
+    if WANTED.load(Ordering::SeqCst) && !set(0, true) {
+        DENIED.store(true, Ordering::SeqCst);
     }
 }
 
@@ -90,8 +99,9 @@ fn permitted() -> bool {
                 return false;
             }
             let ok = set(0, true);
-            if ok {
-                libc::sched_setscheduler(0, policy, &before);
+            if ok && libc::sched_setscheduler(0, policy, &before) != 0 {
+                // Could not put the caller back as it was: at least not real-time.
+                set(0, false);
             }
             ok
         }

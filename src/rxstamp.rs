@@ -32,12 +32,15 @@ use tokio::net::TcpStream;
 /// kernel refused receive stamps for.
 static OPENED: AtomicU64 = AtomicU64::new(0);
 static REFUSED: AtomicU64 = AtomicU64::new(0);
+/// Reads on stamping sockets that came back without a stamp (and used the read time).
+static UNSTAMPED: AtomicU64 = AtomicU64::new(0);
 
 /// How this process's received bytes were stamped, for a run's provenance.
 pub fn stamp_source() -> String {
     let opened = OPENED.load(Ordering::Relaxed);
     let refused = REFUSED.load(Ordering::Relaxed);
-    match (opened, refused) {
+    let unstamped = UNSTAMPED.load(Ordering::Relaxed);
+    let how = match (opened, refused) {
         (0, _) => "no connections".into(),
         (_, 0) => "kernel receive time (SO_TIMESTAMPNS)".into(),
         (o, r) if r >= o => "read time (kernel receive stamps unavailable)".into(),
@@ -45,7 +48,28 @@ pub fn stamp_source() -> String {
             "kernel receive time (SO_TIMESTAMPNS) on {} of {o} connections, read time on the rest",
             o - r
         ),
+    };
+    if unstamped > 0 && refused < opened {
+        format!("{how}; {unstamped} reads came without a kernel stamp and used the read time")
+    } else {
+        how
     }
+}
+
+/// Keeps the kernel's receive stamping switched on for the life of the process.
+///
+/// Linux stamps received packets only while some socket asks for it, and it switches the
+/// stamping on asynchronously (from a work queue) when the first socket asks, and off again
+/// when the last one closes. Without a socket that stays open, the first segments of each
+/// new connection (after a quiet moment with none open, e.g. `http`'s connection per
+/// request) could arrive unstamped and fall back to the read time. One idle UDP socket with
+/// the option set, opened before the first connection, keeps it on.
+pub fn keep_enabled() {
+    static KEEPER: OnceLock<Option<std::net::UdpSocket>> = OnceLock::new();
+    KEEPER.get_or_init(|| {
+        let socket = std::net::UdpSocket::bind("127.0.0.1:0").ok()?;
+        enable_fd(&socket).then_some(socket)
+    });
 }
 
 /// The instant all [`Arrivals`] count from.
@@ -113,14 +137,18 @@ impl KernelStamped {
     }
 }
 
-#[cfg(target_os = "linux")]
 fn enable(tcp: &TcpStream) -> bool {
-    use std::os::fd::AsRawFd;
+    keep_enabled();
+    enable_fd(tcp)
+}
+
+#[cfg(target_os = "linux")]
+fn enable_fd(socket: &impl std::os::fd::AsRawFd) -> bool {
     let on: libc::c_int = 1;
     // SAFETY: a plain setsockopt on a socket we own, with a correctly sized int.
     unsafe {
         libc::setsockopt(
-            tcp.as_raw_fd(),
+            socket.as_raw_fd(),
             libc::SOL_SOCKET,
             libc::SO_TIMESTAMPNS,
             (&on as *const libc::c_int).cast(),
@@ -130,7 +158,7 @@ fn enable(tcp: &TcpStream) -> bool {
 }
 
 #[cfg(not(target_os = "linux"))]
-fn enable(_tcp: &TcpStream) -> bool {
+fn enable_fd<T>(_socket: &T) -> bool {
     false
 }
 
@@ -165,7 +193,10 @@ fn recv_stamped(
     unsafe {
         let mut cmsg = libc::CMSG_FIRSTHDR(&msg);
         while !cmsg.is_null() {
-            if (*cmsg).cmsg_level == libc::SOL_SOCKET && (*cmsg).cmsg_type == libc::SCM_TIMESTAMPNS
+            if (*cmsg).cmsg_level == libc::SOL_SOCKET
+                && (*cmsg).cmsg_type == libc::SCM_TIMESTAMPNS
+                && (*cmsg).cmsg_len as usize
+                    >= libc::CMSG_LEN(std::mem::size_of::<libc::timespec>() as u32) as usize
             {
                 let ts: libc::timespec =
                     std::ptr::read_unaligned(libc::CMSG_DATA(cmsg).cast::<libc::timespec>());
@@ -217,7 +248,15 @@ impl AsyncRead for KernelStamped {
                     unsafe { buf.assume_init(n) };
                     buf.advance(n);
                     if n > 0 {
-                        let at = stamp.map(to_instant).unwrap_or_else(Instant::now);
+                        let at = match stamp {
+                            Some(s) => to_instant(s),
+                            None => {
+                                if this.kernel {
+                                    UNSTAMPED.fetch_add(1, Ordering::Relaxed);
+                                }
+                                Instant::now()
+                            }
+                        };
                         this.arrivals.note(at);
                     }
                     return Poll::Ready(Ok(()));
@@ -283,6 +322,10 @@ mod tests {
     /// not when they were read.
     #[tokio::test]
     async fn a_late_read_is_stamped_with_the_arrival_time() {
+        // As a run does before its first connection (the kernel switches stamping on
+        // asynchronously, from a work queue, within a few ms).
+        keep_enabled();
+        tokio::time::sleep(Duration::from_millis(20)).await;
         let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
         let addr = listener.local_addr().unwrap();
         let client = TcpStream::connect(addr).await.unwrap();

@@ -49,6 +49,8 @@ impl Connector {
         clock: Clock,
         seed: u64,
     ) -> anyhow::Result<Self> {
+        // Before any connection: the kernel turns receive stamping on asynchronously.
+        crate::rxstamp::keep_enabled();
         let base = target.base_url.as_deref().ok_or_else(|| {
             anyhow::anyhow!(
                 "target {:?} has no base_url; start the simulator first and set its URL",
