@@ -698,6 +698,49 @@ mod tests {
         }
     }
 
+    /// Dropping the wrapped side releases the socket even when the peer stays silent: the
+    /// peer's next write is answered with a reset instead of being read by a pump that
+    /// waits for the peer to close.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn dropping_the_app_side_releases_the_socket() {
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let addr = listener.local_addr().unwrap();
+        let link: Link = "rtt=2ms".parse().unwrap();
+        let client = tokio::spawn(async move {
+            let tcp = TcpStream::connect(addr).await.unwrap();
+            let (mut io, _) = link.wrap_tcp(tcp, 7).unwrap();
+            io.write_all(b"ping").await.unwrap();
+            let mut b = [0u8; 4];
+            io.read_exact(&mut b).await.unwrap();
+            drop(io);
+        });
+        let (mut server, _) = listener.accept().await.unwrap();
+        let mut b = [0u8; 4];
+        server.read_exact(&mut b).await.unwrap();
+        server.write_all(b"pong").await.unwrap();
+        client.await.unwrap();
+        // The client's end of stream (its FIN) arrives one one-way delay after the drop.
+        let n = tokio::time::timeout(Duration::from_secs(5), server.read(&mut b))
+            .await
+            .expect("no end of stream from the dropped side")
+            .unwrap();
+        assert_eq!(n, 0);
+        tokio::time::sleep(Duration::from_millis(20)).await;
+        // The socket is closed now: a write draws a reset, seen by the next write or read.
+        let _ = server.write_all(b"late").await;
+        tokio::time::sleep(Duration::from_millis(20)).await;
+        let reset = tokio::time::timeout(Duration::from_secs(2), async {
+            if server.write_all(b"again").await.is_err() {
+                return true;
+            }
+            tokio::time::sleep(Duration::from_millis(20)).await;
+            server.read(&mut b).await.is_err()
+        })
+        .await
+        .unwrap_or(false);
+        assert!(reset, "the dropped side's socket stayed open");
+    }
+
     #[tokio::test]
     async fn bandwidth_serialises_large_writes() {
         let (a, mut b) = tokio::io::duplex(1 << 20);
