@@ -725,20 +725,18 @@ mod tests {
             .expect("no end of stream from the dropped side")
             .unwrap();
         assert_eq!(n, 0);
-        tokio::time::sleep(Duration::from_millis(20)).await;
-        // The socket is closed now: a write draws a reset, seen by the next write or read.
-        let _ = server.write_all(b"late").await;
-        tokio::time::sleep(Duration::from_millis(20)).await;
+        // Once the socket is closed, a write draws a reset, which fails a later write. A
+        // socket still held open by a waiting pump would take these writes without error.
         let reset = tokio::time::timeout(Duration::from_secs(2), async {
-            if server.write_all(b"again").await.is_err() {
-                return true;
+            loop {
+                if server.write_all(b"late").await.is_err() {
+                    return;
+                }
+                tokio::time::sleep(Duration::from_millis(5)).await;
             }
-            tokio::time::sleep(Duration::from_millis(20)).await;
-            server.read(&mut b).await.is_err()
         })
-        .await
-        .unwrap_or(false);
-        assert!(reset, "the dropped side's socket stayed open");
+        .await;
+        assert!(reset.is_ok(), "the dropped side's socket stayed open");
     }
 
     #[tokio::test]

@@ -62,15 +62,45 @@ pub fn stamp_source() -> String {
 /// stamping on asynchronously (from a work queue) when the first socket asks, and off again
 /// when the last one closes. Without a socket that stays open, the first segments of each
 /// new connection (after a quiet moment with none open, e.g. `http`'s connection per
-/// request) could arrive unstamped and fall back to the read time. One idle UDP socket with
-/// the option set, opened before the first connection, keeps it on.
+/// request) could arrive unstamped and fall back to the read time. This opens one idle
+/// loopback TCP pair with the option set, before the first connection, and returns once a
+/// byte sent over it comes back stamped (at most 100 ms, once per process).
 pub fn keep_enabled() {
-    static KEEPER: OnceLock<Option<std::net::UdpSocket>> = OnceLock::new();
+    type Pair = (std::net::TcpStream, std::net::TcpStream);
+    static KEEPER: OnceLock<Option<Pair>> = OnceLock::new();
     KEEPER.get_or_init(|| {
-        let socket = std::net::UdpSocket::bind("127.0.0.1:0").ok()?;
-        enable_fd(&socket).then_some(socket)
+        let listener = std::net::TcpListener::bind("127.0.0.1:0").ok()?;
+        let rx = std::net::TcpStream::connect(listener.local_addr().ok()?).ok()?;
+        let (tx, _) = listener.accept().ok()?;
+        if !enable_fd(&rx) {
+            return None;
+        }
+        wait_until_stamping(&tx, &rx);
+        Some((tx, rx))
     });
 }
+
+/// Sends single bytes over the pair until one arrives with a kernel stamp.
+#[cfg(target_os = "linux")]
+fn wait_until_stamping(mut tx: &std::net::TcpStream, rx: &std::net::TcpStream) {
+    use std::io::Write;
+    use std::os::fd::AsRawFd;
+    let deadline = Instant::now() + Duration::from_millis(100);
+    let mut buf = [std::mem::MaybeUninit::<u8>::uninit(); 64];
+    while Instant::now() < deadline {
+        if tx.write_all(b".").is_err() {
+            return;
+        }
+        // Loopback delivers inside the write, so the byte is already queued.
+        if let Ok((_, Some(_))) = recv_stamped(rx.as_raw_fd(), &mut buf) {
+            return;
+        }
+        std::thread::sleep(Duration::from_micros(200));
+    }
+}
+
+#[cfg(not(target_os = "linux"))]
+fn wait_until_stamping(_tx: &std::net::TcpStream, _rx: &std::net::TcpStream) {}
 
 /// The instant all [`Arrivals`] count from.
 fn anchor() -> Instant {
@@ -322,10 +352,8 @@ mod tests {
     /// not when they were read.
     #[tokio::test]
     async fn a_late_read_is_stamped_with_the_arrival_time() {
-        // As a run does before its first connection (the kernel switches stamping on
-        // asynchronously, from a work queue, within a few ms).
+        // As a run does before its first connection: returns once the kernel stamps.
         keep_enabled();
-        tokio::time::sleep(Duration::from_millis(20)).await;
         let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
         let addr = listener.local_addr().unwrap();
         let client = TcpStream::connect(addr).await.unwrap();
