@@ -165,55 +165,6 @@ fn explain(
     }
 }
 
-/// Real-time scheduling while the test runs, where permitted (root or CAP_SYS_NICE), as a
-/// latency measurement on a shared machine would be run (`chrt -f 1 spark-bench run
-/// --realtime`): the emulator's threads (delay line, timer) at SCHED_FIFO 2, this process's
-/// other threads (the simulator and the harness share the test's runtime) at 1. Everything
-/// goes back to normal on drop, so the tests that follow run as before. Without it, with two
-/// CPU hogs on the 2-core machine, 1–6% of chunks were 1 ms or more off (the simulator's and
-/// the delay line's tasks waiting for a time slice).
-struct Realtime(Result<usize, String>);
-
-impl Realtime {
-    fn new() -> Realtime {
-        let emulator = spark_bench::priority::raise_emulator_threads();
-        for_other_threads(libc::SCHED_FIFO, 1);
-        Realtime(emulator)
-    }
-}
-
-impl Drop for Realtime {
-    fn drop(&mut self) {
-        spark_bench::priority::lower_emulator_threads();
-        for_other_threads(libc::SCHED_OTHER, 0);
-    }
-}
-
-/// Sets the policy of this process's threads other than the emulator's.
-fn for_other_threads(policy: libc::c_int, priority: libc::c_int) {
-    let Ok(tasks) = std::fs::read_dir("/proc/self/task") else {
-        return;
-    };
-    for task in tasks.flatten() {
-        let comm = std::fs::read_to_string(task.path().join("comm")).unwrap_or_default();
-        if comm.starts_with("spark-bench-") {
-            continue;
-        }
-        let Some(tid) = task
-            .file_name()
-            .to_str()
-            .and_then(|t| t.parse::<i32>().ok())
-        else {
-            continue;
-        };
-        let param = libc::sched_param {
-            sched_priority: priority,
-        };
-        // SAFETY: changes the scheduling policy of one of this process's threads.
-        unsafe { libc::sched_setscheduler(tid, policy, &param) };
-    }
-}
-
 /// One attempt on one transport: three turns. Returns every chunk's error.
 async fn measure(
     sim: &SimHandle,
@@ -288,7 +239,7 @@ async fn measure(
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn chunk_arrivals_ttft_tokens_and_decode_rate_match_ground_truth() {
     let _serial = SERIAL.lock().await;
-    let rt = Realtime::new();
+    let rt = crate::realtime::Realtime::new();
     eprintln!("emulator threads under SCHED_FIFO 2: {:?}", rt.0);
     let mut cfg = SimConfig::new(Profile::builtin("wafer").expect("wafer profile"));
     // The wafer profile's speculative bursts and several-token chunks, as shipped.
