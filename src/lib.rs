@@ -17,13 +17,14 @@
 //! * [`sim`]: the embedded simulator; imports no client code.
 //!
 //! Shared infrastructure: [`link`] (user-space WAN emulation), [`timer`] (sub-ms sleeps),
-//! [`tls`], [`rng`], [`units`].
+//! [`tls`], [`rng`], [`units`], [`kclock`] (kernel timestamps on the monotonic clock).
 
 pub mod backend;
 pub mod cli;
 pub mod commands;
 pub mod compare;
 pub mod driver;
+pub mod kclock;
 pub mod link;
 pub mod plan;
 pub mod priority;

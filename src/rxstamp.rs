@@ -23,7 +23,7 @@ use std::pin::Pin;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, OnceLock};
 use std::task::{Context, Poll};
-use std::time::{Duration, Instant, SystemTime};
+use std::time::{Duration, Instant};
 
 use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
 use tokio::net::TcpStream;
@@ -240,17 +240,6 @@ fn recv_stamped(
     Ok((n as usize, stamp))
 }
 
-/// The monotonic instant of a `CLOCK_REALTIME` stamp: now, minus the stamp's age.
-fn to_instant(realtime: Duration) -> Instant {
-    let now = Instant::now();
-    let wall = SystemTime::now()
-        .duration_since(SystemTime::UNIX_EPOCH)
-        .unwrap_or_default();
-    // A stamp "from the future" (a wall-clock step backwards) counts as arriving now.
-    let age = wall.saturating_sub(realtime);
-    now.checked_sub(age).unwrap_or(now)
-}
-
 impl AsyncRead for KernelStamped {
     #[cfg(target_os = "linux")]
     fn poll_read(
@@ -279,7 +268,7 @@ impl AsyncRead for KernelStamped {
                     buf.advance(n);
                     if n > 0 {
                         let at = match stamp {
-                            Some(s) => to_instant(s),
+                            Some(s) => crate::kclock::realtime_to_instant(s),
                             None => {
                                 if this.kernel {
                                     UNSTAMPED.fetch_add(1, Ordering::Relaxed);

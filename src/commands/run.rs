@@ -268,6 +268,10 @@ pub async fn run_plan(
     };
     let summary = crate::recorder::Summary::from_recorder(&recorder);
     let mut how = crate::rxstamp::stamp_source();
+    if let Some(frames) = crate::transport::byteclock::frame_source() {
+        how.push_str("; ");
+        how.push_str(&frames);
+    }
     if crate::priority::emulator_realtime() {
         how.push_str("; link emulator at real-time priority");
     }

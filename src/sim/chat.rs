@@ -379,6 +379,7 @@ pub(crate) fn record_single_write(engine: &model::Engine, id: &str, done: &Done)
             at: std::time::Instant::now(),
             tokens: done.output_tokens,
             text: done.text.clone(),
+            sent: None,
         }];
         engine.trace.insert(t);
     }

@@ -23,7 +23,8 @@ use tokio::sync::{mpsc, oneshot};
 use tokio_util::sync::CancellationToken;
 
 use super::fault::Fault;
-use super::model::{Break, EngineRef, Sink};
+use super::model::{Break, EngineRef, Sink, Written};
+use super::txstamp::TxLog;
 use super::BusyPolicy;
 
 /// Request bodies larger than this are refused (413).
@@ -43,6 +44,8 @@ pub(crate) struct Conn {
     pub reset: Arc<AtomicBool>,
     /// Cancels this connection (and its WebSocket, if upgraded).
     pub kill: CancellationToken,
+    /// Transmit stamps of the socket, when the kernel gives them.
+    pub tx: Option<Arc<TxLog>>,
 }
 
 /// What every handler gets besides the body.
@@ -153,7 +156,7 @@ impl Ctx {
         let mut r = self.respond(
             StatusCode::OK,
             "text/event-stream; charset=utf-8",
-            ChannelBody(rx).boxed(),
+            ChannelBody(rx, self.conn.tx.clone()).boxed(),
         );
         r.headers_mut().insert(
             http::header::CACHE_CONTROL,
@@ -175,14 +178,14 @@ pub(crate) fn full(s: impl Into<Bytes>) -> Body {
 }
 
 /// A frame for the body, and where to report the instant hyper took it.
-type Queued = (Bytes, Option<oneshot::Sender<Instant>>);
+type Queued = (Bytes, Option<oneshot::Sender<Written>>);
 
 /// An SSE body fed from a channel; ends when the sender is dropped.
 ///
 /// The ground-truth instant of an SSE chunk is when hyper's connection task takes it from
 /// here to encode and write it, not when the generating task queued it: the two are one task
 /// wake-up apart (~70 µs median on the 2-core test machine, more under load).
-struct ChannelBody(mpsc::Receiver<Queued>);
+struct ChannelBody(mpsc::Receiver<Queued>, Option<Arc<TxLog>>);
 
 impl hyper::body::Body for ChannelBody {
     type Data = Bytes;
@@ -195,7 +198,10 @@ impl hyper::body::Body for ChannelBody {
         self.0.poll_recv(cx).map(|o| {
             o.map(|(b, stamp)| {
                 if let Some(tx) = stamp {
-                    let _ = tx.send(Instant::now());
+                    let _ = tx.send(Written {
+                        at: Instant::now(),
+                        sent: self.1.as_ref().map(|log| log.watch(b.len())),
+                    });
                 }
                 Ok(Frame::data(b))
             })
@@ -211,7 +217,7 @@ pub(crate) struct SseSink {
 
 impl SseSink {
     /// Queues one frame and waits until hyper takes it; returns that instant.
-    async fn push(&mut self, frame: String) -> Result<Instant, ()> {
+    async fn push(&mut self, frame: String) -> Result<Written, ()> {
         let (stamp_tx, stamp_rx) = oneshot::channel();
         self.tx
             .send((Bytes::from(frame), Some(stamp_tx)))
@@ -222,7 +228,7 @@ impl SseSink {
 }
 
 impl Sink for SseSink {
-    async fn send(&mut self, event: &str, data: String) -> Result<Instant, ()> {
+    async fn send(&mut self, event: &str, data: String) -> Result<Written, ()> {
         let frame = if event.is_empty() {
             format!("data: {data}\n\n")
         } else {
@@ -231,7 +237,7 @@ impl Sink for SseSink {
         self.push(frame).await
     }
 
-    async fn send_raw(&mut self, data: String) -> Result<Instant, ()> {
+    async fn send_raw(&mut self, data: String) -> Result<Written, ()> {
         self.push(format!("data: {data}\n\n")).await
     }
 
@@ -254,11 +260,11 @@ impl Sink for SseSink {
 pub(crate) struct NullSink;
 
 impl Sink for NullSink {
-    async fn send(&mut self, _event: &str, _data: String) -> Result<Instant, ()> {
-        Ok(Instant::now())
+    async fn send(&mut self, _event: &str, _data: String) -> Result<Written, ()> {
+        Ok(Written::now())
     }
-    async fn send_raw(&mut self, _data: String) -> Result<Instant, ()> {
-        Ok(Instant::now())
+    async fn send_raw(&mut self, _data: String) -> Result<Written, ()> {
+        Ok(Written::now())
     }
     async fn break_stream(&mut self, _how: Break) {}
 }

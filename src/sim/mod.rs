@@ -21,6 +21,7 @@ mod profile;
 mod responses;
 pub mod text;
 mod trace;
+mod txstamp;
 mod ws;
 
 use std::future::Future;
@@ -69,10 +70,14 @@ pub struct SimConfig {
     pub ws_busy_policy: BusyPolicy,
     /// Serve HTTPS/WSS with this certificate.
     pub tls: Option<SelfSigned>,
+    /// Ground-truth write times from the kernel's transmit stamps (Linux; ignored with a
+    /// server-side link). Costs one extra `recvmsg` per write.
+    pub tx_stamps: bool,
 }
 
 impl SimConfig {
-    /// Defaults: seed 1, no link, 60-minute WebSocket lifetime, queueing, no TLS.
+    /// Defaults: seed 1, no link, 60-minute WebSocket lifetime, queueing, no TLS, kernel
+    /// transmit stamps on.
     pub fn new(profile: Profile) -> Self {
         SimConfig {
             profile,
@@ -81,6 +86,7 @@ impl SimConfig {
             ws_lifetime: Duration::from_secs(60 * 60),
             ws_busy_policy: BusyPolicy::Queue,
             tls: None,
+            tx_stamps: true,
         }
     }
 }
@@ -90,6 +96,8 @@ impl SimConfig {
 struct ConnIo {
     tcp: TcpStream,
     reset: Arc<AtomicBool>,
+    /// Transmit stamps, when switched on.
+    tx: Option<Arc<txstamp::TxLog>>,
 }
 
 impl Drop for ConnIo {
@@ -116,7 +124,11 @@ impl AsyncWrite for ConnIo {
         cx: &mut Context<'_>,
         buf: &[u8],
     ) -> Poll<std::io::Result<usize>> {
-        Pin::new(&mut self.tcp).poll_write(cx, buf)
+        let r = Pin::new(&mut self.tcp).poll_write(cx, buf);
+        if let (Poll::Ready(Ok(n)), Some(log)) = (&r, &self.tx) {
+            txstamp::after_write(raw_fd(&self.tcp), log, *n);
+        }
+        r
     }
     fn poll_flush(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<std::io::Result<()>> {
         Pin::new(&mut self.tcp).poll_flush(cx)
@@ -124,6 +136,17 @@ impl AsyncWrite for ConnIo {
     fn poll_shutdown(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<std::io::Result<()>> {
         Pin::new(&mut self.tcp).poll_shutdown(cx)
     }
+}
+
+#[cfg(unix)]
+fn raw_fd(tcp: &TcpStream) -> i32 {
+    use std::os::fd::AsRawFd;
+    tcp.as_raw_fd()
+}
+
+#[cfg(not(unix))]
+fn raw_fd(_tcp: &TcpStream) -> i32 {
+    -1
 }
 
 /// Serves until `shutdown` completes, then stops accepting and cancels open connections.
@@ -166,6 +189,10 @@ async fn serve_with_trace(
             },
         };
         let _ = tcp.set_nodelay(true);
+        // Transmit stamps key on byte offsets at the socket; a server-side delay line between
+        // the connection and the socket would hold the bytes back, so they stay off with one.
+        let tx = (cfg.tx_stamps && cfg.link.is_none() && txstamp::enable(raw_fd(&tcp)))
+            .then(|| Arc::new(txstamp::TxLog::default()));
         let n = conn_no.fetch_add(1, Ordering::Relaxed);
         let reset = Arc::new(AtomicBool::new(false));
         let conn = Arc::new(http::Conn {
@@ -174,12 +201,13 @@ async fn serve_with_trace(
             ws_busy: cfg.ws_busy_policy,
             reset: reset.clone(),
             kill: root.child_token(),
+            tx: tx.clone(),
         });
         let link = cfg.link;
         let seed = cfg.seed;
         let acceptor = acceptor.clone();
         tokio::spawn(async move {
-            let io: BoxIo = Box::pin(ConnIo { tcp, reset });
+            let io: BoxIo = Box::pin(ConnIo { tcp, reset, tx });
             let (io, _) = link.wrap(io, seed ^ n.wrapping_mul(0x9e37_79b9), None);
             let io: BoxIo = match acceptor {
                 Some(acc) => match acc.accept(io).await {

@@ -151,16 +151,34 @@ pub(crate) enum Break {
 }
 
 /// Where a run writes its frames: an SSE body channel or a WebSocket.
+/// When a frame was handed to the connection: the instant just before its write, and, when
+/// the socket reports transmit stamps, a slot the kernel's stamp of the write fills.
+#[derive(Debug, Clone)]
+pub(crate) struct Written {
+    pub at: Instant,
+    pub sent: Option<super::txstamp::Sent>,
+}
+
+impl Written {
+    /// Handed over now, with no transmit stamp to come.
+    pub fn now() -> Self {
+        Written {
+            at: Instant::now(),
+            sent: None,
+        }
+    }
+}
+
 pub(crate) trait Sink: Send {
     /// Sends one event (`event` is the SSE event name, or empty for `data:`-only framing).
-    /// Returns the instant the bytes were handed to the connection, or `Err` if it is gone.
+    /// Returns when the bytes were handed to the connection, or `Err` if it is gone.
     fn send(
         &mut self,
         event: &str,
         data: String,
-    ) -> impl Future<Output = Result<Instant, ()>> + Send;
+    ) -> impl Future<Output = Result<Written, ()>> + Send;
     /// Sends raw bytes that are not a valid event (the `malformed-after` fault).
-    fn send_raw(&mut self, data: String) -> impl Future<Output = Result<Instant, ()>> + Send;
+    fn send_raw(&mut self, data: String) -> impl Future<Output = Result<Written, ()>> + Send;
     /// Breaks the stream on purpose.
     fn break_stream(&mut self, how: Break) -> impl Future<Output = ()> + Send;
 }
@@ -353,7 +371,7 @@ async fn run_inner<S: Sink, E: Encoder>(
         }
         crate::timer::sleep_until(decode_start + c.offset).await;
         let (ev, data) = enc.delta(&c.text, c.tokens, done.output_tokens + c.tokens);
-        let Ok(at) = sink.send(&ev, data).await else {
+        let Ok(written) = sink.send(&ev, data).await else {
             return RunEnd::Broken;
         };
         done.output_tokens += c.tokens;
@@ -361,9 +379,10 @@ async fn run_inner<S: Sink, E: Encoder>(
         done.text.push_str(&c.text);
         trace.output_tokens = done.output_tokens;
         trace.chunk_writes.push(ChunkWrite {
-            at,
+            at: written.at,
             tokens: c.tokens,
             text: c.text.clone(),
+            sent: written.sent,
         });
     }
     // The ground truth is complete once the last content chunk is written: publish it before

@@ -13,13 +13,38 @@ const MAX_TRACES: usize = 20_000;
 /// One chunk of content handed to the connection.
 #[derive(Debug, Clone)]
 pub struct ChunkWrite {
-    /// When the chunk's bytes were handed to the connection (SSE: sent into the hyper body
-    /// channel; WebSocket: right after the frame's `send` completed).
+    /// When the chunk's bytes left: the kernel's transmit stamp of the write that carried
+    /// them when the socket gives one (see [`super::txstamp`]), else the instant just before
+    /// the connection wrote them (SSE: when hyper took the frame to encode and write it;
+    /// WebSocket: just before the frame's send).
     pub at: Instant,
     /// Output tokens in the chunk.
     pub tokens: u32,
     /// The chunk's text (text delta, or function-call arguments delta).
     pub text: String,
+    /// Filled with the transmit stamp once the kernel reports it.
+    pub(crate) sent: Option<super::txstamp::Sent>,
+}
+
+impl ChunkWrite {
+    /// With `at` moved to the transmit stamp, when one arrived.
+    fn resolved(mut self) -> Self {
+        if let Some(t) = self.sent.as_ref().and_then(|s| s.get()) {
+            self.at = *t;
+        }
+        self
+    }
+}
+
+impl ResponseTrace {
+    fn resolved(mut self) -> Self {
+        self.chunk_writes = self
+            .chunk_writes
+            .into_iter()
+            .map(ChunkWrite::resolved)
+            .collect();
+        self
+    }
 }
 
 /// Everything the simulator knows about one response.
@@ -104,7 +129,7 @@ impl Trace {
     /// terminal event always finds it.
     pub fn get(&self, response_id: &str) -> Option<ResponseTrace> {
         let g = self.inner.lock().unwrap_or_else(|e| e.into_inner());
-        g.map.get(response_id).cloned()
+        g.map.get(response_id).cloned().map(ResponseTrace::resolved)
     }
 
     /// All kept traces, oldest first.
@@ -112,7 +137,7 @@ impl Trace {
         let g = self.inner.lock().unwrap_or_else(|e| e.into_inner());
         g.order
             .iter()
-            .filter_map(|id| g.map.get(id).cloned())
+            .filter_map(|id| g.map.get(id).cloned().map(ResponseTrace::resolved))
             .collect()
     }
 

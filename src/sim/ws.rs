@@ -24,8 +24,9 @@ use tokio_util::sync::CancellationToken;
 
 use super::fault::Fault;
 use super::http::{full, Body, Conn, Ctx};
-use super::model::{self, Break, RunEnd, Sink};
+use super::model::{self, Break, RunEnd, Sink, Written};
 use super::responses::{parse_create, prepare, remember, ApiError, Continuation, Prepared};
+use super::txstamp::TxLog;
 use super::BusyPolicy;
 
 type Ws = WebSocketStream<TokioIo<hyper::upgrade::Upgraded>>;
@@ -117,10 +118,18 @@ fn envelope(e: &ApiError) -> String {
 /// written and flushed within the send, so this is just before its bytes reach the socket,
 /// the same point the SSE path stamps).
 async fn send_text(tx: &WsTx, s: String) -> Result<Instant, ()> {
+    send_watched(tx, s, None).await.map(|w| w.at)
+}
+
+/// [`send_text`], also asking `log` (the socket's transmit stamps) for the frame's.
+async fn send_watched(tx: &WsTx, s: String, log: Option<&TxLog>) -> Result<Written, ()> {
     let mut g = tx.lock().await;
-    let at = Instant::now();
+    let written = Written {
+        at: Instant::now(),
+        sent: log.map(|l| l.watch(s.len())),
+    };
     g.send(Message::text(s)).await.map_err(|_| ())?;
-    Ok(at)
+    Ok(written)
 }
 
 /// The connection-local cache: the most recent response and its full history.
@@ -366,17 +375,17 @@ struct WsSink {
 }
 
 impl Sink for WsSink {
-    async fn send(&mut self, event: &str, data: String) -> Result<Instant, ()> {
+    async fn send(&mut self, event: &str, data: String) -> Result<Written, ()> {
         if event == "response.completed" {
             // The client may send its next create the moment it reads this event: the
             // connection must already count as idle then, or `Reject` would refuse it.
             self.shared.busy.store(false, Ordering::SeqCst);
         }
-        send_text(&self.shared.tx, data).await
+        send_watched(&self.shared.tx, data, self.shared.conn.tx.as_deref()).await
     }
 
-    async fn send_raw(&mut self, data: String) -> Result<Instant, ()> {
-        send_text(&self.shared.tx, data).await
+    async fn send_raw(&mut self, data: String) -> Result<Written, ()> {
+        send_watched(&self.shared.tx, data, self.shared.conn.tx.as_deref()).await
     }
 
     async fn break_stream(&mut self, how: Break) {

@@ -6,10 +6,15 @@
 //! connection ids.
 //! Does not own: deadlines and cancellation (the caller races this future against them).
 
+use std::io;
+use std::pin::Pin;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
+use std::task::{ready, Context, Poll};
 use std::time::Instant;
 
+use tokio::io::{AsyncBufRead, AsyncRead, AsyncWrite, ReadBuf};
+use tokio_rustls::client::TlsStream;
 use tokio_rustls::TlsConnector;
 
 use super::io::{IoStats, MeteredIo};
@@ -111,9 +116,64 @@ pub async fn dial(
                 .alpn_protocol()
                 .map(|p| String::from_utf8_lossy(p).into_owned());
             setup.tls_version = conn.protocol_version().map(|v| format!("{v:?}"));
-            Box::pin(stream)
+            Box::pin(RecordAtATime(stream))
         }
     };
     let (io, stats) = MeteredIo::new(io, clock, Some(arrivals));
     Ok(Dialed { io, stats, setup })
+}
+
+/// A client TLS stream read one record's plaintext at a time.
+///
+/// tokio-rustls's `poll_read` fills the caller's buffer: it decrypts a record, then goes on
+/// reading from below while records keep coming. Several records that arrived at different
+/// times then leave in one read, and [`MeteredIo`] can only stamp that read with the latest
+/// arrival. Read through the buffered interface instead, a read returns the plaintext of one
+/// record, and reads from below only when no plaintext is waiting, so each read's stamp is
+/// the arrival of the bytes that completed its record.
+struct RecordAtATime(TlsStream<BoxIo>);
+
+impl AsyncRead for RecordAtATime {
+    fn poll_read(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        buf: &mut ReadBuf<'_>,
+    ) -> Poll<io::Result<()>> {
+        let inner = Pin::new(&mut self.0);
+        let data = ready!(inner.poll_fill_buf(cx))?;
+        let n = data.len().min(buf.remaining());
+        buf.put_slice(&data[..n]);
+        Pin::new(&mut self.0).consume(n);
+        Poll::Ready(Ok(()))
+    }
+}
+
+impl AsyncWrite for RecordAtATime {
+    fn poll_write(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        buf: &[u8],
+    ) -> Poll<io::Result<usize>> {
+        Pin::new(&mut self.0).poll_write(cx, buf)
+    }
+
+    fn poll_write_vectored(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        bufs: &[io::IoSlice<'_>],
+    ) -> Poll<io::Result<usize>> {
+        Pin::new(&mut self.0).poll_write_vectored(cx, bufs)
+    }
+
+    fn is_write_vectored(&self) -> bool {
+        self.0.is_write_vectored()
+    }
+
+    fn poll_flush(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+        Pin::new(&mut self.0).poll_flush(cx)
+    }
+
+    fn poll_shutdown(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+        Pin::new(&mut self.0).poll_shutdown(cx)
+    }
 }

@@ -16,6 +16,7 @@ use hyper::body::Incoming;
 use hyper_util::rt::{TokioExecutor, TokioIo};
 use tokio_util::sync::CancellationToken;
 
+use super::byteclock::ByteClock;
 use super::connect::Dialed;
 use super::io::IoStats;
 use super::sse::SseParser;
@@ -46,6 +47,10 @@ pub struct H1Conn {
     pub stats: Arc<IoStats>,
     /// What opening it cost (handed to the first request only).
     pub setup: Setup,
+    /// Which read delivered which response byte.
+    pub byte_clock: Arc<ByteClock>,
+    /// The next response's place on the connection (its key in `byte_clock`).
+    pub next_response: u32,
 }
 
 /// An HTTP/2 connection (shared; the sender is cloned per request).
@@ -57,10 +62,18 @@ pub struct H2Conn {
     pub stats: Arc<IoStats>,
     /// What opening it cost.
     pub setup: Setup,
+    /// Which read delivered which byte of each stream.
+    pub byte_clock: Arc<ByteClock>,
 }
 
 /// HTTP/1.1 handshake (no bytes on the wire; hyper only sets up its state).
 pub async fn h1_handshake(d: Dialed) -> Result<H1Conn, String> {
+    // Set before hyper's first read.
+    let byte_clock = d
+        .stats
+        .byte_clock
+        .get_or_init(|| Arc::new(ByteClock::h1()))
+        .clone();
     let (sender, conn) = hyper::client::conn::http1::handshake(TokioIo::new(d.io))
         .await
         .map_err(|e| format!("HTTP/1.1 handshake: {e}"))?;
@@ -72,6 +85,8 @@ pub async fn h1_handshake(d: Dialed) -> Result<H1Conn, String> {
         sender,
         stats: d.stats,
         setup: d.setup,
+        byte_clock,
+        next_response: 0,
     })
 }
 
@@ -84,6 +99,11 @@ pub async fn h2_handshake(d: Dialed, tls: bool) -> Result<H2Conn, String> {
             d.setup.alpn
         ));
     }
+    let byte_clock = d
+        .stats
+        .byte_clock
+        .get_or_init(|| Arc::new(ByteClock::h2()))
+        .clone();
     let (sender, conn) =
         hyper::client::conn::http2::handshake(TokioExecutor::new(), TokioIo::new(d.io))
             .await
@@ -95,6 +115,7 @@ pub async fn h2_handshake(d: Dialed, tls: bool) -> Result<H2Conn, String> {
         sender,
         stats: d.stats,
         setup: d.setup,
+        byte_clock,
     })
 }
 
@@ -170,14 +191,41 @@ pub struct Pumped {
     pub unsent: bool,
 }
 
+/// How the pump learns when a response's bytes arrived.
+#[derive(Debug, Clone)]
+pub enum Attribution {
+    /// The connection's latest read when hyper hands a frame up: a bound no earlier than the
+    /// frame's arrival (hyper may have read ahead).
+    Latest,
+    /// Response number `.1` on an HTTP/1.1 connection: exact per read.
+    H1(Arc<ByteClock>, u32),
+    /// A stream on an HTTP/2 connection, which the response claims by its first body bytes:
+    /// exact per read once claimed, the latest read until then or if the claim fails.
+    H2(Arc<ByteClock>),
+}
+
+/// Forgets a response's log when the pump ends, on every path.
+struct Forget(Option<(Arc<ByteClock>, u32)>);
+
+impl Drop for Forget {
+    fn drop(&mut self) {
+        if let Some((bc, key)) = self.0.take() {
+            bc.done(key);
+        }
+    }
+}
+
 /// Sends a request (the `send` future) and pumps the response into `sink`.
 ///
-/// Timestamps come from `stats.last_read()`: the time of the newest read on the connection
-/// when hyper hands the frame up. `drain` keeps reading after [`Flow::Stop`] until the body
-/// ends (keep-alive reuse); without it the response is dropped at once.
+/// Timestamps are arrival times of the reads that delivered the bytes, looked up per body
+/// offset in the connection's [`ByteClock`] (see [`Attribution`]), else the time of the
+/// newest read on the connection when hyper hands the frame up. `drain` keeps reading after
+/// [`Flow::Stop`] until the body ends (keep-alive reuse); without it the response is dropped
+/// at once.
 #[allow(clippy::too_many_arguments)]
 pub async fn pump<F, E, S>(
     send: F,
+    attribution: Attribution,
     stats: &IoStats,
     clock: Clock,
     limits: Limits,
@@ -237,8 +285,28 @@ where
             return out;
         }
     };
-    let at_ns = stats.last_read().max(progress_ns);
+    let (byte_clock, mut key) = match attribution {
+        Attribution::Latest => (None, None),
+        Attribution::H1(bc, k) => (Some(bc), Some(k)),
+        Attribution::H2(bc) => (Some(bc), None),
+    };
+    let mut forget = Forget(None);
+    if let (Some(bc), Some(k)) = (&byte_clock, key) {
+        forget.0 = Some((bc.clone(), k));
+    }
+    let exact_head = match (&byte_clock, key) {
+        (Some(bc), Some(k)) => bc.head(k),
+        _ => None,
+    };
+    let at_ns = exact_head
+        .unwrap_or_else(|| stats.last_read())
+        .max(progress_ns);
     progress_ns = at_ns;
+    // Frames are stamped in order: no earlier than the one before.
+    let mut last_at = at_ns;
+    // Body bytes of this response so far.
+    let mut body_end: u64 = 0;
+    let mut claimed = false;
     // The progress time the stall timer was last armed against.
     let mut armed_ns = progress_ns;
     stall
@@ -284,7 +352,11 @@ where
         match frame {
             None => {
                 out.clean = true;
-                let at_ns = stats.last_read().max(progress_ns);
+                let exact = match (&byte_clock, key) {
+                    (Some(bc), Some(k)) => bc.end(k),
+                    _ => None,
+                };
+                let at_ns = exact.unwrap_or_else(|| stats.last_read()).max(last_at);
                 if flow == Flow::Continue {
                     if !ok {
                         sink(WireEvent::ErrorBody {
@@ -306,8 +378,27 @@ where
                 let Ok(data) = frame.into_data() else {
                     continue;
                 };
-                let at_ns = stats.last_read().max(progress_ns);
-                progress_ns = at_ns;
+                body_end += data.len() as u64;
+                if let (Some(bc), None, false) = (&byte_clock, key, claimed) {
+                    if !data.is_empty() {
+                        // HTTP/2: find this response's stream by its first bytes.
+                        claimed = true;
+                        key = bc.claim(&data);
+                        if let Some(k) = key {
+                            forget.0 = Some((bc.clone(), k));
+                        }
+                    }
+                }
+                let exact = match (&byte_clock, key) {
+                    (Some(bc), Some(k)) => bc.body(k, body_end),
+                    _ => None,
+                };
+                if byte_clock.is_some() {
+                    super::byteclock::count_frame(exact.is_some());
+                }
+                let at_ns = exact.unwrap_or_else(|| stats.last_read()).max(last_at);
+                last_at = at_ns;
+                progress_ns = progress_ns.max(at_ns);
                 out.body_bytes += data.len() as u64;
                 if flow == Flow::Stop {
                     continue; // draining for reuse

@@ -2,20 +2,23 @@
 //!
 //! Owns: per-connection counters (`bytes_read`, `bytes_written`) and the time of the latest
 //! read that returned bytes / the latest write, in ns since run start.
-//! Does not own: framing. hyper and tungstenite parse on top of it; when they hand a frame up,
-//! the latest read time is the time the frame's last byte arrived (or, when the connection
-//! task read ahead, a bound no earlier than that), which excludes their parsing time.
+//! Does not own: framing. hyper and tungstenite parse on top of it. Each read's bytes are
+//! also fed, with their arrival, to the connection's [`ByteClock`] when HTTP set one up, so a
+//! frame hyper hands up later can be stamped with the read that delivered it even if hyper's
+//! connection task read further meanwhile; without one (WebSocket, driven by the reader
+//! itself), the latest read time is the arrival of the frame's last byte.
 //!
 //! The counters are relaxed atomics: one writer (the task polling the I/O), no locks.
 
 use std::io;
 use std::pin::Pin;
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::Arc;
+use std::sync::{Arc, OnceLock};
 use std::task::{Context, Poll};
 
 use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
 
+use super::byteclock::ByteClock;
 use super::Clock;
 use crate::link::BoxIo;
 use crate::rxstamp::Arrivals;
@@ -31,6 +34,9 @@ pub struct IoStats {
     pub last_read_ns: AtomicU64,
     /// ns since run start of the latest write that accepted at least one byte.
     pub last_write_ns: AtomicU64,
+    /// Which read delivered which response byte, when the HTTP layer set one up (before
+    /// its first read).
+    pub byte_clock: OnceLock<Arc<ByteClock>>,
 }
 
 impl IoStats {
@@ -103,6 +109,9 @@ impl AsyncRead for MeteredIo {
                     .unwrap_or(now);
                 self.stats.last_read_ns.store(at, Ordering::Relaxed);
                 self.stats.bytes_read.fetch_add(n, Ordering::Relaxed);
+                if let Some(bc) = self.stats.byte_clock.get() {
+                    bc.feed(&buf.filled()[before..], at);
+                }
             }
         }
         r

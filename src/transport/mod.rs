@@ -7,10 +7,12 @@
 //! Does not own: JSON, tokens, or what an event means (that is `backend`), nor records
 //! (the driver's `exchange` fills them from what this module reports).
 //!
-//! Layering of one connection: `TcpStream` (nodelay) → [`crate::link::Link::wrap`] →
-//! TLS → [`io::MeteredIo`] (byte counts and read/write times of the plaintext) → hyper or
-//! tungstenite.
+//! Layering of one connection: `TcpStream` (nodelay, kernel receive stamps) →
+//! [`crate::link::Link::wrap`] → TLS (read one record at a time) → [`io::MeteredIo`] (byte
+//! counts and read/write times of the plaintext, and the HTTP [`byteclock::ByteClock`]) →
+//! hyper or tungstenite.
 
+pub mod byteclock;
 pub mod connect;
 pub mod http;
 pub mod io;

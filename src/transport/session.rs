@@ -297,8 +297,11 @@ impl SessionTransport {
         let (w0, r0) = (conn.stats.written(), conn.stats.read());
         let start_ns = c.clock.now_ns();
         let stats = conn.stats.clone();
+        let attribution = h::Attribution::H1(conn.byte_clock.clone(), conn.next_response);
+        conn.next_response += 1;
         let pumped = h::pump(
             conn.sender.send_request(hreq),
+            attribution,
             &stats,
             c.clock,
             limits,
@@ -390,7 +393,18 @@ impl SessionTransport {
                     .await
                     .map_err(h::SendError::from)
             };
-            let pumped = h::pump(send, &stats, c.clock, limits, cancel, true, sink).await;
+            let attribution = h::Attribution::H2(conn.byte_clock.clone());
+            let pumped = h::pump(
+                send,
+                attribution,
+                &stats,
+                c.clock,
+                limits,
+                cancel,
+                true,
+                sink,
+            )
+            .await;
             let dead = pumped.unsent || conn.sender.is_closed();
             if matches!(pumped.ending, Ending::Io(_)) && dead {
                 let mut slot = c.h2.lock().await;

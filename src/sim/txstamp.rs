@@ -1,0 +1,311 @@
+//! Kernel transmit stamps: when a chunk's bytes actually left the simulator.
+//!
+//! Owns: switching on `SO_TIMESTAMPING` (software transmit stamps, keyed by byte offset) on
+//! an accepted socket, counting the bytes written to it, reading the stamps back from the
+//! socket's error queue after each write, and filling in the write time of each chunk that
+//! asked for one ([`TxLog::watch`]).
+//! Does not own: which chunks are content (the model) or the trace itself.
+//!
+//! Why: the simulator stamps a chunk just before its connection writes it. If the thread is
+//! descheduled between that instant and the `write` (a VM's vCPU pause, a busy runtime), the
+//! bytes leave later than the stamp says, and a client measured against it looks late. The
+//! kernel's transmit stamp is taken as the bytes leave; on loopback that is inside the write
+//! call, so the stamp is already queued when the write returns.
+//!
+//! Keying: with `SOF_TIMESTAMPING_OPT_ID` a TCP stamp carries the offset (mod 2^32) of the
+//! last byte of the write it belongs to, counted from when the option was set (before the
+//! first byte). A chunk's bytes start at or after the connection's byte count when it was
+//! stamped (`written_before`) and end no earlier than `written_before + len - 1` (`len`, its
+//! plaintext size: framing and TLS only add bytes). Chunks leave in the order they were
+//! stamped, so a chunk's bytes also start after the previous chunk's bound (HTTP/2 buffers
+//! frames: the connection count can lag behind the chunks already taken). Its write time is
+//! the stamp of the first write that ended at or past its bound.
+
+use std::collections::VecDeque;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, OnceLock};
+use std::time::Instant;
+
+/// A chunk's write time, filled in once its write's stamp is read.
+pub type Sent = Arc<OnceLock<Instant>>;
+
+/// Chunks waiting for their stamp; more than this and the oldest are given up (their trace
+/// keeps the instant before the write).
+const MAX_PENDING: usize = 4096;
+/// Recent writes remembered to find a late stamp's start.
+const RECENT: usize = 64;
+
+/// One connection's transmit log.
+#[derive(Debug, Default)]
+pub struct TxLog {
+    written: AtomicU64,
+    inner: Mutex<Inner>,
+}
+
+#[derive(Debug, Default)]
+struct Inner {
+    /// (last byte ends at or past, slot)
+    pending: VecDeque<(u64, Sent)>,
+    /// The latest bound handed out.
+    last_bound: Option<u64>,
+    /// (start, end) of recent writes, end = offset of the last byte.
+    recent: VecDeque<(u64, u64)>,
+}
+
+impl TxLog {
+    /// Bytes written to the socket so far.
+    pub fn written(&self) -> u64 {
+        self.written.load(Ordering::Acquire)
+    }
+
+    /// A slot for the write time of a chunk of `len` bytes about to be written.
+    pub fn watch(&self, len: usize) -> Sent {
+        let sent = Sent::default();
+        let mut g = self.lock();
+        let start = match g.last_bound {
+            Some(b) => self.written().max(b + 1),
+            None => self.written(),
+        };
+        let bound = start + (len.max(1) as u64) - 1;
+        g.last_bound = Some(bound);
+        g.pending.push_back((bound, sent.clone()));
+        if g.pending.len() > MAX_PENDING {
+            g.pending.pop_front();
+        }
+        sent
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, Inner> {
+        self.inner.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// Notes a write of `n` bytes (returns its (start, end)).
+    fn wrote(&self, n: usize) -> (u64, u64) {
+        let start = self.written.fetch_add(n as u64, Ordering::AcqRel);
+        let end = start + n as u64 - 1;
+        let mut g = self.lock();
+        g.recent.push_back((start, end));
+        if g.recent.len() > RECENT {
+            g.recent.pop_front();
+        }
+        (start, end)
+    }
+
+    /// A stamp arrived for the write whose last byte has offset `id` (mod 2^32).
+    fn stamped(&self, id: u32, at: Instant) {
+        let mut g = self.lock();
+        // The full offset: the latest write's end whose low 32 bits are `id`.
+        let Some(&(_, end)) = g.recent.iter().rev().find(|(_, e)| *e as u32 == id) else {
+            return;
+        };
+        g.pending.retain(|(bound, sent)| {
+            if *bound <= end {
+                let _ = sent.set(at);
+                false
+            } else {
+                true
+            }
+        });
+    }
+}
+
+/// Turns on transmit stamps for `fd` (before anything was written to it). `false` when the
+/// kernel refuses (not Linux, or an old kernel).
+#[cfg(target_os = "linux")]
+pub fn enable(fd: std::os::fd::RawFd) -> bool {
+    let flags: libc::c_uint = libc::SOF_TIMESTAMPING_TX_SOFTWARE
+        | libc::SOF_TIMESTAMPING_SOFTWARE
+        | libc::SOF_TIMESTAMPING_OPT_ID
+        | libc::SOF_TIMESTAMPING_OPT_TSONLY;
+    // SAFETY: a plain setsockopt on a socket the caller owns, with a correctly sized int.
+    unsafe {
+        libc::setsockopt(
+            fd,
+            libc::SOL_SOCKET,
+            SO_TIMESTAMPING,
+            (&flags as *const libc::c_uint).cast(),
+            std::mem::size_of::<libc::c_uint>() as libc::socklen_t,
+        ) == 0
+    }
+}
+
+#[cfg(not(target_os = "linux"))]
+pub fn enable(_fd: i32) -> bool {
+    false
+}
+
+/// `SO_TIMESTAMPING` (and `SCM_TIMESTAMPING`) on Linux; the libc crate lacks it for glibc.
+#[cfg(target_os = "linux")]
+const SO_TIMESTAMPING: libc::c_int = 37;
+/// `SCM_TSTAMP_SND`: the stamp was taken as the bytes left for the device.
+#[cfg(target_os = "linux")]
+const SCM_TSTAMP_SND: u32 = 0;
+
+/// Records a write of `n` bytes on `fd`, then reads every stamp waiting on its error queue.
+#[cfg(target_os = "linux")]
+pub fn after_write(fd: std::os::fd::RawFd, log: &TxLog, n: usize) {
+    if n == 0 {
+        return;
+    }
+    log.wrote(n);
+    while let Some((id, at)) = read_stamp(fd) {
+        log.stamped(id, at);
+    }
+}
+
+#[cfg(not(target_os = "linux"))]
+pub fn after_write(_fd: i32, log: &TxLog, n: usize) {
+    if n > 0 {
+        log.wrote(n);
+    }
+}
+
+/// One message from the error queue: (the write's last-byte offset, the stamp). `None` when
+/// the queue is empty (or holds something else).
+#[cfg(target_os = "linux")]
+fn read_stamp(fd: std::os::fd::RawFd) -> Option<(u32, Instant)> {
+    loop {
+        // u64 elements keep the control buffer aligned for cmsghdr.
+        let mut control = [0u64; 32];
+        // SAFETY: msghdr is a plain C struct; all-zero is a valid empty value.
+        let mut msg: libc::msghdr = unsafe { std::mem::zeroed() };
+        msg.msg_control = control.as_mut_ptr().cast();
+        msg.msg_controllen = std::mem::size_of_val(&control) as _;
+        // SAFETY: no data buffers; the control buffer outlives the call.
+        let n = unsafe { libc::recvmsg(fd, &mut msg, libc::MSG_ERRQUEUE | libc::MSG_DONTWAIT) };
+        if n < 0 {
+            return None;
+        }
+        let (mut stamp, mut id) = (None, None);
+        // SAFETY: the kernel filled the control area; CMSG_* walk it within its length, and
+        // each payload is read unaligned from a message of the right level, type and size.
+        unsafe {
+            let mut cmsg = libc::CMSG_FIRSTHDR(&msg);
+            while !cmsg.is_null() {
+                let (level, kind) = ((*cmsg).cmsg_level, (*cmsg).cmsg_type);
+                // `cmsg_len` is usize on glibc and u32 on musl.
+                #[allow(clippy::unnecessary_cast)]
+                let len = (*cmsg).cmsg_len as usize;
+                let data = libc::CMSG_DATA(cmsg);
+                if level == libc::SOL_SOCKET
+                    && kind == SO_TIMESTAMPING
+                    && len
+                        >= libc::CMSG_LEN(3 * std::mem::size_of::<libc::timespec>() as u32) as usize
+                {
+                    // scm_timestamping: [software, (deprecated), hardware].
+                    let ts: libc::timespec = std::ptr::read_unaligned(data.cast());
+                    if ts.tv_sec > 0 && ts.tv_nsec >= 0 {
+                        stamp = Some(std::time::Duration::new(
+                            ts.tv_sec as u64,
+                            ts.tv_nsec as u32,
+                        ));
+                    }
+                } else if ((level == libc::SOL_IP && kind == libc::IP_RECVERR)
+                    || (level == libc::SOL_IPV6 && kind == libc::IPV6_RECVERR))
+                    && len
+                        >= libc::CMSG_LEN(std::mem::size_of::<libc::sock_extended_err>() as u32)
+                            as usize
+                {
+                    let e: libc::sock_extended_err = std::ptr::read_unaligned(data.cast());
+                    if e.ee_origin == libc::SO_EE_ORIGIN_TIMESTAMPING
+                        && e.ee_errno == libc::ENOMSG as u32
+                        && e.ee_info == SCM_TSTAMP_SND
+                    {
+                        id = Some(e.ee_data);
+                    }
+                }
+                cmsg = libc::CMSG_NXTHDR(&msg, cmsg);
+            }
+        }
+        if let (Some(s), Some(id)) = (stamp, id) {
+            return Some((id, crate::kclock::realtime_to_instant(s)));
+        }
+        // Something other than a transmit stamp: skip it and read on.
+    }
+}
+
+#[cfg(all(test, target_os = "linux"))]
+mod tests {
+    use super::*;
+    use std::io::{Read, Write};
+    use std::os::fd::AsRawFd;
+    use std::time::Duration;
+
+    #[test]
+    fn each_chunk_gets_the_stamp_of_the_write_that_carried_it() {
+        let listener = std::net::TcpListener::bind("127.0.0.1:0").expect("bind");
+        let mut client = std::net::TcpStream::connect(listener.local_addr().unwrap()).unwrap();
+        let (mut server, _) = listener.accept().unwrap();
+        assert!(enable(server.as_raw_fd()), "SO_TIMESTAMPING refused");
+        let log = TxLog::default();
+        let write = |server: &mut std::net::TcpStream, bytes: &[u8]| {
+            let n = server.write(bytes).expect("write");
+            after_write(server.as_raw_fd(), &log, n);
+        };
+        // Chunk A asks for its stamp, then sleeps 20 ms before its write: the stamp is the
+        // write's, not the moment it asked.
+        let asked = Instant::now();
+        let a = log.watch(5);
+        std::thread::sleep(Duration::from_millis(20));
+        let before = Instant::now();
+        write(&mut server, b"aaaaa");
+        let after = Instant::now();
+        let at = *a.get().expect("chunk A stamped");
+        assert!(at >= before - Duration::from_millis(2), "{:?}", at - asked);
+        assert!(at <= after + Duration::from_millis(2));
+        // Two chunks asked for together and written in one write share its stamp; a third,
+        // asked for later, waits for its own write.
+        let b = log.watch(3);
+        let c = log.watch(4);
+        write(&mut server, b"bbbcccc");
+        let d = log.watch(2);
+        assert_eq!(b.get(), c.get());
+        assert!(b.get().is_some());
+        assert!(d.get().is_none(), "not written yet");
+        std::thread::sleep(Duration::from_millis(5));
+        write(&mut server, b"dd");
+        assert!(d.get().expect("d") > c.get().expect("c"));
+        assert_eq!(log.written(), 14);
+        let mut got = [0u8; 14];
+        client.read_exact(&mut got).unwrap();
+        assert_eq!(&got, b"aaaaabbbccccdd");
+    }
+
+    #[test]
+    fn a_late_stamp_of_an_earlier_write_does_not_stamp_a_later_chunk() {
+        let log = TxLog::default();
+        // A write of 10 bytes went out before a 2-byte chunk asked, and its stamp is read
+        // only afterwards: it began before the chunk, so it is not the chunk's.
+        let (_, end) = log.wrote(10);
+        let early = log.watch(2);
+        log.stamped(end as u32, Instant::now());
+        assert!(early.get().is_none());
+        let (_, end2) = log.wrote(2);
+        let t = Instant::now();
+        log.stamped(end2 as u32, t);
+        assert_eq!(early.get(), Some(&t));
+    }
+}
+
+#[cfg(test)]
+mod order_tests {
+    use super::*;
+
+    #[test]
+    fn chunks_taken_before_the_previous_one_was_written_get_their_own_write() {
+        // HTTP/2: chunks A and B are both taken (watched) before A's frame is written, so the
+        // byte count is the same for both; B's write is the one after A's.
+        let log = TxLog::default();
+        let a = log.watch(100);
+        let b = log.watch(100);
+        let (_, end_a) = log.wrote(130); // A with framing and TLS overhead
+        let ta = Instant::now();
+        log.stamped(end_a as u32, ta);
+        assert_eq!(a.get(), Some(&ta));
+        assert!(b.get().is_none(), "A's write does not carry B");
+        let (_, end_b) = log.wrote(130);
+        let tb = Instant::now();
+        log.stamped(end_b as u32, tb);
+        assert_eq!(b.get(), Some(&tb));
+    }
+}
