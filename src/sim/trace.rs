@@ -14,7 +14,7 @@ const MAX_TRACES: usize = 20_000;
 #[derive(Debug, Clone)]
 pub struct ChunkWrite {
     /// When the chunk's bytes left: the kernel's transmit stamp of the write that carried
-    /// them when the socket gives one (see [`super::txstamp`]), else the instant just before
+    /// them when the socket gives one (`SO_TIMESTAMPING`), else the instant just before
     /// the connection wrote them (SSE: when hyper took the frame to encode and write it;
     /// WebSocket: just before the frame's send).
     pub at: Instant,
