@@ -24,7 +24,7 @@ use tokio_util::sync::CancellationToken;
 
 use super::fault::Fault;
 use super::model::{Break, EngineRef, Sink, Written};
-use super::txstamp::TxLog;
+use super::txstamp::{Chain, TxLog};
 use super::BusyPolicy;
 
 /// Request bodies larger than this are refused (413).
@@ -156,7 +156,11 @@ impl Ctx {
         let mut r = self.respond(
             StatusCode::OK,
             "text/event-stream; charset=utf-8",
-            ChannelBody(rx, self.conn.tx.clone()).boxed(),
+            ChannelBody {
+                rx,
+                tx: self.conn.tx.clone().map(|log| (log, Chain::None)),
+            }
+            .boxed(),
         );
         r.headers_mut().insert(
             http::header::CACHE_CONTROL,
@@ -185,22 +189,30 @@ type Queued = (Bytes, Option<oneshot::Sender<Written>>);
 /// The ground-truth instant of an SSE chunk is when hyper's connection task takes it from
 /// here to encode and write it, not when the generating task queued it: the two are one task
 /// wake-up apart (~70 µs median on the 2-core test machine, more under load).
-struct ChannelBody(mpsc::Receiver<Queued>, Option<Arc<TxLog>>);
+struct ChannelBody {
+    rx: mpsc::Receiver<Queued>,
+    /// The socket's transmit stamps, and this response's chain in them.
+    tx: Option<(Arc<TxLog>, Chain)>,
+}
 
 impl hyper::body::Body for ChannelBody {
     type Data = Bytes;
     type Error = Infallible;
 
     fn poll_frame(
-        mut self: Pin<&mut Self>,
+        self: Pin<&mut Self>,
         cx: &mut Context<'_>,
     ) -> Poll<Option<Result<Frame<Bytes>, Infallible>>> {
-        self.0.poll_recv(cx).map(|o| {
+        let this = self.get_mut();
+        this.rx.poll_recv(cx).map(|o| {
             o.map(|(b, stamp)| {
                 if let Some(tx) = stamp {
                     let _ = tx.send(Written {
                         at: Instant::now(),
-                        sent: self.1.as_ref().map(|log| log.watch(b.len())),
+                        sent: this
+                            .tx
+                            .as_mut()
+                            .map(|(log, chain)| log.watch(b.len(), chain)),
                     });
                 }
                 Ok(Frame::data(b))

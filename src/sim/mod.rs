@@ -93,6 +93,9 @@ impl SimConfig {
 
 /// An accepted TCP socket that closes with a RST when its connection's reset flag is set
 /// (the `reset-after=N` fault): SO_LINGER 0 is set just before the socket is dropped.
+///
+/// With transmit stamps on, every byte must go through `poll_write` (which counts it):
+/// `poll_write_vectored` is left to its default, which calls `poll_write`.
 struct ConnIo {
     tcp: TcpStream,
     reset: Arc<AtomicBool>,
@@ -131,6 +134,9 @@ impl AsyncWrite for ConnIo {
         r
     }
     fn poll_flush(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<std::io::Result<()>> {
+        if let Some(log) = &self.tx {
+            txstamp::drain(raw_fd(&self.tcp), log);
+        }
         Pin::new(&mut self.tcp).poll_flush(cx)
     }
     fn poll_shutdown(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<std::io::Result<()>> {

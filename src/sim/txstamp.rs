@@ -16,10 +16,12 @@
 //! last byte of the write it belongs to, counted from when the option was set (before the
 //! first byte). A chunk's bytes start at or after the connection's byte count when it was
 //! stamped (`written_before`) and end no earlier than `written_before + len - 1` (`len`, its
-//! plaintext size: framing and TLS only add bytes). Chunks leave in the order they were
-//! stamped, so a chunk's bytes also start after the previous chunk's bound (HTTP/2 buffers
-//! frames: the connection count can lag behind the chunks already taken). Its write time is
-//! the stamp of the first write that ended at or past its bound.
+//! plaintext size: framing and TLS only add bytes). The chunks of one response leave in the
+//! order they were stamped, so a chunk's bytes also start after the previous chunk's bound in
+//! the same response (HTTP/2 buffers frames: the connection count can lag behind the chunks
+//! already taken). The caller keeps that chain per response ([`Chain`]), so a stream whose
+//! frames were dropped (cancelled) or overtaken by another stream's does not shift the
+//! others. Its write time is the stamp of the first write that ended at or past its bound.
 
 use std::collections::VecDeque;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -35,6 +37,9 @@ const MAX_PENDING: usize = 4096;
 /// Recent writes remembered to find a late stamp's start.
 const RECENT: usize = 64;
 
+/// The bound of the latest chunk watched in one response (`None` before the first).
+pub type Chain = Option<u64>;
+
 /// One connection's transmit log.
 #[derive(Debug, Default)]
 pub struct TxLog {
@@ -46,8 +51,6 @@ pub struct TxLog {
 struct Inner {
     /// (last byte ends at or past, slot)
     pending: VecDeque<(u64, Sent)>,
-    /// The latest bound handed out.
-    last_bound: Option<u64>,
     /// (start, end) of recent writes, end = offset of the last byte.
     recent: VecDeque<(u64, u64)>,
 }
@@ -58,16 +61,17 @@ impl TxLog {
         self.written.load(Ordering::Acquire)
     }
 
-    /// A slot for the write time of a chunk of `len` bytes about to be written.
-    pub fn watch(&self, len: usize) -> Sent {
+    /// A slot for the write time of a chunk of `len` bytes about to be written, the next in
+    /// the response whose chain `chain` is.
+    pub fn watch(&self, len: usize, chain: &mut Chain) -> Sent {
         let sent = Sent::default();
-        let mut g = self.lock();
-        let start = match g.last_bound {
+        let start = match *chain {
             Some(b) => self.written().max(b + 1),
             None => self.written(),
         };
         let bound = start + (len.max(1) as u64) - 1;
-        g.last_bound = Some(bound);
+        *chain = Some(bound);
+        let mut g = self.lock();
         g.pending.push_back((bound, sent.clone()));
         if g.pending.len() > MAX_PENDING {
             g.pending.pop_front();
@@ -142,23 +146,25 @@ const SO_TIMESTAMPING: libc::c_int = 37;
 const SCM_TSTAMP_SND: u32 = 0;
 
 /// Records a write of `n` bytes on `fd`, then reads every stamp waiting on its error queue.
-#[cfg(target_os = "linux")]
-pub fn after_write(fd: std::os::fd::RawFd, log: &TxLog, n: usize) {
+pub fn after_write(fd: i32, log: &TxLog, n: usize) {
     if n == 0 {
         return;
     }
     log.wrote(n);
+    drain(fd, log);
+}
+
+/// Reads every stamp waiting on `fd`'s error queue (one taken after its write returned,
+/// when the kernel sent the bytes later, is picked up here on the next write or flush).
+#[cfg(target_os = "linux")]
+pub fn drain(fd: std::os::fd::RawFd, log: &TxLog) {
     while let Some((id, at)) = read_stamp(fd) {
         log.stamped(id, at);
     }
 }
 
 #[cfg(not(target_os = "linux"))]
-pub fn after_write(_fd: i32, log: &TxLog, n: usize) {
-    if n > 0 {
-        log.wrote(n);
-    }
-}
+pub fn drain(_fd: i32, _log: &TxLog) {}
 
 /// One message from the error queue: (the write's last-byte offset, the stamp). `None` when
 /// the queue is empty (or holds something else).
@@ -245,7 +251,8 @@ mod tests {
         // Chunk A asks for its stamp, then sleeps 20 ms before its write: the stamp is the
         // write's, not the moment it asked.
         let asked = Instant::now();
-        let a = log.watch(5);
+        let mut chain = Chain::None;
+        let a = log.watch(5, &mut chain);
         std::thread::sleep(Duration::from_millis(20));
         let before = Instant::now();
         write(&mut server, b"aaaaa");
@@ -255,10 +262,10 @@ mod tests {
         assert!(at <= after + Duration::from_millis(2));
         // Two chunks asked for together and written in one write share its stamp; a third,
         // asked for later, waits for its own write.
-        let b = log.watch(3);
-        let c = log.watch(4);
+        let b = log.watch(3, &mut chain);
+        let c = log.watch(4, &mut chain);
         write(&mut server, b"bbbcccc");
-        let d = log.watch(2);
+        let d = log.watch(2, &mut chain);
         assert_eq!(b.get(), c.get());
         assert!(b.get().is_some());
         assert!(d.get().is_none(), "not written yet");
@@ -277,7 +284,7 @@ mod tests {
         // A write of 10 bytes went out before a 2-byte chunk asked, and its stamp is read
         // only afterwards: it began before the chunk, so it is not the chunk's.
         let (_, end) = log.wrote(10);
-        let early = log.watch(2);
+        let early = log.watch(2, &mut None);
         log.stamped(end as u32, Instant::now());
         assert!(early.get().is_none());
         let (_, end2) = log.wrote(2);
@@ -296,8 +303,9 @@ mod order_tests {
         // HTTP/2: chunks A and B are both taken (watched) before A's frame is written, so the
         // byte count is the same for both; B's write is the one after A's.
         let log = TxLog::default();
-        let a = log.watch(100);
-        let b = log.watch(100);
+        let mut chain = Chain::None;
+        let a = log.watch(100, &mut chain);
+        let b = log.watch(100, &mut chain);
         let (_, end_a) = log.wrote(130); // A with framing and TLS overhead
         let ta = Instant::now();
         log.stamped(end_a as u32, ta);
@@ -307,5 +315,19 @@ mod order_tests {
         let tb = Instant::now();
         log.stamped(end_b as u32, tb);
         assert_eq!(b.get(), Some(&tb));
+    }
+
+    #[test]
+    fn a_cancelled_stream_does_not_shift_another_streams_chunks() {
+        // Stream 1 takes two chunks that are never written (cancelled); stream 2's chunk,
+        // on its own chain, is stamped by its write.
+        let log = TxLog::default();
+        let (mut one, mut two) = (Chain::None, Chain::None);
+        let _lost = (log.watch(100, &mut one), log.watch(100, &mut one));
+        let c = log.watch(100, &mut two);
+        let (_, end) = log.wrote(130);
+        let t = Instant::now();
+        log.stamped(end as u32, t);
+        assert_eq!(c.get(), Some(&t));
     }
 }

@@ -26,7 +26,7 @@ use super::fault::Fault;
 use super::http::{full, Body, Conn, Ctx};
 use super::model::{self, Break, RunEnd, Sink, Written};
 use super::responses::{parse_create, prepare, remember, ApiError, Continuation, Prepared};
-use super::txstamp::TxLog;
+use super::txstamp::{Chain, TxLog};
 use super::BusyPolicy;
 
 type Ws = WebSocketStream<TokioIo<hyper::upgrade::Upgraded>>;
@@ -122,11 +122,15 @@ async fn send_text(tx: &WsTx, s: String) -> Result<Instant, ()> {
 }
 
 /// [`send_text`], also asking `log` (the socket's transmit stamps) for the frame's.
-async fn send_watched(tx: &WsTx, s: String, log: Option<&TxLog>) -> Result<Written, ()> {
+async fn send_watched(
+    tx: &WsTx,
+    s: String,
+    log: Option<(&TxLog, &mut Chain)>,
+) -> Result<Written, ()> {
     let mut g = tx.lock().await;
     let written = Written {
         at: Instant::now(),
-        sent: log.map(|l| l.watch(s.len())),
+        sent: log.map(|(l, chain)| l.watch(s.len(), chain)),
     };
     g.send(Message::text(s)).await.map_err(|_| ())?;
     Ok(written)
@@ -336,6 +340,7 @@ async fn turn(
     }
     let mut sink = WsSink {
         shared: shared.clone(),
+        chain: None,
     };
     match model::run(&engine, &spec, &id, &mut sink, &mut enc).await {
         RunEnd::Completed(_) => {
@@ -372,6 +377,8 @@ fn status_error(s: u16) -> ApiError {
 
 struct WsSink {
     shared: Arc<Shared>,
+    /// This response's chain in the socket's transmit stamps.
+    chain: Chain,
 }
 
 impl Sink for WsSink {
@@ -381,11 +388,13 @@ impl Sink for WsSink {
             // connection must already count as idle then, or `Reject` would refuse it.
             self.shared.busy.store(false, Ordering::SeqCst);
         }
-        send_watched(&self.shared.tx, data, self.shared.conn.tx.as_deref()).await
+        let log = self.shared.conn.tx.as_deref().map(|l| (l, &mut self.chain));
+        send_watched(&self.shared.tx, data, log).await
     }
 
     async fn send_raw(&mut self, data: String) -> Result<Written, ()> {
-        send_watched(&self.shared.tx, data, self.shared.conn.tx.as_deref()).await
+        let log = self.shared.conn.tx.as_deref().map(|l| (l, &mut self.chain));
+        send_watched(&self.shared.tx, data, log).await
     }
 
     async fn break_stream(&mut self, how: Break) {

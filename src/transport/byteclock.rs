@@ -23,15 +23,17 @@ use std::collections::{BTreeMap, VecDeque};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Mutex, MutexGuard};
 
-/// How many body bytes of an HTTP/2 stream are kept to claim it by.
-const PREFIX: usize = 64;
+/// How many body bytes of an HTTP/2 stream are kept to claim it by: the whole first event
+/// of every API we speak, whose id makes it unique (the first 64 bytes are often the same
+/// for every stream: keys in the same order, the same model name).
+const PREFIX: usize = 1024;
 /// Reads remembered per response before the oldest are forgotten (a consumer that stopped
 /// asking must not grow the log without bound).
 const MAX_RUNS: usize = 4096;
 /// Responses remembered per connection.
 const MAX_KEYS: usize = 256;
-/// The longest HTTP/1.1 head or chunk-size line accepted.
-const MAX_HEAD: usize = 64 * 1024;
+/// The longest HTTP/1.1 head or chunk-size line accepted (hyper's own limit is ~400 KiB).
+const MAX_HEAD: usize = 512 * 1024;
 
 /// HTTP body frames this process stamped from a log (the read that delivered them).
 static EXACT: AtomicU64 = AtomicU64::new(0);
@@ -284,6 +286,14 @@ fn feed_h1(
         let mut complete = false;
         match state {
             H1::Head(buf) => {
+                if buf.is_empty() {
+                    // Stray line ends between responses are not part of the next head.
+                    let skip = b.iter().take_while(|&&c| c == b'\r' || c == b'\n').count();
+                    b = &b[skip..];
+                    if b.is_empty() {
+                        break;
+                    }
+                }
                 // Look for the blank line, including across the previous read's end.
                 let start = buf.len().saturating_sub(3);
                 buf.extend_from_slice(b);
@@ -409,7 +419,9 @@ fn after_head(head: &[u8]) -> Option<Next> {
     let mut headers = [httparse::EMPTY_HEADER; 128];
     let mut resp = httparse::Response::new(&mut headers);
     match resp.parse(head) {
-        Ok(httparse::Status::Complete(_)) => {}
+        // A head that ends elsewhere (bare LF line ends) would put the body in the wrong
+        // place: give up rather than count it wrong.
+        Ok(httparse::Status::Complete(n)) if n == head.len() => {}
         _ => return None,
     }
     let code = resp.code?;
@@ -653,10 +665,35 @@ mod tests {
         assert!(c.is_broken(), "a chunk size that is not hex");
         // A head that never ends is capped.
         let c = ByteClock::h1();
-        for _ in 0..100 {
+        for _ in 0..600 {
             c.feed(&[b'a'; 1024], 1);
         }
         assert!(c.is_broken());
+        // Bare-LF line ends: the blank line is not where CRLF framing would find it.
+        let c = fed(
+            ByteClock::h1(),
+            b"HTTP/1.1 200 OK\ncontent-length: 4\n\nab\r\n\r\n",
+            &[],
+        );
+        assert!(c.is_broken());
+    }
+
+    #[test]
+    fn h1_stray_line_ends_between_responses() {
+        let mut wire = b"HTTP/1.1 200 OK\r\ncontent-length: 1\r\n\r\nx".to_vec();
+        wire.extend_from_slice(b"\r\n");
+        wire.extend(chunked(&["yy"]));
+        // The stray CRLF alone in a read, then the next response.
+        let c = fed(
+            ByteClock::h1(),
+            &wire,
+            &[
+                wire.len() - chunked(&["yy"]).len() - 2,
+                wire.len() - chunked(&["yy"]).len(),
+            ],
+        );
+        assert!(!c.is_broken());
+        assert_eq!(c.body(1, 2), Some(3));
     }
 
     fn frame(kind: u8, flags: u8, stream: u32, payload: &[u8]) -> Vec<u8> {

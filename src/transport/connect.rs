@@ -129,8 +129,10 @@ pub async fn dial(
 /// reading from below while records keep coming. Several records that arrived at different
 /// times then leave in one read, and [`MeteredIo`] can only stamp that read with the latest
 /// arrival. Read through the buffered interface instead, a read returns the plaintext of one
-/// record, and reads from below only when no plaintext is waiting, so each read's stamp is
-/// the arrival of the bytes that completed its record.
+/// record, and reads from below only when no plaintext is waiting. On the emulated link,
+/// which hands over one segment per read, each read's stamp is then the arrival of the
+/// segment that completed its record. On a plain socket, records that waited in the kernel
+/// together still come up in one read from below and share its (the latest) stamp.
 struct RecordAtATime(TlsStream<BoxIo>);
 
 impl AsyncRead for RecordAtATime {

@@ -301,9 +301,15 @@ where
     let at_ns = exact_head
         .unwrap_or_else(|| stats.last_read())
         .max(progress_ns);
+    // Frames are stamped in order: no earlier than the one before. On HTTP/2 the head's
+    // time is only a bound (the connection's latest read: its stream is not known yet), so
+    // it does not hold the exact body stamps back.
+    let mut last_at = if exact_head.is_none() && key.is_none() && byte_clock.is_some() {
+        progress_ns
+    } else {
+        at_ns
+    };
     progress_ns = at_ns;
-    // Frames are stamped in order: no earlier than the one before.
-    let mut last_at = at_ns;
     // Body bytes of this response so far.
     let mut body_end: u64 = 0;
     let mut claimed = false;
