@@ -9,8 +9,9 @@
 //! `Instant`) streams one token per chunk at `rate` chunks/s on each of `streams` concurrent
 //! sessions; the client side is spark-bench's real path: transport (HTTP/1.1 keep-alive or
 //! WebSocket, plain TCP, no link) → SSE/WS framing → backend decoder → `exchange` record →
-//! recorder histograms. For every chunk, the error is (client arrival timestamp − the instant
-//! the simulator handed the chunk to its connection). The simulator and the client run on
+//! recorder histograms. For every chunk, the error is (client arrival timestamp − the
+//! simulator's write time: the kernel's transmit stamp of its write, or with `SIM_TX_STAMPS=0`
+//! the instant before it). The simulator and the client run on
 //! separate tokio runtimes (threads named `sim` and `client`, one worker each unless
 //! `SIM_WORKERS` / `CLIENT_WORKERS` say otherwise), so the CPU time each used per chunk is
 //! read from `/proc/self/task/*/schedstat` and printed: the `client` figure is the harness's
@@ -98,8 +99,12 @@ async fn run_one(args: &Args, kind: TransportKind, sim_rt: &tokio::runtime::Hand
     profile.chunk_tokens = vec![1.0];
     profile.step_jitter = 0.0;
     profile.capacity = 4096;
+    let mut cfg = SimConfig::new(profile);
+    // Ground truth from the kernel's transmit stamps unless SIM_TX_STAMPS=0 (then the
+    // instant before the simulator's write, and one `recvmsg` less per write).
+    cfg.tx_stamps = std::env::var("SIM_TX_STAMPS").map_or(true, |v| v != "0");
     let sim = sim_rt
-        .spawn(sim::spawn(SimConfig::new(profile)))
+        .spawn(sim::spawn(cfg))
         .await
         .expect("simulator task")
         .expect("simulator");
