@@ -16,14 +16,14 @@
 //!
 //! Claims checked, on every transport (under real-time priority where permitted, as with
 //! `chrt -f 1 spark-bench run --realtime`):
-//! * at least 99% of chunks arrive within 1 ms of the simulator's write time + RTT/2, and
-//!   over all chunks the median error is under 0.2 ms (best of three attempts per transport:
-//!   machine noise only ever adds error, so a systematic error fails all three). The issue
-//!   asks for *every* chunk within 1 ms. What still misses it here: when the link's reader
-//!   is more than a chunk behind (a vCPU stall), the chunks waiting in the kernel are read
-//!   together, and one `recvmsg` carries a single stamp (the last segment's), so the earlier
-//!   chunks look late. The test prints, for each chunk over 1 ms, the segment that carried
-//!   it and the one it was stamped with;
+//! * every chunk arrives within 1 ms of the simulator's write time + RTT/2, and over all
+//!   chunks the median error is under 0.2 ms. Each transport gets up to five attempts (of
+//!   three turns, 732 chunks): machine noise only ever adds error, so a systematic error
+//!   fails all five. The noise seen: when the link's reader is more than a chunk behind (a
+//!   vCPU stall), the chunks waiting in the kernel are read together, and one `recvmsg`
+//!   carries a single stamp (the last segment's), so the earlier chunks look late. The test
+//!   prints, for each chunk over 1 ms, the segment that carried it and the one it was
+//!   stamped with;
 //! * every HTTP body frame was stamped from the byte log, none from the latest read;
 //! * TTFT is the first chunk's arrival; token counts equal the simulator's (the total; per
 //!   chunk they are apportioned); the measured decode rate is within 2% of the profile's.
@@ -44,15 +44,13 @@ use spark_bench::tls::SelfSigned;
 
 use crate::sim_client::SERIAL;
 
-const RTT_NS: i64 = 40_000_000;
+pub(crate) const RTT_NS: i64 = 40_000_000;
 /// The accuracy bound of the issue: 1 ms.
-const BOUND_NS: i64 = 1_000_000;
+pub(crate) const BOUND_NS: i64 = 1_000_000;
 /// Attempts per transport.
-const ATTEMPTS: usize = 3;
-/// At most this many chunks per thousand may be 1 ms or more off.
-const MAX_OFF_PER_MILLE: usize = 10;
+const ATTEMPTS: usize = 5;
 
-fn target(sim: &SimHandle) -> Target {
+pub(crate) fn target(sim: &SimHandle) -> Target {
     Target {
         name: "sim-wafer".into(),
         base_url: Some(sim.base_url.clone()),
@@ -72,7 +70,7 @@ fn target(sim: &SimHandle) -> Target {
 }
 
 /// Compares one record with the simulator's trace; returns the per-chunk errors (ns).
-fn errors_against_trace(sim: &SimHandle, clock: Clock, r: &RequestRecord) -> Vec<i64> {
+pub(crate) fn errors_against_trace(sim: &SimHandle, clock: Clock, r: &RequestRecord) -> Vec<i64> {
     assert_eq!(r.outcome, OutcomeKind::Ok, "{r:?}");
     let tr = sim
         .trace
@@ -269,11 +267,11 @@ async fn chunk_arrivals_ttft_tokens_and_decode_rate_match_ground_truth() {
                 errors.len(),
                 worst / 1000
             );
-            let ok = off * 1000 <= errors.len() * MAX_OFF_PER_MILLE;
+            let ok = off == 0;
             if ok || attempt == ATTEMPTS {
                 assert!(
                     ok,
-                    "{kind}: {off} of {} chunks were 1 ms or more from the simulator's write + RTT/2, in each of {ATTEMPTS} attempts",
+                    "{kind}: {off} of {} chunks were 1 ms or more from the simulator's write + RTT/2 (and some in each of {ATTEMPTS} attempts)",
                     errors.len()
                 );
                 break errors;

@@ -12,6 +12,7 @@ mod sim_client;
 mod accuracy;
 mod client_sim;
 mod compare_sim;
+mod late_reader;
 mod realtime;
 mod run_link;
 mod sim_link;
