@@ -129,11 +129,13 @@ impl AsyncWrite for ConnIo {
     ) -> Poll<std::io::Result<usize>> {
         let r = Pin::new(&mut self.tcp).poll_write(cx, buf);
         if let (Poll::Ready(Ok(n)), Some(log)) = (&r, &self.tx) {
-            txstamp::after_write(raw_fd(&self.tcp), log, *n);
+            log.wrote(*n);
         }
         r
     }
     fn poll_flush(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<std::io::Result<()>> {
+        // The stamps of the writes before this flush (hyper, h2 and tungstenite flush after
+        // writing): one read of the error queue per flush that follows writes.
         if let Some(log) = &self.tx {
             txstamp::drain(raw_fd(&self.tcp), log);
         }

@@ -2,15 +2,15 @@
 //!
 //! Owns: switching on `SO_TIMESTAMPING` (software transmit stamps, keyed by byte offset) on
 //! an accepted socket, counting the bytes written to it, reading the stamps back from the
-//! socket's error queue after each write, and filling in the write time of each chunk that
-//! asked for one ([`TxLog::watch`]).
+//! socket's error queue when the connection flushes after writing, and filling in the write
+//! time of each chunk that asked for one ([`TxLog::watch`]).
 //! Does not own: which chunks are content (the model) or the trace itself.
 //!
 //! Why: the simulator stamps a chunk just before its connection writes it. If the thread is
 //! descheduled between that instant and the `write` (a VM's vCPU pause, a busy runtime), the
 //! bytes leave later than the stamp says, and a client measured against it looks late. The
 //! kernel's transmit stamp is taken as the bytes leave; on loopback that is inside the write
-//! call, so the stamp is already queued when the write returns.
+//! call, so the stamp is already queued by the flush that follows.
 //!
 //! Keying: with `SOF_TIMESTAMPING_OPT_ID` a TCP stamp carries the offset (mod 2^32) of the
 //! last byte of the write it belongs to, counted from when the option was set (before the
@@ -24,7 +24,7 @@
 //! others. Its write time is the stamp of the first write that ended at or past its bound.
 
 use std::collections::VecDeque;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, OnceLock};
 use std::time::Instant;
 
@@ -34,8 +34,6 @@ pub type Sent = Arc<OnceLock<Instant>>;
 /// Chunks waiting for their stamp; more than this and the oldest are given up (their trace
 /// keeps the instant before the write).
 const MAX_PENDING: usize = 4096;
-/// Recent writes remembered to find a late stamp's start.
-const RECENT: usize = 64;
 
 /// The bound of the latest chunk watched in one response (`None` before the first).
 pub type Chain = Option<u64>;
@@ -44,6 +42,8 @@ pub type Chain = Option<u64>;
 #[derive(Debug, Default)]
 pub struct TxLog {
     written: AtomicU64,
+    /// Bytes were written since the error queue was last read.
+    unread: AtomicBool,
     inner: Mutex<Inner>,
 }
 
@@ -51,8 +51,6 @@ pub struct TxLog {
 struct Inner {
     /// (last byte ends at or past, slot)
     pending: VecDeque<(u64, Sent)>,
-    /// (start, end) of recent writes, end = offset of the last byte.
-    recent: VecDeque<(u64, u64)>,
 }
 
 impl TxLog {
@@ -83,25 +81,24 @@ impl TxLog {
         self.inner.lock().unwrap_or_else(|e| e.into_inner())
     }
 
-    /// Notes a write of `n` bytes (returns its (start, end)).
-    fn wrote(&self, n: usize) -> (u64, u64) {
-        let start = self.written.fetch_add(n as u64, Ordering::AcqRel);
-        let end = start + n as u64 - 1;
-        let mut g = self.lock();
-        g.recent.push_back((start, end));
-        if g.recent.len() > RECENT {
-            g.recent.pop_front();
+    /// Notes a write of `n` bytes; returns the offset of its last byte.
+    pub fn wrote(&self, n: usize) -> u64 {
+        if n == 0 {
+            return self.written().wrapping_sub(1);
         }
-        (start, end)
+        self.unread.store(true, Ordering::Release);
+        self.written.fetch_add(n as u64, Ordering::AcqRel) + n as u64 - 1
     }
 
     /// A stamp arrived for the write whose last byte has offset `id` (mod 2^32).
     fn stamped(&self, id: u32, at: Instant) {
-        let mut g = self.lock();
-        // The full offset: the latest write's end whose low 32 bits are `id`.
-        let Some(&(_, end)) = g.recent.iter().rev().find(|(_, e)| *e as u32 == id) else {
+        // The full offset: the latest written offset whose low 32 bits are `id` (stamps are
+        // only ever for bytes already counted).
+        let Some(last) = self.written().checked_sub(1) else {
             return;
         };
+        let end = last.saturating_sub(u64::from((last as u32).wrapping_sub(id)));
+        let mut g = self.lock();
         g.pending.retain(|(bound, sent)| {
             if *bound <= end {
                 let _ = sent.set(at);
@@ -145,19 +142,14 @@ const SO_TIMESTAMPING: libc::c_int = 37;
 #[cfg(target_os = "linux")]
 const SCM_TSTAMP_SND: u32 = 0;
 
-/// Records a write of `n` bytes on `fd`, then reads every stamp waiting on its error queue.
-pub fn after_write(fd: i32, log: &TxLog, n: usize) {
-    if n == 0 {
-        return;
-    }
-    log.wrote(n);
-    drain(fd, log);
-}
-
-/// Reads every stamp waiting on `fd`'s error queue (one taken after its write returned,
-/// when the kernel sent the bytes later, is picked up here on the next write or flush).
+/// Reads every stamp waiting on `fd`'s error queue, if anything was written since the last
+/// time (a stamp the kernel takes after that, when it sends the bytes later, is picked up
+/// after the next write).
 #[cfg(target_os = "linux")]
 pub fn drain(fd: std::os::fd::RawFd, log: &TxLog) {
+    if !log.unread.swap(false, Ordering::AcqRel) {
+        return;
+    }
     while let Some((id, at)) = read_stamp(fd) {
         log.stamped(id, at);
     }
@@ -246,7 +238,8 @@ mod tests {
         let log = TxLog::default();
         let write = |server: &mut std::net::TcpStream, bytes: &[u8]| {
             let n = server.write(bytes).expect("write");
-            after_write(server.as_raw_fd(), &log, n);
+            log.wrote(n);
+            drain(server.as_raw_fd(), &log);
         };
         // Chunk A asks for its stamp, then sleeps 20 ms before its write: the stamp is the
         // write's, not the moment it asked.
@@ -283,11 +276,11 @@ mod tests {
         let log = TxLog::default();
         // A write of 10 bytes went out before a 2-byte chunk asked, and its stamp is read
         // only afterwards: it began before the chunk, so it is not the chunk's.
-        let (_, end) = log.wrote(10);
+        let end = log.wrote(10);
         let early = log.watch(2, &mut None);
         log.stamped(end as u32, Instant::now());
         assert!(early.get().is_none());
-        let (_, end2) = log.wrote(2);
+        let end2 = log.wrote(2);
         let t = Instant::now();
         log.stamped(end2 as u32, t);
         assert_eq!(early.get(), Some(&t));
@@ -306,12 +299,12 @@ mod order_tests {
         let mut chain = Chain::None;
         let a = log.watch(100, &mut chain);
         let b = log.watch(100, &mut chain);
-        let (_, end_a) = log.wrote(130); // A with framing and TLS overhead
+        let end_a = log.wrote(130); // A with framing and TLS overhead
         let ta = Instant::now();
         log.stamped(end_a as u32, ta);
         assert_eq!(a.get(), Some(&ta));
         assert!(b.get().is_none(), "A's write does not carry B");
-        let (_, end_b) = log.wrote(130);
+        let end_b = log.wrote(130);
         let tb = Instant::now();
         log.stamped(end_b as u32, tb);
         assert_eq!(b.get(), Some(&tb));
@@ -325,7 +318,7 @@ mod order_tests {
         let (mut one, mut two) = (Chain::None, Chain::None);
         let _lost = (log.watch(100, &mut one), log.watch(100, &mut one));
         let c = log.watch(100, &mut two);
-        let (_, end) = log.wrote(130);
+        let end = log.wrote(130);
         let t = Instant::now();
         log.stamped(end as u32, t);
         assert_eq!(c.get(), Some(&t));
