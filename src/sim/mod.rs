@@ -130,12 +130,12 @@ impl AsyncWrite for ConnIo {
         let r = Pin::new(&mut self.tcp).poll_write(cx, buf);
         if let (Poll::Ready(Ok(n)), Some(log)) = (&r, &self.tx) {
             log.wrote(*n);
+            txstamp::drain(raw_fd(&self.tcp), log);
         }
         r
     }
     fn poll_flush(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<std::io::Result<()>> {
-        // The stamps of the writes before this flush (hyper, h2 and tungstenite flush after
-        // writing): one read of the error queue per flush that follows writes.
+        // A stamp the kernel took after its write returned (it sent the bytes later).
         if let Some(log) = &self.tx {
             txstamp::drain(raw_fd(&self.tcp), log);
         }

@@ -2,15 +2,15 @@
 //!
 //! Owns: switching on `SO_TIMESTAMPING` (software transmit stamps, keyed by byte offset) on
 //! an accepted socket, counting the bytes written to it, reading the stamps back from the
-//! socket's error queue when the connection flushes after writing, and filling in the write
-//! time of each chunk that asked for one ([`TxLog::watch`]).
+//! socket's error queue after each write (and on flush), and filling in the write time of
+//! each chunk that asked for one ([`TxLog::watch`]).
 //! Does not own: which chunks are content (the model) or the trace itself.
 //!
 //! Why: the simulator stamps a chunk just before its connection writes it. If the thread is
 //! descheduled between that instant and the `write` (a VM's vCPU pause, a busy runtime), the
 //! bytes leave later than the stamp says, and a client measured against it looks late. The
 //! kernel's transmit stamp is taken as the bytes leave; on loopback that is inside the write
-//! call, so the stamp is already queued by the flush that follows.
+//! call, so the stamp is already queued when the write returns.
 //!
 //! Keying: with `SOF_TIMESTAMPING_OPT_ID` a TCP stamp carries the offset (mod 2^32) of the
 //! last byte of the write it belongs to, counted from when the option was set (before the
@@ -24,7 +24,7 @@
 //! others. Its write time is the stamp of the first write that ended at or past its bound.
 
 use std::collections::VecDeque;
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, OnceLock};
 use std::time::Instant;
 
@@ -42,8 +42,6 @@ pub type Chain = Option<u64>;
 #[derive(Debug, Default)]
 pub struct TxLog {
     written: AtomicU64,
-    /// Bytes were written since the error queue was last read.
-    unread: AtomicBool,
     inner: Mutex<Inner>,
 }
 
@@ -86,7 +84,6 @@ impl TxLog {
         if n == 0 {
             return self.written().wrapping_sub(1);
         }
-        self.unread.store(true, Ordering::Release);
         self.written.fetch_add(n as u64, Ordering::AcqRel) + n as u64 - 1
     }
 
@@ -142,14 +139,10 @@ const SO_TIMESTAMPING: libc::c_int = 37;
 #[cfg(target_os = "linux")]
 const SCM_TSTAMP_SND: u32 = 0;
 
-/// Reads every stamp waiting on `fd`'s error queue, if anything was written since the last
-/// time (a stamp the kernel takes after that, when it sends the bytes later, is picked up
-/// after the next write).
+/// Reads every stamp waiting on `fd`'s error queue (called after each write, and on flush
+/// for a stamp the kernel took after its write returned).
 #[cfg(target_os = "linux")]
 pub fn drain(fd: std::os::fd::RawFd, log: &TxLog) {
-    if !log.unread.swap(false, Ordering::AcqRel) {
-        return;
-    }
     while let Some((id, at)) = read_stamp(fd) {
         log.stamped(id, at);
     }
