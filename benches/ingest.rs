@@ -2,8 +2,8 @@
 //! machine, and how far its arrival timestamps are from the simulator's ground truth at
 //! that load.
 //!
-//! Run: `cargo bench --bench ingest` (optionally `-- --streams 16 --rate 5000 --tokens 4000
-//! --transport ws`).
+//! Run: `cargo bench --bench ingest` (or one case: `-- --per-write 8 --rate 10000 --streams 40
+//! --tokens 16000 --transport ws`).
 //!
 //! Set-up: the embedded simulator (in the same process, so both clocks are the same
 //! `Instant`) streams one token per chunk at `rate` chunks/s on each of `streams` concurrent
@@ -11,13 +11,31 @@
 //! WebSocket, plain TCP, no link) → SSE/WS framing → backend decoder → `exchange` record →
 //! recorder histograms. For every chunk, the error is (client arrival timestamp − the
 //! simulator's write time: the kernel's transmit stamp of its write, or with `SIM_TX_STAMPS=0`
-//! the instant before it). The simulator and the client run on
-//! separate tokio runtimes (threads named `sim` and `client`, one worker each unless
-//! `SIM_WORKERS` / `CLIENT_WORKERS` say otherwise), so the CPU time each used per chunk is
-//! read from `/proc/self/task/*/schedstat` and printed: the `client` figure is the harness's
-//! own cost per chunk. Both sides share the machine's two cores, so the error figures are
-//! conservative: a real server would not compete for the CPU.
+//! the instant before it).
+//!
+//! Two cases by default:
+//! * **one chunk per write** (200k chunks/s offered): every chunk is its own TCP segment. On
+//!   loopback each segment costs both ends kernel time (the write, the client's read, the
+//!   ACK the client's read sends, and the other side's processing of each, which loopback
+//!   runs on the sending thread). On the 2-core VM that is ~15 µs of kernel time per segment
+//!   over both threads, more than the user-space work of both, so this case measures the
+//!   kernel's TCP cost as much as the harness;
+//! * **eight chunks per write** (`chunks_per_write = 8` in the simulator's profile), at 200k
+//!   and at 400k chunks/s offered: each chunk is still its own event, decoded, stamped and
+//!   recorded on its own, but eight share a segment, as when a server flushes every few
+//!   events. This shows what the harness itself can ingest.
+//!
+//! The simulator and the client run on separate tokio runtimes (threads named `sim` and
+//! `client`, one worker each unless `SIM_WORKERS` / `CLIENT_WORKERS` say otherwise), so the
+//! CPU time each used per chunk is read from `/proc/self/task/*/schedstat` and printed: the
+//! `client` figure is the harness's own cost per chunk (the kernel time its reads and ACKs
+//! cost included). The client's threads run under SCHED_FIFO 1 when permitted (as a user
+//! would run `chrt -f 1 spark-bench run`; `CLIENT_FIFO=0` turns that off): three busy threads
+//! (client, simulator, the simulator's timer) share two cores here, and a client thread
+//! pre-empted for longer than a stream's gap between writes reads two of its segments at
+//! once, which carry one kernel stamp. A real server would not compete for the client's CPU.
 
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -33,26 +51,29 @@ use spark_bench::sim::{self, Profile, SimConfig, SimHandle};
 
 struct Args {
     streams: usize,
-    rate: f64,
     tokens: u32,
+    /// (chunks per write, chunks/s per stream) for each case.
+    cases: Vec<(u32, f64)>,
     transports: Vec<TransportKind>,
 }
 
 fn parse_args() -> Args {
     let mut a = Args {
         streams: 40,
-        rate: 5_000.0,
-        tokens: 8_000,
+        tokens: 16_000,
+        cases: Vec::new(),
         transports: vec![TransportKind::HttpPooled, TransportKind::Ws],
     };
+    let (mut per_write, mut rate) = (None, None);
     let argv: Vec<String> = std::env::args().skip(1).collect();
     let mut i = 0;
     while i < argv.len() {
         let val = argv.get(i + 1).cloned().unwrap_or_default();
         match argv[i].as_str() {
             "--streams" => a.streams = val.parse().expect("--streams N"),
-            "--rate" => a.rate = val.parse().expect("--rate CHUNKS_PER_S_PER_STREAM"),
+            "--rate" => rate = Some(val.parse().expect("--rate CHUNKS_PER_S_PER_STREAM")),
             "--tokens" => a.tokens = val.parse().expect("--tokens N"),
+            "--per-write" => per_write = Some(val.parse().expect("--per-write CHUNKS")),
             "--transport" => {
                 a.transports = vec![val.parse().expect("--transport http-pooled|ws|http2")]
             }
@@ -63,6 +84,13 @@ fn parse_args() -> Args {
         }
         i += 2;
     }
+    a.cases = if per_write.is_none() && rate.is_none() {
+        // One chunk per write at 200k chunks/s offered (bound by the kernel's cost per TCP
+        // segment), then eight per write at 200k and at 400k offered.
+        vec![(1, 5_000.0), (8, 5_000.0), (8, 10_000.0)]
+    } else {
+        vec![(per_write.unwrap_or(1), rate.unwrap_or(5_000.0))]
+    };
     a
 }
 
@@ -93,12 +121,18 @@ fn percentile(sorted: &[u64], p: f64) -> u64 {
     sorted[idx]
 }
 
-async fn run_one(args: &Args, kind: TransportKind, sim_rt: &tokio::runtime::Handle) {
+async fn run_one(
+    args: &Args,
+    (per_write, rate): (u32, f64),
+    kind: TransportKind,
+    sim_rt: &tokio::runtime::Handle,
+) {
     let mut profile = Profile::builtin("fast").expect("fast profile");
-    profile.decode_tok_s = args.rate;
+    profile.decode_tok_s = rate;
     profile.chunk_tokens = vec![1.0];
     profile.step_jitter = 0.0;
     profile.capacity = 4096;
+    profile.chunks_per_write = per_write;
     let mut cfg = SimConfig::new(profile);
     // Ground truth from the kernel's transmit stamps unless SIM_TX_STAMPS=0 (then the
     // instant before the simulator's write, and one `recvmsg` less per write).
@@ -211,7 +245,7 @@ async fn run_one(args: &Args, kind: TransportKind, sim_rt: &tokio::runtime::Hand
         "{:<12} streams {:>3} × {:>6.0} chunks/s offered: ingested {:>8} chunks in {:>5.2} s = {:>8.0} chunks/s; all streams active: {:>8.0} chunks/s ({} failed; wall {:.2} s)",
         kind.as_str(),
         args.streams,
-        args.rate,
+        rate,
         chunks,
         span_s,
         chunks as f64 / span_s,
@@ -261,6 +295,22 @@ fn thread_cpu() -> std::collections::BTreeMap<String, u64> {
     by_name
 }
 
+/// Set when a client thread asked for SCHED_FIFO and was refused.
+static FIFO_REFUSED: AtomicBool = AtomicBool::new(false);
+
+/// Puts the calling thread under SCHED_FIFO priority 1, or notes that it was refused.
+fn realtime_here() {
+    #[cfg(target_os = "linux")]
+    {
+        let p = libc::sched_param { sched_priority: 1 };
+        // SAFETY: changes only the calling thread's scheduling policy (pid 0 = this thread).
+        if unsafe { libc::sched_setscheduler(0, libc::SCHED_FIFO, &p) } == 0 {
+            return;
+        }
+    }
+    FIFO_REFUSED.store(true, Ordering::SeqCst);
+}
+
 fn main() {
     let args = parse_args();
     let workers = |var: &str| {
@@ -269,9 +319,17 @@ fn main() {
             .and_then(|v| v.parse().ok())
             .unwrap_or(1)
     };
+    // The harness's threads under SCHED_FIFO 1 when permitted (as `chrt -f 1 spark-bench
+    // run`), unless CLIENT_FIFO=0: see the module comment.
+    let fifo = std::env::var("CLIENT_FIFO").map_or(true, |v| v != "0");
     let rt = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(workers("CLIENT_WORKERS"))
         .thread_name("client")
+        .on_thread_start(move || {
+            if fifo {
+                realtime_here();
+            }
+        })
         .enable_all()
         .build()
         .expect("runtime");
@@ -281,12 +339,26 @@ fn main() {
         .enable_all()
         .build()
         .expect("runtime");
+    // Start the client's workers now, so the line below can say how they are scheduled.
+    rt.block_on(async { tokio::spawn(async {}).await })
+        .expect("client worker");
     println!(
-        "spark-bench ingest benchmark on {} cores ({}):",
+        "spark-bench ingest benchmark on {} cores ({}); client threads {}:",
         std::thread::available_parallelism().map_or(0, |n| n.get()),
-        std::env::consts::ARCH
+        std::env::consts::ARCH,
+        match (fifo, FIFO_REFUSED.load(Ordering::SeqCst)) {
+            (false, _) => "under the normal scheduler (CLIENT_FIFO=0)",
+            (true, false) => "under SCHED_FIFO 1",
+            (true, true) => "under the normal scheduler (SCHED_FIFO was refused)",
+        }
     );
-    for kind in args.transports.clone() {
-        rt.block_on(run_one(&args, kind, sim_rt.handle()));
+    for &case in &args.cases {
+        println!(
+            "{} chunk(s) per write, {} streams × {} chunks/s offered:",
+            case.0, args.streams, case.1
+        );
+        for &kind in &args.transports {
+            rt.block_on(run_one(&args, case, kind, sim_rt.handle()));
+        }
     }
 }

@@ -249,6 +249,23 @@ impl Sink for SseSink {
         self.push(frame).await
     }
 
+    async fn send_group(&mut self, events: Vec<(String, String)>) -> Result<Vec<Written>, ()> {
+        // One body frame: hyper writes it (chunk-size line, events, CRLF) in one write.
+        let mut frame = String::new();
+        for (event, data) in &events {
+            if !event.is_empty() {
+                frame.push_str("event: ");
+                frame.push_str(event);
+                frame.push('\n');
+            }
+            frame.push_str("data: ");
+            frame.push_str(data);
+            frame.push_str("\n\n");
+        }
+        let w = self.push(frame).await?;
+        Ok(vec![w; events.len()])
+    }
+
     async fn send_raw(&mut self, data: String) -> Result<Written, ()> {
         self.push(format!("data: {data}\n\n")).await
     }
@@ -274,6 +291,9 @@ pub(crate) struct NullSink;
 impl Sink for NullSink {
     async fn send(&mut self, _event: &str, _data: String) -> Result<Written, ()> {
         Ok(Written::now())
+    }
+    async fn send_group(&mut self, events: Vec<(String, String)>) -> Result<Vec<Written>, ()> {
+        Ok(vec![Written::now(); events.len()])
     }
     async fn send_raw(&mut self, _data: String) -> Result<Written, ()> {
         Ok(Written::now())

@@ -177,6 +177,11 @@ pub(crate) trait Sink: Send {
         event: &str,
         data: String,
     ) -> impl Future<Output = Result<Written, ()>> + Send;
+    /// Sends several events in one write; returns, for each, when it was handed over.
+    fn send_group(
+        &mut self,
+        events: Vec<(String, String)>,
+    ) -> impl Future<Output = Result<Vec<Written>, ()>> + Send;
     /// Sends raw bytes that are not a valid event (the `malformed-after` fault).
     fn send_raw(&mut self, data: String) -> impl Future<Output = Result<Written, ()>> + Send;
     /// Breaks the stream on purpose.
@@ -264,6 +269,16 @@ pub(crate) fn plan_chunks(profile: &Profile, spec: &TurnSpec, rng: &mut Rng) -> 
                 .min(MAX_DELAY),
         });
         pos += k;
+    }
+    // Written in groups: every chunk of a group is due with the group's last chunk.
+    let group = profile.chunks_per_write.max(1) as usize;
+    if group > 1 {
+        for g in out.chunks_mut(group) {
+            let due = g.last().map(|c| c.offset).unwrap_or_default();
+            for c in g {
+                c.offset = due;
+            }
+        }
     }
     out
 }
@@ -356,9 +371,14 @@ async fn run_inner<S: Sink, E: Encoder>(
         session_init: trace.session_init,
         ..Done::default()
     };
-    let break_after = spec.fault.and_then(|f| f.after_chunks());
-    for (i, c) in chunks.iter().enumerate() {
-        if break_after == Some(i as u32) {
+    let break_after = spec
+        .fault
+        .and_then(|f| f.after_chunks())
+        .map(|n| n as usize);
+    let group = engine.profile.chunks_per_write.max(1) as usize;
+    let mut i = 0;
+    while i < chunks.len() {
+        if break_after == Some(i) {
             engine.trace.insert(trace.clone());
             return break_stream(spec, sink).await;
         }
@@ -369,26 +389,46 @@ async fn run_inner<S: Sink, E: Encoder>(
                 }
             }
         }
-        crate::timer::sleep_until(decode_start + c.offset).await;
-        let (ev, data) = enc.delta(&c.text, c.tokens, done.output_tokens + c.tokens);
-        let Ok(written) = sink.send(&ev, data).await else {
+        // This write's chunks: up to a group, cut short where a fault breaks the stream.
+        let mut end = (i + group).min(chunks.len());
+        if let Some(n) = break_after.filter(|n| (i + 1..end).contains(n)) {
+            end = n;
+        }
+        let these = &chunks[i..end];
+        let due = these.last().map(|c| c.offset).unwrap_or_default();
+        crate::timer::sleep_until(decode_start + due).await;
+        let mut events = Vec::with_capacity(these.len());
+        let mut cumulative = done.output_tokens;
+        for c in these {
+            cumulative += c.tokens;
+            events.push(enc.delta(&c.text, c.tokens, cumulative));
+        }
+        let written = if let [(ev, data)] = &mut events[..] {
+            sink.send(ev, std::mem::take(data)).await.map(|w| vec![w])
+        } else {
+            sink.send_group(events).await
+        };
+        let Ok(written) = written else {
             return RunEnd::Broken;
         };
-        done.output_tokens += c.tokens;
-        done.chunks += 1;
-        done.text.push_str(&c.text);
+        for (c, w) in these.iter().zip(written) {
+            done.output_tokens += c.tokens;
+            done.chunks += 1;
+            done.text.push_str(&c.text);
+            trace.chunk_writes.push(ChunkWrite {
+                at: w.at,
+                tokens: c.tokens,
+                text: c.text.clone(),
+                sent: w.sent,
+            });
+        }
         trace.output_tokens = done.output_tokens;
-        trace.chunk_writes.push(ChunkWrite {
-            at: written.at,
-            tokens: c.tokens,
-            text: c.text.clone(),
-            sent: written.sent,
-        });
+        i = end;
     }
     // The ground truth is complete once the last content chunk is written: publish it before
     // the terminal event, so a client that has read that event always finds the trace.
     engine.trace.insert(trace.clone());
-    if break_after.is_some_and(|n| n as usize >= chunks.len()) {
+    if break_after.is_some_and(|n| n >= chunks.len()) {
         return break_stream(spec, sink).await;
     }
     done.decode = chunks.last().map(|c| c.offset).unwrap_or_default();
@@ -471,5 +511,118 @@ mod tests {
             a.iter().any(|c| c.tokens >= 3),
             "wafer sends several tokens per chunk"
         );
+    }
+
+    #[test]
+    fn a_group_is_due_with_its_last_chunk_and_keeps_every_chunk() {
+        let one = Profile::builtin("wafer").unwrap();
+        let four = Profile {
+            chunks_per_write: 4,
+            ..one.clone()
+        };
+        // A seed whose plan ends with a short group.
+        let seed = (1..50)
+            .find(|&s| plan_chunks(&one, &spec(300), &mut Rng::new(s)).len() % 4 != 0)
+            .expect("a plan with a short last group");
+        let a = plan_chunks(&one, &spec(300), &mut Rng::new(seed));
+        let b = plan_chunks(&four, &spec(300), &mut Rng::new(seed));
+        assert_eq!(a.len(), b.len());
+        for (i, (x, y)) in a.iter().zip(&b).enumerate() {
+            assert_eq!((&x.text, x.tokens), (&y.text, y.tokens));
+            let last = (i / 4 * 4 + 3).min(a.len() - 1);
+            assert_eq!(y.offset, a[last].offset, "chunk {i}");
+        }
+    }
+
+    /// Records what each write carried: the events of a group, or one event.
+    #[derive(Default)]
+    struct Writes(Vec<Vec<String>>, Option<Break>);
+
+    impl Sink for Writes {
+        async fn send(&mut self, _event: &str, data: String) -> Result<Written, ()> {
+            self.0.push(vec![data]);
+            Ok(Written::now())
+        }
+        async fn send_group(&mut self, events: Vec<(String, String)>) -> Result<Vec<Written>, ()> {
+            let n = events.len();
+            self.0.push(events.into_iter().map(|(_, d)| d).collect());
+            Ok(vec![Written::now(); n])
+        }
+        async fn send_raw(&mut self, data: String) -> Result<Written, ()> {
+            self.send("", data).await
+        }
+        async fn break_stream(&mut self, how: Break) {
+            self.1 = Some(how);
+        }
+    }
+
+    /// Content chunks are `d<cumulative tokens>`; everything else is `x`.
+    struct Enc;
+
+    impl Encoder for Enc {
+        fn start(&mut self) -> Vec<(String, String)> {
+            vec![(String::new(), "x".into())]
+        }
+        fn before_first(&mut self) -> Vec<(String, String)> {
+            vec![(String::new(), "x".into())]
+        }
+        fn delta(&mut self, _text: &str, _tokens: u32, cumulative: u32) -> (String, String) {
+            (String::new(), format!("d{cumulative}"))
+        }
+        fn finish(&mut self, _done: &Done) -> Vec<(String, String)> {
+            vec![(String::new(), "x".into())]
+        }
+    }
+
+    #[tokio::test]
+    async fn groups_go_out_in_one_write_each_and_a_fault_cuts_the_group_short() {
+        let profile = Profile {
+            chunks_per_write: 4,
+            ..Profile::builtin("fast").unwrap()
+        };
+        let engine = Engine::new(profile, 3, Instant::now());
+        for fault in [None, Some(Fault::ResetAfter(6))] {
+            let mut sp = spec(40);
+            sp.fault = fault;
+            let mut sink = Writes::default();
+            let end = run(&engine, &sp, "resp_t", &mut sink, &mut Enc).await;
+            let deltas: Vec<&Vec<String>> =
+                sink.0.iter().filter(|w| w[0].starts_with('d')).collect();
+            let sizes: Vec<usize> = deltas.iter().map(|w| w.len()).collect();
+            let trace = engine.trace.get("resp_t").expect("trace");
+            let chunks = trace.chunk_writes.len();
+            // The cumulative counts run on across groups, with no gap or repeat.
+            let cum: Vec<u32> = trace
+                .chunk_writes
+                .iter()
+                .scan(0, |acc, w| {
+                    *acc += w.tokens;
+                    Some(*acc)
+                })
+                .collect();
+            let sent: Vec<String> = deltas.iter().flat_map(|w| w.iter().cloned()).collect();
+            assert_eq!(
+                sent,
+                cum.iter().map(|c| format!("d{c}")).collect::<Vec<_>>()
+            );
+            match fault {
+                None => {
+                    assert!(matches!(end, RunEnd::Completed(_)));
+                    assert!(chunks > 8, "{chunks}");
+                    assert!(
+                        sizes[..sizes.len() - 1].iter().all(|&n| n == 4),
+                        "{sizes:?}"
+                    );
+                    assert_eq!(sizes.iter().sum::<usize>(), chunks);
+                    assert_eq!(sink.1, None);
+                }
+                Some(_) => {
+                    assert!(matches!(end, RunEnd::Broken));
+                    assert_eq!(sizes, vec![4, 2], "six chunks, then the reset");
+                    assert_eq!(chunks, 6);
+                    assert_eq!(sink.1, Some(Break::Reset));
+                }
+            }
+        }
     }
 }

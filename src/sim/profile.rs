@@ -66,6 +66,11 @@ pub struct Profile {
     pub burst_tok_s: f64,
     /// Log-normal sigma of each step's duration (per-chunk jitter; 0 = metronome).
     pub step_jitter: f64,
+    /// Consecutive content chunks written together, in one write (each still its own event),
+    /// as a server that flushes its output every few events does. A group goes out when its
+    /// last chunk is due. 1 (the default) writes every chunk when it is due.
+    #[serde(default = "one")]
+    pub chunks_per_write: u32,
     /// API overhead paid by every request before the model starts.
     #[serde(with = "crate::units::serde_duration")]
     pub api_base: Duration,
@@ -90,6 +95,10 @@ pub struct Profile {
     pub require_api_key: bool,
 }
 
+fn one() -> u32 {
+    1
+}
+
 const NAMES: &[&str] = &["gpu", "wafer", "cpu", "fast"];
 
 fn ms(v: u64) -> Duration {
@@ -107,6 +116,7 @@ impl Profile {
             burst_prob: 0.0,
             burst_tok_s: 1.0,
             step_jitter: 0.0,
+            chunks_per_write: 1,
             api_base: Duration::ZERO,
             api_per_input_token: Duration::ZERO,
             prefill_tok_s: 1e9,
@@ -234,6 +244,10 @@ impl Profile {
             "chunk_tokens must be non-negative weights with a positive sum, e.g. [0.5, 0.3, 0.2]"
         );
         anyhow::ensure!(self.capacity >= 1, "capacity must be at least 1");
+        anyhow::ensure!(
+            (1..=1024).contains(&self.chunks_per_write),
+            "chunks_per_write must be in [1, 1024]"
+        );
         Ok(())
     }
 }

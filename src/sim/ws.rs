@@ -392,6 +392,26 @@ impl Sink for WsSink {
         send_watched(&self.shared.tx, data, log).await
     }
 
+    async fn send_group(&mut self, events: Vec<(String, String)>) -> Result<Vec<Written>, ()> {
+        // Each event is its own message; the frames are buffered and flushed in one write.
+        let mut g = self.shared.tx.lock().await;
+        let mut written = Vec::with_capacity(events.len());
+        for (_, data) in events {
+            written.push(Written {
+                at: Instant::now(),
+                sent: self
+                    .shared
+                    .conn
+                    .tx
+                    .as_deref()
+                    .map(|l| l.watch(data.len(), &mut self.chain)),
+            });
+            g.feed(Message::text(data)).await.map_err(|_| ())?;
+        }
+        g.flush().await.map_err(|_| ())?;
+        Ok(written)
+    }
+
     async fn send_raw(&mut self, data: String) -> Result<Written, ()> {
         let log = self.shared.conn.tx.as_deref().map(|l| (l, &mut self.chain));
         send_watched(&self.shared.tx, data, log).await

@@ -12,5 +12,6 @@ mod run_support;
 mod sim_cli;
 mod sim_client;
 mod sim_faults;
+mod sim_groups;
 mod sim_wire;
 mod sim_ws;
