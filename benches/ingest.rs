@@ -13,7 +13,7 @@
 //! simulator's write time: the kernel's transmit stamp of its write, or with `SIM_TX_STAMPS=0`
 //! the instant before it).
 //!
-//! Two cases by default:
+//! Three cases by default:
 //! * **one chunk per write** (200k chunks/s offered): every chunk is its own TCP segment. On
 //!   loopback each segment costs both ends kernel time (the write, the client's read, the
 //!   ACK the client's read sends, and the other side's processing of each, which loopback
@@ -23,7 +23,11 @@
 //! * **eight chunks per write** (`chunks_per_write = 8` in the simulator's profile), at 200k
 //!   and at 400k chunks/s offered: each chunk is still its own event, decoded, stamped and
 //!   recorded on its own, but eight share a segment, as when a server flushes every few
-//!   events. This shows what the harness itself can ingest.
+//!   events. The harness keeps up with both rates; its capacity is one core divided by its
+//!   CPU time per chunk.
+//!
+//! Each line says how busy each side was (CPU time over the wall time of the run, in cores),
+//! so it shows which side, if any, was the limit.
 //!
 //! The simulator and the client run on separate tokio runtimes (threads named `sim` and
 //! `client`, one worker each unless `SIM_WORKERS` / `CLIENT_WORKERS` say otherwise), so the
@@ -35,7 +39,7 @@
 //! pre-empted for longer than a stream's gap between writes reads two of its segments at
 //! once, which carry one kernel stamp. A real server would not compete for the client's CPU.
 
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -73,7 +77,11 @@ fn parse_args() -> Args {
             "--streams" => a.streams = val.parse().expect("--streams N"),
             "--rate" => rate = Some(val.parse().expect("--rate CHUNKS_PER_S_PER_STREAM")),
             "--tokens" => a.tokens = val.parse().expect("--tokens N"),
-            "--per-write" => per_write = Some(val.parse().expect("--per-write CHUNKS")),
+            "--per-write" => {
+                let n: u32 = val.parse().expect("--per-write CHUNKS");
+                assert!((1..=1024).contains(&n), "--per-write must be in [1, 1024]");
+                per_write = Some(n);
+            }
             "--transport" => {
                 a.transports = vec![val.parse().expect("--transport http-pooled|ws|http2")]
             }
@@ -236,13 +244,14 @@ async fn run_one(
         .map(|r| {
             r.chunks
                 .iter()
-                .filter(|c| c.at_ns >= from && c.at_ns <= to)
+                .filter(|c| c.at_ns >= from && c.at_ns < to)
                 .count() as u64
         })
         .sum();
-    let steady_rate = steady as f64 / ((to.saturating_sub(from)) as f64 / 1e9).max(1e-9);
+    let window_s = to.saturating_sub(from) as f64 / 1e9;
+    let steady_rate = steady as f64 / window_s.max(1e-9);
     println!(
-        "{:<12} streams {:>3} × {:>6.0} chunks/s offered: ingested {:>8} chunks in {:>5.2} s = {:>8.0} chunks/s; all streams active: {:>8.0} chunks/s ({} failed; wall {:.2} s)",
+        "{:<12} streams {:>3} × {:>6.0} chunks/s offered: ingested {:>8} chunks in {:>5.2} s = {:>8.0} chunks/s; all streams active: {:>8.0} chunks/s over {:.2} s ({} failed; wall {:.2} s)",
         kind.as_str(),
         args.streams,
         rate,
@@ -250,6 +259,7 @@ async fn run_one(
         span_s,
         chunks as f64 / span_s,
         steady_rate,
+        window_s,
         failed,
         wall.as_secs_f64()
     );
@@ -262,16 +272,21 @@ async fn run_one(
         percentile(&errors_ns, 0.999) / 1000,
         errors_ns.last().copied().unwrap_or(0) / 1000,
     );
-    let cpu = |name: &str| {
+    let used = |name: &str| {
         let get = |m: &std::collections::BTreeMap<String, u64>| m.get(name).copied().unwrap_or(0);
-        get(&cpu_after).saturating_sub(get(&cpu_before)) as f64 / chunks.max(1) as f64 / 1000.0
+        get(&cpu_after).saturating_sub(get(&cpu_before)) as f64
     };
+    let per_chunk = |name: &str| used(name) / chunks.max(1) as f64 / 1000.0;
+    let cores = |name: &str| used(name) / wall.as_nanos().max(1) as f64;
     println!(
-        "{:<12} CPU per chunk: client (harness) {:.2} µs, simulator {:.2} µs, timer thread {:.2} µs",
+        "{:<12} CPU per chunk (busy, in cores): client (harness) {:.2} µs ({:.2}), simulator {:.2} µs ({:.2}), timer thread {:.2} µs ({:.2})",
         "",
-        cpu("client"),
-        cpu("sim"),
-        cpu("spark-bench-tim")
+        per_chunk("client"),
+        cores("client"),
+        per_chunk("sim"),
+        cores("sim"),
+        per_chunk("spark-bench-tim"),
+        cores("spark-bench-tim"),
     );
     sim_rt.spawn(sim.shutdown()).await.expect("shutdown");
 }
@@ -297,6 +312,8 @@ fn thread_cpu() -> std::collections::BTreeMap<String, u64> {
 
 /// Set when a client thread asked for SCHED_FIFO and was refused.
 static FIFO_REFUSED: AtomicBool = AtomicBool::new(false);
+/// Client threads started so far.
+static STARTED: AtomicUsize = AtomicUsize::new(0);
 
 /// Puts the calling thread under SCHED_FIFO priority 1, or notes that it was refused.
 fn realtime_here() {
@@ -329,6 +346,7 @@ fn main() {
             if fifo {
                 realtime_here();
             }
+            STARTED.fetch_add(1, Ordering::SeqCst);
         })
         .enable_all()
         .build()

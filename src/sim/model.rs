@@ -397,15 +397,17 @@ async fn run_inner<S: Sink, E: Encoder>(
         let these = &chunks[i..end];
         let due = these.last().map(|c| c.offset).unwrap_or_default();
         crate::timer::sleep_until(decode_start + due).await;
-        let mut events = Vec::with_capacity(these.len());
-        let mut cumulative = done.output_tokens;
-        for c in these {
-            cumulative += c.tokens;
-            events.push(enc.delta(&c.text, c.tokens, cumulative));
-        }
-        let written = if let [(ev, data)] = &mut events[..] {
-            sink.send(ev, std::mem::take(data)).await.map(|w| vec![w])
+        let written = if let [c] = these {
+            // One chunk per write: no group to build.
+            let (ev, data) = enc.delta(&c.text, c.tokens, done.output_tokens + c.tokens);
+            sink.send(&ev, data).await.map(|w| vec![w])
         } else {
+            let mut events = Vec::with_capacity(these.len());
+            let mut cumulative = done.output_tokens;
+            for c in these {
+                cumulative += c.tokens;
+                events.push(enc.delta(&c.text, c.tokens, cumulative));
+            }
             sink.send_group(events).await
         };
         let Ok(written) = written else {
@@ -581,7 +583,15 @@ mod tests {
             ..Profile::builtin("fast").unwrap()
         };
         let engine = Engine::new(profile, 3, Instant::now());
-        for fault in [None, Some(Fault::ResetAfter(6))] {
+        let cases = [
+            (None, vec![]),
+            (Some(Fault::ResetAfter(6)), vec![4, 2]),
+            (Some(Fault::ResetAfter(4)), vec![4]),
+            (Some(Fault::ResetAfter(1)), vec![1]),
+            (Some(Fault::MalformedAfter(6)), vec![4, 2]),
+            (Some(Fault::WsClose1011After(7)), vec![4, 3]),
+        ];
+        for (fault, cut) in cases {
             let mut sp = spec(40);
             sp.fault = fault;
             let mut sink = Writes::default();
@@ -616,11 +626,19 @@ mod tests {
                     assert_eq!(sizes.iter().sum::<usize>(), chunks);
                     assert_eq!(sink.1, None);
                 }
-                Some(_) => {
-                    assert!(matches!(end, RunEnd::Broken));
-                    assert_eq!(sizes, vec![4, 2], "six chunks, then the reset");
-                    assert_eq!(chunks, 6);
-                    assert_eq!(sink.1, Some(Break::Reset));
+                Some(f) => {
+                    assert!(matches!(end, RunEnd::Broken), "{f:?}");
+                    assert_eq!(sizes, cut, "{f:?}");
+                    assert_eq!(chunks, cut.iter().sum::<usize>(), "{f:?}");
+                    let (brk, raw) = match f {
+                        Fault::ResetAfter(_) => (Some(Break::Reset), false),
+                        Fault::WsClose1011After(_) => (Some(Break::Close1011), false),
+                        _ => (None, true),
+                    };
+                    assert_eq!(sink.1, brk, "{f:?}");
+                    // malformed-after: the last write is the broken event, after the chunks.
+                    let last = &sink.0.last().unwrap()[0];
+                    assert_eq!(last.starts_with("{\"type\""), raw, "{f:?}: {last}");
                 }
             }
         }

@@ -393,23 +393,23 @@ impl Sink for WsSink {
     }
 
     async fn send_group(&mut self, events: Vec<(String, String)>) -> Result<Vec<Written>, ()> {
-        // Each event is its own message; the frames are buffered and flushed in one write.
+        // Each event is its own message; the frames are buffered and flushed in one write,
+        // so without a transmit stamp they all fall back to the instant before the flush.
         let mut g = self.shared.tx.lock().await;
-        let mut written = Vec::with_capacity(events.len());
+        let mut sent = Vec::with_capacity(events.len());
         for (_, data) in events {
-            written.push(Written {
-                at: Instant::now(),
-                sent: self
-                    .shared
+            sent.push(
+                self.shared
                     .conn
                     .tx
                     .as_deref()
                     .map(|l| l.watch(data.len(), &mut self.chain)),
-            });
+            );
             g.feed(Message::text(data)).await.map_err(|_| ())?;
         }
+        let at = Instant::now();
         g.flush().await.map_err(|_| ())?;
-        Ok(written)
+        Ok(sent.into_iter().map(|sent| Written { at, sent }).collect())
     }
 
     async fn send_raw(&mut self, data: String) -> Result<Written, ()> {
