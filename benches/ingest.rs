@@ -170,6 +170,7 @@ async fn run_one(
                 id: s as u64,
                 session: s as u32,
                 turn: 0,
+                request: 0,
                 intended_ns: clock.now_ns(),
                 warmup: false,
             };

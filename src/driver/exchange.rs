@@ -32,8 +32,12 @@ pub struct RecordMeta {
     pub id: u64,
     /// Session index within its cell.
     pub session: u32,
-    /// Request index within its session.
+    /// The scenario turn the request belongs to (0-based, after `repeat`): the same on every
+    /// transport, since a WebSocket warm-up and an agent loop's tool-result requests carry
+    /// the turn they serve.
     pub turn: u32,
+    /// Request index within its session (0-based, counting every request).
+    pub request: u32,
     /// Intended send time, ns since run start.
     pub intended_ns: u64,
     /// Warm-up session (excluded from statistics).
@@ -130,6 +134,7 @@ pub async fn exchange(
         transport: kind.as_str().to_string(),
         session: meta.session,
         turn: meta.turn,
+        request: meta.request,
         kind: spec.kind,
         warmup: meta.warmup,
         intended_ns: meta.intended_ns,

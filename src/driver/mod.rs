@@ -185,23 +185,23 @@ struct SessionRun<'a> {
     session: &'a SessionPlan,
     conn: SessionTransport,
     conv: Conversation,
-    next_turn: u32,
     requests: u32,
     failed: u32,
     last_end: u64,
 }
 
 impl SessionRun<'_> {
-    /// Sends one request, forwards its record, and returns the reply, end time and success.
-    async fn send(&mut self, spec: RequestSpec, intended: u64) -> (Reply, u64, bool) {
+    /// Sends one request for scenario turn `turn`, forwards its record, and returns the
+    /// reply, end time and success.
+    async fn send(&mut self, spec: RequestSpec, turn: u32, intended: u64) -> (Reply, u64, bool) {
         let meta = RecordMeta {
             id: self.ctx.next_id(),
             session: self.session.index,
-            turn: self.next_turn,
+            turn,
+            request: self.requests,
             intended_ns: intended,
             warmup: self.session.warmup,
         };
-        self.next_turn += 1;
         let (record, reply) = exchange(
             &mut self.conn,
             &self.ctx.cell.target,
@@ -234,7 +234,6 @@ async fn run_session(ctx: &CellContext, session: &SessionPlan, intended_start: u
             ctx.cell.transport,
             target.store,
         ),
-        next_turn: 0,
         requests: 0,
         failed: 0,
         last_end: intended_start,
@@ -243,7 +242,7 @@ async fn run_session(ctx: &CellContext, session: &SessionPlan, intended_start: u
     // Set when the run's stop cut the session short.
     let mut interrupted = false;
 
-    'turns: for turn in &session.turns {
+    'turns: for (turn_no, turn) in (0u32..).zip(&session.turns) {
         intended = run.last_end.max(intended) + turn.think_time.as_nanos() as u64;
         if !sleep_until_ns(ctx, intended).await {
             interrupted = true;
@@ -259,7 +258,7 @@ async fn run_session(ctx: &CellContext, session: &SessionPlan, intended_start: u
                 fault: None,
                 continuous_usage_stats: false,
             };
-            let (_, end, _) = run.send(spec, intended).await;
+            let (_, end, _) = run.send(spec, turn_no, intended).await;
             intended = end;
         }
         run.conv.add_user_message(&turn.user_text);
@@ -288,7 +287,7 @@ async fn run_session(ctx: &CellContext, session: &SessionPlan, intended_start: u
                 // (the embedded simulator does); real APIs may reject unknown stream options.
                 continuous_usage_stats: target.sim_profile.is_some(),
             };
-            let (reply, end, ok) = run.send(spec, intended).await;
+            let (reply, end, ok) = run.send(spec, turn_no, intended).await;
             // `exchange` has already updated the conversation with the reply (or the failure).
             if !ok {
                 // The turn is lost; the session goes on with the next turn.

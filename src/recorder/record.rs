@@ -215,8 +215,14 @@ pub struct RequestRecord {
     pub transport: String,
     /// Session index within its cell.
     pub session: u32,
-    /// Request index within its session (0-based, counting every request, tool results too).
+    /// The scenario turn the request belongs to (0-based, after `repeat`): the same on every
+    /// transport for the same step, since a WebSocket warm-up and an agent loop's tool-result
+    /// requests carry the turn they serve.
     pub turn: u32,
+    /// Request index within its session (0-based, counting every request: warm-ups and tool
+    /// results too).
+    #[serde(default)]
+    pub request: u32,
     /// What the request was.
     pub kind: RequestKind,
     /// True for warm-up sessions: recorded, excluded from statistics.

@@ -81,7 +81,11 @@ fn backquoted(msg: &str) -> Vec<&str> {
 /// The table header that governs byte `offset` (`[load]`, `[[turns]]`, `[targets.openai]`),
 /// with the entry number for arrays of tables; `None` at the top level.
 fn table_at(src: &str, offset: usize) -> Option<String> {
-    let before = src.get(..offset.min(src.len())).unwrap_or(src);
+    // Up to the end of the offset's own line: a missing-key error points at the header of
+    // the table that lacks the key, and that header governs it.
+    let offset = offset.min(src.len());
+    let end = src[offset..].find('\n').map_or(src.len(), |i| offset + i);
+    let before = src.get(..end).unwrap_or(src);
     let header = before
         .lines()
         .rev()
@@ -120,7 +124,14 @@ pub fn from_toml(path: &str, src: &str, err: &toml::de::Error) -> ScenarioError 
     let span: Range<usize> = err.span().unwrap_or(0..0);
     let (line, col) = line_col(src, span.start);
     let raw = err.message().trim().to_string();
-    let table = table_at(src, span.start);
+    // A key missing from the root table comes with an empty span; from any other table,
+    // with the table's span (its header onwards).
+    let root_missing = raw.starts_with("missing field") && span.is_empty();
+    let table = if root_missing {
+        None
+    } else {
+        table_at(src, span.start)
+    };
     let where_ = table
         .as_ref()
         .map_or_else(|| " at the top level".to_string(), |t| format!(" in {t}"));

@@ -152,6 +152,27 @@ mod tests {
         assert!(e.contains("did you mean `tool_time`?"), "{e}");
     }
 
+    #[test]
+    fn a_missing_key_names_the_table_that_lacks_it() {
+        let e = err("name = \"x\"\n[matrix]\ntransports = [\"ws\"]\n[[turns]]\nthink_time = \"1s\"\n");
+        assert!(
+            e.starts_with("missing key `prompt` in [[turns]] (entry 1) at scenarios/x.toml:4:1"),
+            "{e}"
+        );
+        let e = err("name = \"x\"\n[[turns]]\nprompt = \"a\"\n[[turns]]\nthink_time = \"1s\"\n");
+        assert!(
+            e.starts_with("missing key `prompt` in [[turns]] (entry 2) at scenarios/x.toml:4:1"),
+            "{e}"
+        );
+        let e = err("[[turns]]\nthink_time = \"1s\"\n");
+        assert!(
+            e.starts_with("missing key `prompt` in [[turns]] (entry 1) at scenarios/x.toml:1:1"),
+            "{e}"
+        );
+        let e = err("[[turns]]\nprompt = \"hi\"\n");
+        assert!(e.starts_with("missing key `name` at the top level"), "{e}");
+    }
+
     fn readme() -> String {
         std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/scenarios/README.md"))
             .unwrap()

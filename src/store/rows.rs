@@ -17,6 +17,7 @@ pub const REQUEST_COLUMNS: &[&str] = &[
     "transport",
     "session",
     "turn",
+    "request",
     "kind",
     "warmup",
     "chaining",
@@ -90,8 +91,11 @@ pub struct RequestRow {
     pub transport: String,
     /// Session index within its cell.
     pub session: u32,
-    /// Request index within its session.
+    /// The scenario turn the request belongs to (the same on every transport).
     pub turn: u32,
+    /// Request index within its session (every request counted; absent in older runs).
+    #[serde(default)]
+    pub request: u32,
     /// `user`, `tool-result` or `warmup`.
     pub kind: RequestKind,
     /// True for warm-up sessions (excluded from statistics).
@@ -188,6 +192,7 @@ impl From<&RequestRecord> for RequestRow {
             transport: r.transport.clone(),
             session: r.session,
             turn: r.turn,
+            request: r.request,
             kind: r.kind,
             warmup: r.warmup,
             chaining: r.chaining,
@@ -249,6 +254,7 @@ impl RequestRow {
             transport: self.transport,
             session: self.session,
             turn: self.turn,
+            request: self.request,
             kind: self.kind,
             warmup: self.warmup,
             chaining: self.chaining,
@@ -388,6 +394,29 @@ mod tests {
         w.serialize(row).unwrap();
         let text = String::from_utf8(w.into_inner().unwrap()).unwrap();
         text.lines().next().unwrap().to_string()
+    }
+
+    #[test]
+    fn every_requests_column_is_documented_in_the_readme() {
+        let readme =
+            std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/README.md")).unwrap();
+        let section = readme
+            .split("### `requests.csv` columns")
+            .nth(1)
+            .expect("README has a requests.csv columns section");
+        let section = section.split("\n#").next().unwrap_or(section);
+        let documented: Vec<&str> = section
+            .lines()
+            .filter_map(|l| l.strip_prefix("| "))
+            .filter_map(|l| l.split(" | ").next())
+            .collect();
+        for c in REQUEST_COLUMNS {
+            let name = format!("`{c}`");
+            assert!(
+                documented.iter().any(|d| d.split(", ").any(|n| n == name)),
+                "README does not document the requests.csv column {name}"
+            );
+        }
     }
 
     #[test]

@@ -340,6 +340,7 @@ async fn conversation(
             id: turn as u64,
             session: 0,
             turn,
+            request: turn,
             intended_ns: clock.now_ns(),
             warmup: false,
         };

@@ -109,6 +109,41 @@ async fn smoke_run_writes_the_whole_results_contract() {
         assert!(cell.iter().all(|r| r["outcome"] == "ok"), "{t}: {cell:?}");
         assert!(cell.iter().all(|r| r["target"] == "sim-wafer"));
     }
+    // `turn` is the scenario turn, the same on every transport for the same step (a ws
+    // warm-up carries the turn it precedes); `request` counts every request of the session.
+    let steps = |t: &str, session: &str| -> (Vec<String>, Vec<String>, Vec<String>) {
+        let mut mine: Vec<_> = rows
+            .iter()
+            .filter(|r| r["transport"] == t && r["session"] == session)
+            .collect();
+        mine.sort_by_key(|r| r["request"].parse::<u32>().unwrap());
+        let numbered: Vec<String> = (0..mine.len()).map(|i| i.to_string()).collect();
+        let requests: Vec<String> = mine.iter().map(|r| r["request"].clone()).collect();
+        assert_eq!(requests, numbered, "{t} session {session}");
+        let turns = |warm: bool| {
+            mine.iter()
+                .filter(|r| (r["kind"] == "warmup") == warm)
+                .map(|r| format!("{} {}", r["turn"], r["kind"]))
+                .collect::<Vec<_>>()
+        };
+        (turns(false), turns(true), requests)
+    };
+    for session in ["0", "1"] {
+        let (http, _, _) = steps("http", session);
+        assert_eq!(
+            http,
+            ["0 user", "1 user", "2 user", "2 tool-result"],
+            "session {session}"
+        );
+        for t in ["http-pooled", "http2", "ws"] {
+            let (user, warm, _) = steps(t, session);
+            assert_eq!(user, http, "{t} session {session}");
+            if t == "ws" {
+                assert_eq!(warm, ["0 warmup"], "session {session}");
+            }
+        }
+    }
+
     // Ids are unique.
     let ids: std::collections::BTreeSet<&str> = rows.iter().map(|r| r["id"].as_str()).collect();
     assert_eq!(ids.len(), rows.len());

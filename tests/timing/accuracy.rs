@@ -193,6 +193,7 @@ async fn measure(
             id: turn as u64,
             session: 0,
             turn: turn as u32,
+            request: turn as u32,
             intended_ns: clock.now_ns(),
             warmup: false,
         };

@@ -70,6 +70,7 @@ impl Session {
             id: self.turn as u64,
             session: 0,
             turn: self.turn,
+            request: self.turn,
             intended_ns: self.clock.now_ns(),
             warmup: false,
         };

@@ -78,6 +78,7 @@ fn a_stalled_client_still_stamps_each_chunk_with_its_own_arrival() {
                     id: 0,
                     session: 0,
                     turn: 0,
+                    request: 0,
                     intended_ns: clock.now_ns(),
                     warmup: false,
                 };
