@@ -19,6 +19,33 @@
 //! Shared infrastructure: [`link`] (user-space WAN emulation), [`timer`] (sub-ms sleeps),
 //! [`tls`], [`rng`], [`units`], [`kclock`] (kernel timestamps on the monotonic clock).
 
+/// `println!` that never panics: when stdout is closed (`spark-bench run … | head`), the line
+/// is dropped and the run goes on (its results are in files).
+macro_rules! outln {
+    ($($arg:tt)*) => {{
+        use std::io::Write as _;
+        let _ = writeln!(std::io::stdout().lock(), $($arg)*);
+    }};
+}
+
+/// `print!` that never panics (see [`outln`]).
+macro_rules! out {
+    ($($arg:tt)*) => {{
+        use std::io::Write as _;
+        let mut o = std::io::stdout().lock();
+        let _ = write!(o, $($arg)*);
+        let _ = o.flush();
+    }};
+}
+
+/// `eprintln!` that never panics when stderr is closed.
+macro_rules! errln {
+    ($($arg:tt)*) => {{
+        use std::io::Write as _;
+        let _ = writeln!(std::io::stderr().lock(), $($arg)*);
+    }};
+}
+
 pub mod backend;
 pub mod cli;
 pub mod commands;

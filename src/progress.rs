@@ -67,7 +67,7 @@ pub async fn show(mode: Mode, total_sessions: u64, mut rx: watch::Receiver<(u64,
                 if last_print.elapsed() >= Duration::from_secs(5) {
                     last_print = Instant::now();
                     let (done, s) = *rx.borrow_and_update();
-                    eprintln!(
+                    errln!(
                         "[{:>6.1}s] {}/{} sessions  {}",
                         started.elapsed().as_secs_f64(),
                         done,

@@ -71,7 +71,7 @@ pub async fn execute(args: CompareArgs) -> anyhow::Result<u8> {
     })
     .await
     .context("the comparison task failed")??;
-    print!("{}", format.render(&comparison));
+    out!("{}", format.render(&comparison));
     Ok(exit_code(&comparison))
 }
 
@@ -89,7 +89,7 @@ pub fn gate_against_baseline(name: &str, candidate_dir: &Path) -> anyhow::Result
         ..Settings::default()
     };
     let comparison = compare_loaded(&base, &cand, &settings, false)?;
-    print!("{}", render::text(&comparison));
+    out!("{}", render::text(&comparison));
     Ok(exit_code(&comparison))
 }
 

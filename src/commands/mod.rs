@@ -26,7 +26,7 @@ pub fn main(cli: Cli) -> ExitCode {
     {
         Ok(rt) => rt,
         Err(e) => {
-            eprintln!("error: cannot start the async runtime: {e}");
+            errln!("error: cannot start the async runtime: {e}");
             return ExitCode::from(EXIT_ERROR);
         }
     };
@@ -44,7 +44,7 @@ pub fn main(cli: Cli) -> ExitCode {
             if is_broken_pipe(&e) {
                 return ExitCode::from(EXIT_OK);
             }
-            eprintln!("error: {}", error_text(&e));
+            errln!("error: {}", error_text(&e));
             ExitCode::from(EXIT_ERROR)
         }
     }

@@ -22,7 +22,7 @@ pub async fn execute(args: ReportArgs) -> anyhow::Result<u8> {
     // Rendering is CPU work; keep it off the async worker threads.
     let written = tokio::task::spawn_blocking(move || render(&dirs, &formats, &out)).await??;
     for p in written {
-        println!("{}", p.display());
+        outln!("{}", p.display());
     }
     Ok(super::EXIT_OK)
 }

@@ -29,21 +29,21 @@ const FLUSH_INTERVAL: std::time::Duration = std::time::Duration::from_secs(1);
 pub async fn execute(args: RunArgs) -> anyhow::Result<u8> {
     let plan = Arc::new(load_plan(&args)?);
     for w in &plan.warnings {
-        eprintln!("warning: {w}");
+        errln!("warning: {w}");
     }
     if args.realtime {
         if let Err(why) = crate::priority::raise_emulator_threads() {
-            eprintln!("warning: --realtime: {why}");
+            errln!("warning: --realtime: {why}");
         }
     }
     let outcome = run_plan(plan, &args.out, ProgressChoice::from_args(&args)).await?;
 
     if args.json {
-        println!("{}", serde_json::to_string_pretty(&outcome.summary)?);
+        outln!("{}", serde_json::to_string_pretty(&outcome.summary)?);
     } else {
-        println!("{}", crate::recorder::table(&outcome.summary));
+        outln!("{}", crate::recorder::table(&outcome.summary));
     }
-    eprintln!("results: {}", outcome.dir.display());
+    errln!("results: {}", outcome.dir.display());
     if !args.no_report {
         match crate::report::render_run(&outcome.dir) {
             Ok(paths) => {
@@ -55,21 +55,21 @@ pub async fn execute(args: RunArgs) -> anyhow::Result<u8> {
                     .filter(|p| p.extension().is_some_and(|e| e == "svg" || e == "png"))
                     .count();
                 if let Some(html) = html {
-                    eprintln!(
+                    errln!(
                         "report:  {} (and report.md, {charts} charts in charts/)",
                         html.display()
                     );
                 }
             }
-            Err(e) => eprintln!("warning: the report could not be rendered: {e:#}"),
+            Err(e) => errln!("warning: the report could not be rendered: {e:#}"),
         }
     }
     if let Some(name) = &args.save_baseline {
         let saved = crate::store::save_baseline(&args.out, &outcome.dir, name)?;
-        eprintln!("baseline {name:?} saved to {}", saved.display());
+        errln!("baseline {name:?} saved to {}", saved.display());
     }
     if outcome.interrupted {
-        eprintln!(
+        errln!(
             "interrupted: every completed request was written; the run is marked interrupted"
         );
         return Ok(EXIT_INTERRUPTED);
@@ -191,7 +191,7 @@ pub async fn run_plan(
     let command_line: Vec<String> = std::env::args().collect();
     let mut writer = RunWriter::create(out, &plan, &command_line)?;
     let dir = writer.dir().to_path_buf();
-    eprintln!(
+    errln!(
         "spark-bench: {} × {} cells, {} sessions each, link {}; writing {}",
         plan.scenario_name,
         plan.cells.len(),
@@ -294,7 +294,7 @@ async fn watch_ctrl_c(stop: Stop) {
     if tokio::signal::ctrl_c().await.is_err() {
         return;
     }
-    eprintln!("\ninterrupt: stopping; in-flight requests get 2 s (Ctrl-C again to cut them off)");
+    errln!("\ninterrupt: stopping; in-flight requests get 2 s (Ctrl-C again to cut them off)");
     stop.dispatch.cancel();
     let inflight = stop.inflight.clone();
     tokio::select! {

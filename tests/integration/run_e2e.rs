@@ -726,3 +726,31 @@ async fn bad_input_exits_2_with_a_located_message() {
         "bad input created a results directory"
     );
 }
+
+/// `spark-bench run … | head -1`: stdout and stderr closed early. The run still finishes,
+/// writes its files and exits 0; nothing panics on the broken pipe.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_closed_stdout_does_not_crash_the_run() {
+    let tmp = tempfile::tempdir().unwrap();
+    let out = tmp.path().join("results");
+    let mut child = tokio::process::Command::new(env!("CARGO_BIN_EXE_spark-bench"))
+        .args(["run", "scenarios/smoke.toml", "--no-report", "--out"])
+        .arg(&out)
+        .current_dir(env!("CARGO_MANIFEST_DIR"))
+        .stdin(std::process::Stdio::null())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .kill_on_drop(true)
+        .spawn()
+        .unwrap();
+    // Close both pipes before the program writes anything.
+    drop(child.stdout.take());
+    drop(child.stderr.take());
+    let status = tokio::time::timeout(std::time::Duration::from_secs(120), child.wait())
+        .await
+        .expect("spark-bench did not finish")
+        .unwrap();
+    assert_eq!(status.code(), Some(0), "{status:?}");
+    let run = LoadedRun::open(&only_run(&out)).unwrap();
+    assert_eq!(run.manifest.status, RunStatus::Complete);
+}
