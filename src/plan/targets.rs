@@ -23,6 +23,17 @@ pub const DEFAULT_REQUEST_TIMEOUT: Duration = Duration::from_secs(300);
 /// Default stall limit.
 pub const DEFAULT_STALL_TIMEOUT: Duration = Duration::from_secs(30);
 
+/// Whether an `api_key_env` value looks like a key pasted in place of a variable name: a
+/// provider's key prefix, or a long mix of lower-case letters and digits (variable names
+/// are conventionally upper case).
+pub fn looks_like_a_key(s: &str) -> bool {
+    const PREFIXES: [&str; 8] = ["sk-", "sk_", "gsk_", "xai-", "csk-", "hf_", "nvapi-", "pk_"];
+    PREFIXES.iter().any(|p| s.starts_with(p))
+        || (s.len() >= 24
+            && s.chars().any(|c| c.is_ascii_lowercase())
+            && s.chars().any(|c| c.is_ascii_digit()))
+}
+
 /// Header names that carry credentials; they must come from `api_key_env`, never a file.
 const SECRET_HEADERS: [&str; 5] = [
     "authorization",
@@ -221,9 +232,17 @@ fn validate(t: &Target, origin: &str) -> Result<(), PlanError> {
         )));
     }
     if let Some(env) = &t.api_key_env {
+        // Never echo the value: if it is a pasted key, the message would carry it into logs.
         if env.is_empty() || !env.chars().all(|c| c.is_ascii_alphanumeric() || c == '_') {
             return Err(PlanError::new(format!(
-                "[targets.{name}] api_key_env {env:?} is not an environment variable name; write the variable's name (e.g. \"OPENAI_API_KEY\"), never the key itself"
+                "[targets.{name}] api_key_env (in {origin}) is not an environment variable name ({} characters, not shown); write the variable's name (e.g. \"OPENAI_API_KEY\"), never the key itself",
+                env.chars().count()
+            )));
+        }
+        if looks_like_a_key(env) {
+            return Err(PlanError::new(format!(
+                "[targets.{name}] api_key_env (in {origin}) looks like an API key, not a variable name ({} characters, not shown); export the key as a variable and write its name, e.g. api_key_env = \"GROQ_API_KEY\"",
+                env.chars().count()
             )));
         }
     }
@@ -347,6 +366,27 @@ mod tests {
         };
         let e = resolve("x", &[("t.toml", &spec)]).unwrap_err().to_string();
         assert!(e.contains("api_key_env") && !e.contains("sk-123"), "{e}");
+        // A key pasted where the variable's name belongs is refused and never echoed.
+        for pasted in [
+            "sk-proj-Abc123.def",
+            "gsk_4fQx9ZkT2mVbL8rNw3YpHd7sJc1E",
+            "xai-0123456789abcdefABCDEF",
+            "a1b2c3d4e5f6a7b8c9d0e1f2a3b4",
+        ] {
+            let spec = TargetSpec {
+                base_url: Some("https://x/v1".into()),
+                model: Some("m".into()),
+                api_key_env: Some(pasted.into()),
+                ..Default::default()
+            };
+            let e = resolve("x", &[("t.toml", &spec)]).unwrap_err().to_string();
+            assert!(e.contains("api_key_env") && !e.contains(pasted), "{e}");
+            let head: String = pasted.chars().take(8).collect();
+            assert!(!e.contains(&head), "{e}");
+        }
+        for name in ["OPENAI_API_KEY", "GROQ_API_KEY", "MY_KEY_2", "xai_key"] {
+            assert!(!looks_like_a_key(name), "{name}");
+        }
         let spec = TargetSpec {
             base_url: Some("api.openai.com".into()),
             model: Some("m".into()),
