@@ -69,9 +69,7 @@ pub async fn execute(args: RunArgs) -> anyhow::Result<u8> {
         errln!("baseline {name:?} saved to {}", saved.display());
     }
     if outcome.interrupted {
-        errln!(
-            "interrupted: every completed request was written; the run is marked interrupted"
-        );
+        errln!("interrupted: every completed request was written; the run is marked interrupted");
         return Ok(EXIT_INTERRUPTED);
     }
     if let Some(name) = &args.baseline {

@@ -78,17 +78,27 @@ pub fn build(
     overrides: &Overrides,
 ) -> Result<Plan, PlanError> {
     let s = scenario;
+    let src = Src {
+        path: source_path,
+        text: String::from_utf8_lossy(source_bytes),
+    };
     let mut warnings = Vec::new();
     if s.name.trim().is_empty() {
-        return Err(PlanError::new(format!("`name` in {source_path} is empty; give the scenario a short name, e.g. name = \"snake\"")));
+        return Err(PlanError::new(format!(
+            "`name` at {} is empty; give the scenario a short name, e.g. name = \"snake\"",
+            src.at(None, 1, "name")
+        )));
     }
     let seed = overrides.seed.or(s.seed).unwrap_or(DEFAULT_SEED);
 
-    let load = resolve_load(s, overrides, source_path)?;
+    let load = resolve_load(s, overrides, &src)?;
     let default_max = s.max_output_tokens.unwrap_or(DEFAULT_MAX_OUTPUT_TOKENS);
     check_max_tokens(
         default_max,
-        &format!("`max_output_tokens` in {source_path}"),
+        &format!(
+            "`max_output_tokens` at {}",
+            src.at(None, 1, "max_output_tokens")
+        ),
     )?;
     if s.turns.is_empty() {
         return Err(PlanError::new(format!(
@@ -96,10 +106,10 @@ pub fn build(
         )));
     }
     for (i, t) in s.turns.iter().enumerate() {
-        check_turn(t, i + 1, source_path)?;
+        check_turn(t, i + 1, &src)?;
     }
 
-    let (targets, target_from_cli) = resolve_targets(s, overrides, source_path)?;
+    let (targets, target_from_cli) = resolve_targets(s, overrides, &src)?;
     let transports: Vec<TransportKind> = if !overrides.transports.is_empty() {
         dedup(overrides.transports.clone())
     } else {
@@ -112,7 +122,8 @@ pub fn build(
     };
     if transports.is_empty() {
         return Err(PlanError::new(format!(
-            "[matrix] transports in {source_path} is empty; list at least one of: http, http-pooled, http2, ws"
+            "[matrix] transports at {} is empty; list at least one of: http, http-pooled, http2, ws",
+            src.at(Some("[matrix]"), 1, "transports")
         )));
     }
     let mut cells = Vec::new();
@@ -172,7 +183,8 @@ pub fn build(
     if let Some(n) = s.context_bytes {
         if n > 8 * 1024 * 1024 {
             return Err(PlanError::new(format!(
-                "`context_bytes` in {source_path} is {n}; keep it at most 8388608 (8 MiB)"
+                "`context_bytes` at {} is {n}; keep it at most 8388608 (8 MiB)",
+                src.at(None, 1, "context_bytes")
             )));
         }
         system_prompt.push_str(&context_filler(
@@ -226,7 +238,23 @@ pub fn build(
     })
 }
 
-fn resolve_load(s: &Scenario, o: &Overrides, path: &str) -> Result<Load, PlanError> {
+/// The scenario file: its path, and its text for locating keys in messages.
+struct Src<'a> {
+    path: &'a str,
+    text: std::borrow::Cow<'a, str>,
+}
+
+impl Src<'_> {
+    /// `path:line:col` of `key` in `table` (entry `entry`), or the path alone.
+    fn at(&self, table: Option<&str>, entry: usize, key: &str) -> String {
+        match crate::scenario::locate(&self.text, table, entry, key) {
+            Some((line, col)) => format!("{}:{line}:{col}", self.path),
+            None => self.path.to_string(),
+        }
+    }
+}
+
+fn resolve_load(s: &Scenario, o: &Overrides, src: &Src) -> Result<Load, PlanError> {
     let sessions = o.sessions.or(s.load.sessions).unwrap_or(1);
     let concurrency = o.concurrency.or(s.load.concurrency).unwrap_or(1);
     let warmup_sessions = s.load.warmup_sessions.unwrap_or(0);
@@ -234,7 +262,7 @@ fn resolve_load(s: &Scenario, o: &Overrides, path: &str) -> Result<Load, PlanErr
         if flag_set {
             format!("--{key}")
         } else {
-            format!("[load] {key} in {path}")
+            format!("[load] {key} at {}", src.at(Some("[load]"), 1, key))
         }
     };
     if !(1..=100_000).contains(&sessions) {
@@ -251,14 +279,16 @@ fn resolve_load(s: &Scenario, o: &Overrides, path: &str) -> Result<Load, PlanErr
     }
     if warmup_sessions > 1000 {
         return Err(PlanError::new(format!(
-            "[load] warmup_sessions in {path} is {warmup_sessions}; use at most 1000"
+            "[load] warmup_sessions at {} is {warmup_sessions}; use at most 1000",
+            src.at(Some("[load]"), 1, "warmup_sessions")
         )));
     }
     let session_interval = s.load.session_interval.map(|d| d.0);
     if let Some(d) = session_interval {
         if d < Duration::from_millis(1) || d > Duration::from_secs(3600) {
             return Err(PlanError::new(format!(
-                "[load] session_interval in {path} must be between 1ms and 1h, e.g. \"2s\" (or remove it for a closed loop)"
+                "[load] session_interval at {} must be between 1ms and 1h, e.g. \"2s\" (or remove it for a closed loop)",
+                src.at(Some("[load]"), 1, "session_interval")
             )));
         }
     }
@@ -296,70 +326,89 @@ fn check_duration(
     }
 }
 
-fn check_turn(t: &TurnSpec, n: usize, path: &str) -> Result<(), PlanError> {
-    let at = format!("[[turns]] entry {n} in {path}");
+fn check_turn(t: &TurnSpec, n: usize, src: &Src) -> Result<(), PlanError> {
+    let at = |key: &str| {
+        format!(
+            "[[turns]] entry {n} at {}",
+            src.at(Some("[[turns]]"), n, key)
+        )
+    };
     if t.prompt.trim().is_empty() {
         return Err(PlanError::new(format!(
-            "{at}: `prompt` is empty; write the user's message"
+            "{}: `prompt` is empty; write the user's message",
+            at("prompt")
         )));
     }
     if let Some(m) = t.max_output_tokens {
-        check_max_tokens(m, &format!("{at}: `max_output_tokens`"))?;
+        check_max_tokens(
+            m,
+            &format!("{}: `max_output_tokens`", at("max_output_tokens")),
+        )?;
     }
     check_duration(
         t.think_time.map(|d| d.0),
         Duration::from_secs(3600),
-        &format!("{at}: `think_time`"),
+        &format!("{}: `think_time`", at("think_time")),
         "3s",
     )?;
     if t.agent.is_some() && !t.tool_calls.is_empty() {
-        return Err(PlanError::new(format!("{at}: has both `tool_calls` and `agent`; keep one (agent is the compact form of tool_calls)")));
+        return Err(PlanError::new(format!("{}: has both `tool_calls` and `agent`; keep one (agent is the compact form of tool_calls)", at("agent"))));
     }
     for (i, c) in t.tool_calls.iter().enumerate() {
         if c.name.trim().is_empty() {
             return Err(PlanError::new(format!(
-                "{at}: tool_calls[{i}] has an empty `name`, e.g. name = \"read_file\""
+                "{}: tool_calls[{i}] has an empty `name`, e.g. name = \"read_file\"",
+                at("tool_calls")
             )));
         }
         check_duration(
             c.tool_time.map(|d| d.0),
             Duration::from_secs(600),
-            &format!("{at}: tool_calls[{i}].tool_time"),
+            &format!("{}: tool_calls[{i}].tool_time", at("tool_calls")),
             "300ms",
         )?;
         check_output_bytes(
             c.output_bytes,
-            &format!("{at}: tool_calls[{i}].output_bytes"),
+            &format!("{}: tool_calls[{i}].output_bytes", at("tool_calls")),
         )?;
     }
     if let Some(a) = &t.agent {
         if !(1..=1000).contains(&a.calls) {
             return Err(PlanError::new(format!(
-                "{at}: agent.calls is {}; use 1 to 1000",
+                "{}: agent.calls is {}; use 1 to 1000",
+                at("agent"),
                 a.calls
             )));
         }
         if a.tools.is_empty() || a.tools.iter().any(|x| x.trim().is_empty()) {
-            return Err(PlanError::new(format!("{at}: agent.tools must list tool names, e.g. tools = [\"read_file\", \"run_tests\"]")));
+            return Err(PlanError::new(format!(
+                "{}: agent.tools must list tool names, e.g. tools = [\"read_file\", \"run_tests\"]",
+                at("agent")
+            )));
         }
         check_duration(
             a.tool_time.map(|d| d.0),
             Duration::from_secs(600),
-            &format!("{at}: agent.tool_time"),
+            &format!("{}: agent.tool_time", at("agent")),
             "300ms",
         )?;
-        check_output_bytes(a.output_bytes, &format!("{at}: agent.output_bytes"))?;
+        check_output_bytes(
+            a.output_bytes,
+            &format!("{}: agent.output_bytes", at("agent")),
+        )?;
     }
     if let Some(r) = t.repeat {
         if !(1..=1000).contains(&r) {
             return Err(PlanError::new(format!(
-                "{at}: `repeat` is {r}; use 1 to 1000"
+                "{}: `repeat` is {r}; use 1 to 1000",
+                at("repeat")
             )));
         }
     }
     if t.fault.as_deref().is_some_and(|f| f.trim().is_empty()) {
         return Err(PlanError::new(format!(
-            "{at}: `fault` is empty; remove it or write e.g. \"status=500\""
+            "{}: `fault` is empty; remove it or write e.g. \"status=500\"",
+            at("fault")
         )));
     }
     Ok(())
@@ -379,8 +428,9 @@ fn check_output_bytes(b: Option<u32>, what: &str) -> Result<(), PlanError> {
 fn resolve_targets(
     s: &Scenario,
     o: &Overrides,
-    path: &str,
+    src: &Src,
 ) -> Result<(Vec<Target>, bool), PlanError> {
+    let path = src.path;
     let from_cli = !o.targets.is_empty();
     let names: Vec<String> = if from_cli {
         o.targets.clone()
@@ -397,7 +447,10 @@ fn resolve_targets(
         }
     }
     if unique.is_empty() {
-        return Err(PlanError::new(format!("[matrix] targets in {path} is empty; list at least one, e.g. targets = [\"sim-wafer\"]")));
+        return Err(PlanError::new(format!(
+            "[matrix] targets at {} is empty; list at least one, e.g. targets = [\"sim-wafer\"]",
+            src.at(Some("[matrix]"), 1, "targets")
+        )));
     }
     let file = o.targets_file.as_ref();
     let mut known: Vec<&str> = BUILTIN_TARGETS.to_vec();
@@ -423,7 +476,10 @@ fn resolve_targets(
             let origin = if from_cli {
                 "--target".to_string()
             } else {
-                format!("[matrix] targets in {path}")
+                format!(
+                    "[matrix] targets at {}",
+                    src.at(Some("[matrix]"), 1, "targets")
+                )
             };
             return Err(PlanError::new(format!(
                 "unknown target `{name}` ({origin}); {hint}known targets: {}. Define others in [targets.{name}] or pass --targets FILE (see targets/*.toml)",

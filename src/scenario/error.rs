@@ -108,6 +108,47 @@ fn table_at(src: &str, offset: usize) -> Option<String> {
     }
 }
 
+/// Where `key` is set in a scenario's text: in the table `table` (`"[load]"`,
+/// `"[[turns]]"`; `None` for the top level), entry `entry` (1-based, for arrays of tables).
+/// Returns the key's line and column, or the table header's when the key is not written
+/// there (a default, or a key set in a way this line scan does not follow); `None` when
+/// neither is found.
+pub fn locate(src: &str, table: Option<&str>, entry: usize, key: &str) -> Option<(usize, usize)> {
+    let mut current: Option<String> = None;
+    let mut counts: std::collections::HashMap<String, usize> = Default::default();
+    let mut current_entry = 1;
+    let mut header_at = None;
+    for (i, line) in src.lines().enumerate() {
+        let t = line.trim_start();
+        let col = line.len() - t.len() + 1;
+        if t.starts_with('[') {
+            let head = t.split('#').next().unwrap_or(t).trim().to_string();
+            current_entry = if head.starts_with("[[") {
+                let n = counts.entry(head.clone()).or_default();
+                *n += 1;
+                *n
+            } else {
+                1
+            };
+            current = Some(head);
+            if table.is_some() && current.as_deref() == table && current_entry == entry {
+                header_at = Some((i + 1, col));
+            }
+            continue;
+        }
+        if current.as_deref() != table || current_entry != entry {
+            continue;
+        }
+        if let Some(rest) = t.strip_prefix(key) {
+            let rest = rest.trim_start();
+            if rest.starts_with('=') || rest.starts_with('.') {
+                return Some((i + 1, col));
+            }
+        }
+    }
+    header_at
+}
+
 /// The key on the line of `offset` (`key = value`), if the offset is in the value part.
 fn key_on_line(src: &str, offset: usize) -> Option<String> {
     let (line, _) = line_col(src, offset);

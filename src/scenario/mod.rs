@@ -10,7 +10,7 @@ mod schema;
 
 use std::path::Path;
 
-pub use error::{edit_distance, line_col, suggest, ScenarioError};
+pub use error::{edit_distance, line_col, locate, suggest, ScenarioError};
 pub use schema::{
     AgentSpec, Dur, LinkSpec, LoadSpec, MatrixSpec, Scenario, TargetSpec, TargetsFile,
     ToolCallSpec, TurnSpec,
@@ -154,7 +154,8 @@ mod tests {
 
     #[test]
     fn a_missing_key_names_the_table_that_lacks_it() {
-        let e = err("name = \"x\"\n[matrix]\ntransports = [\"ws\"]\n[[turns]]\nthink_time = \"1s\"\n");
+        let e =
+            err("name = \"x\"\n[matrix]\ntransports = [\"ws\"]\n[[turns]]\nthink_time = \"1s\"\n");
         assert!(
             e.starts_with("missing key `prompt` in [[turns]] (entry 1) at scenarios/x.toml:4:1"),
             "{e}"

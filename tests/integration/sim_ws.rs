@@ -140,9 +140,17 @@ async fn busy_policy_queue_runs_the_second_create_after_the_first() {
         .unwrap()
         .to_string();
     assert_ne!(id1, id2);
-    // Ground truth: the second response's first chunk came after the first's last one.
+    // Ground truth: the second response's first chunk did not leave before the first's last
+    // one. They may leave together: when the machine is busy, TCP can still hold the last
+    // chunk's bytes when the next write comes, send both in one segment, and the kernel
+    // stamps that segment once (seen under two CPU hogs).
     let (t1, t2) = (h.trace.get(&id1).unwrap(), h.trace.get(&id2).unwrap());
-    assert!(t2.chunk_writes[0].at > t1.chunk_writes.last().unwrap().at);
+    let (last, first) = (t1.chunk_writes.last().unwrap().at, t2.chunk_writes[0].at);
+    assert!(
+        first >= last,
+        "the second response's first chunk left {:?} before the first's last",
+        last.duration_since(first)
+    );
 }
 
 #[tokio::test]

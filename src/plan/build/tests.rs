@@ -199,7 +199,7 @@ fn unknown_target_lists_known_ones() {
         .unwrap_err()
         .to_string();
     assert!(
-        e.contains("[matrix] targets in s.toml") && e.contains("--targets FILE"),
+        e.contains("[matrix] targets at s.toml:3:1") && e.contains("--targets FILE"),
         "{e}"
     );
 }
@@ -219,34 +219,49 @@ fn validation_messages_say_how_to_fix() {
         (
             "name = \"m\"\n[load]\nconcurrency = 0\n[[turns]]\nprompt = \"hi\"\n",
             Overrides::default(),
-            "[load] concurrency in s.toml is 0",
+            "[load] concurrency at s.toml:3:1 is 0",
         ),
         (
             "name = \"m\"\nmax_output_tokens = 0\n[[turns]]\nprompt = \"hi\"\n",
             Overrides::default(),
-            "use 1 to 131072",
+            "`max_output_tokens` at s.toml:2:1 is 0; use 1 to 131072",
         ),
         (
             "name = \"m\"\n[[turns]]\nprompt = \"hi\"\nmax_output_tokens = 200000\n",
             Overrides::default(),
-            "[[turns]] entry 1 in s.toml: `max_output_tokens` is 200000",
+            "[[turns]] entry 1 at s.toml:4:1: `max_output_tokens` is 200000",
         ),
         (
             "name = \"m\"\n[[turns]]\nprompt = \"hi\"\nthink_time = \"2h\"\n",
             Overrides::default(),
-            "keep it at most 1h",
+            "[[turns]] entry 1 at s.toml:4:1: `think_time` is 2h; keep it at most 1h",
         ),
         (
             "name = \"m\"\n[[turns]]\nprompt = \"hi\"\nagent = { calls = 3, tools = [] }\n",
             Overrides::default(),
-            "agent.tools must list tool names",
+            "[[turns]] entry 1 at s.toml:4:1: agent.tools must list tool names",
         ),
         (
             "name = \"m\"\n[load]\nsession_interval = \"0s\"\n[[turns]]\nprompt = \"hi\"\n",
             Overrides::default(),
-            "between 1ms and 1h",
+            "[load] session_interval at s.toml:3:1 must be between 1ms and 1h",
         ),
     ];
+    let cases: Vec<(&str, Overrides, &str)> = cases
+        .into_iter()
+        .chain([
+            (
+                "name = \"m\"\n[[turns]]\nprompt = \"a\"\n\n[[turns]]\n  prompt = \"b\"\n  repeat = 0\n",
+                Overrides::default(),
+                "[[turns]] entry 2 at s.toml:7:3: `repeat` is 0",
+            ),
+            (
+                "name = \"m\"\n[[turns]]\nprompt = \"   \"\n",
+                Overrides::default(),
+                "[[turns]] entry 1 at s.toml:3:1: `prompt` is empty",
+            ),
+        ])
+        .collect();
     for (text, o, want) in cases {
         let e = plan_of(text, &o).unwrap_err().to_string();
         assert!(e.contains(want), "want {want:?} in {e:?}");
