@@ -171,6 +171,7 @@ async fn run_one(
                 session: s as u32,
                 turn: 0,
                 request: 0,
+                step: 0,
                 intended_ns: clock.now_ns(),
                 warmup: false,
             };

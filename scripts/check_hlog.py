@@ -46,18 +46,18 @@ def close(v, want):
 
 
 def values_near_rank(h, q):
-    """The recorded values at ranks floor(q*n) .. ceil(q*n)+1 (1-based, clamped)."""
+    """The recorded values at ranks floor(q*n) .. ceil(q*n) (1-based, clamped): Rust's
+    HdrHistogram takes ceil(q*n), Python's rounds q*n to the nearest."""
     n = h.get_total_count()
     if n == 0:
         return [0]
     lo = max(1, int(q * n))
-    hi = min(n, -int(-q * n // 1) + 1)
+    hi = min(n, max(1, -int(-q * n // 1)))
     wanted = set(range(lo, hi + 1))
     out, seen = [], 0
     for item in h.get_recorded_iterator():
         start, seen = seen + 1, seen + item.count_at_value_iterated_to
         if any(start <= r <= seen for r in wanted):
-            out.append(h.get_highest_equivalent_value(item.value_iterated_to))
             out.append(item.value_iterated_to)
         if seen >= hi:
             break

@@ -13,7 +13,7 @@ if ! "$VENV/bin/python" -c "import importlib.metadata as m, sys; sys.exit(m.vers
   "$VENV/bin/pip" install --quiet "hdrhistogram==$HDR_VERSION"
 fi
 
-cargo build --quiet
+cargo build --quiet --locked
 OUT=$(mktemp -d)
 trap 'rm -rf "$OUT"' EXIT
 target/debug/spark-bench run scenarios/smoke.toml --quiet --no-report --out "$OUT" >/dev/null

@@ -49,17 +49,24 @@ fn print_banner(
     tls: bool,
 ) -> anyhow::Result<()> {
     let _ = tls;
+    // The certificate file first: it must exist even when nobody reads what is printed.
+    let pem = match &cfg.tls {
+        Some(cert) => {
+            let path = std::env::temp_dir().join(format!("spark-bench-sim-{}.pem", addr.port()));
+            std::fs::write(&path, &cert.cert_pem).map_err(|e| {
+                anyhow::anyhow!("cannot write the certificate to {}: {e}", path.display())
+            })?;
+            Some(path)
+        }
+        None => None,
+    };
     let mut out = std::io::stdout().lock();
     writeln!(
         out,
         "spark-bench simulator (profile {}) listening on {base}",
         cfg.profile.name
     )?;
-    if let Some(cert) = &cfg.tls {
-        let path = std::env::temp_dir().join(format!("spark-bench-sim-{}.pem", addr.port()));
-        std::fs::write(&path, &cert.cert_pem).map_err(|e| {
-            anyhow::anyhow!("cannot write the certificate to {}: {e}", path.display())
-        })?;
+    if let Some(path) = &pem {
         writeln!(out, "certificate (PEM): {}", path.display())?;
         writeln!(
             out,

@@ -38,6 +38,9 @@ pub struct RecordMeta {
     pub turn: u32,
     /// Request index within its session (0-based, counting every request).
     pub request: u32,
+    /// Request index within its turn: 0 for the user's request (and a warm-up), 1, 2, … for
+    /// the tool-result requests that follow it.
+    pub step: u32,
     /// Intended send time, ns since run start.
     pub intended_ns: u64,
     /// Warm-up session (excluded from statistics).
@@ -135,6 +138,7 @@ pub async fn exchange(
         session: meta.session,
         turn: meta.turn,
         request: meta.request,
+        step: meta.step,
         kind: spec.kind,
         warmup: meta.warmup,
         intended_ns: meta.intended_ns,

@@ -191,14 +191,20 @@ struct SessionRun<'a> {
 }
 
 impl SessionRun<'_> {
-    /// Sends one request for scenario turn `turn`, forwards its record, and returns the
-    /// reply, end time and success.
-    async fn send(&mut self, spec: RequestSpec, turn: u32, intended: u64) -> (Reply, u64, bool) {
+    /// Sends one request (step `step` of scenario turn `turn`), forwards its record, and
+    /// returns the reply, end time and success.
+    async fn send(
+        &mut self,
+        spec: RequestSpec,
+        (turn, step): (u32, u32),
+        intended: u64,
+    ) -> (Reply, u64, bool) {
         let meta = RecordMeta {
             id: self.ctx.next_id(),
             session: self.session.index,
             turn,
             request: self.requests,
+            step,
             intended_ns: intended,
             warmup: self.session.warmup,
         };
@@ -258,7 +264,7 @@ async fn run_session(ctx: &CellContext, session: &SessionPlan, intended_start: u
                 fault: None,
                 continuous_usage_stats: false,
             };
-            let (_, end, _) = run.send(spec, turn_no, intended).await;
+            let (_, end, _) = run.send(spec, (turn_no, 0), intended).await;
             intended = end;
         }
         run.conv.add_user_message(&turn.user_text);
@@ -267,6 +273,7 @@ async fn run_session(ctx: &CellContext, session: &SessionPlan, intended_start: u
         let mut next_call = calls.next();
         let mut fault = turn.fault.clone();
         let mut kind = RequestKind::User;
+        let mut step = 0;
         loop {
             if ctx.stop.dispatch.is_cancelled() {
                 interrupted = true;
@@ -287,7 +294,8 @@ async fn run_session(ctx: &CellContext, session: &SessionPlan, intended_start: u
                 // (the embedded simulator does); real APIs may reject unknown stream options.
                 continuous_usage_stats: target.sim_profile.is_some(),
             };
-            let (reply, end, ok) = run.send(spec, turn_no, intended).await;
+            let (reply, end, ok) = run.send(spec, (turn_no, step), intended).await;
+            step += 1;
             // `exchange` has already updated the conversation with the reply (or the failure).
             if !ok {
                 // The turn is lost; the session goes on with the next turn.

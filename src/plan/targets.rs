@@ -23,15 +23,16 @@ pub const DEFAULT_REQUEST_TIMEOUT: Duration = Duration::from_secs(300);
 /// Default stall limit.
 pub const DEFAULT_STALL_TIMEOUT: Duration = Duration::from_secs(30);
 
-/// Whether an `api_key_env` value looks like a key pasted in place of a variable name: a
-/// provider's key prefix, or a long mix of lower-case letters and digits (variable names
-/// are conventionally upper case).
+/// Whether an `api_key_env` value looks like a key pasted in place of a variable name: one
+/// of its `_`/`-`-separated parts is a long run mixing letters and digits, as key material
+/// is (variable names are made of words: `TOGETHER_API_KEY_PROD_V2`, `hf_token`).
 pub fn looks_like_a_key(s: &str) -> bool {
-    const PREFIXES: [&str; 8] = ["sk-", "sk_", "gsk_", "xai-", "csk-", "hf_", "nvapi-", "pk_"];
-    PREFIXES.iter().any(|p| s.starts_with(p))
-        || (s.len() >= 24
-            && s.chars().any(|c| c.is_ascii_lowercase())
-            && s.chars().any(|c| c.is_ascii_digit()))
+    s.split(['_', '-']).any(|part| {
+        part.len() >= 16
+            && part.chars().all(|c| c.is_ascii_alphanumeric())
+            && part.chars().any(|c| c.is_ascii_alphabetic())
+            && part.chars().filter(|c| c.is_ascii_digit()).count() >= 3
+    })
 }
 
 /// Header names that carry credentials; they must come from `api_key_env`, never a file.
@@ -384,7 +385,18 @@ mod tests {
             let head: String = pasted.chars().take(8).collect();
             assert!(!e.contains(&head), "{e}");
         }
-        for name in ["OPENAI_API_KEY", "GROQ_API_KEY", "MY_KEY_2", "xai_key"] {
+        for name in [
+            "OPENAI_API_KEY",
+            "GROQ_API_KEY",
+            "MY_KEY_2",
+            "xai_key",
+            "hf_token",
+            "sk_live_key_name",
+            "together_api_key_prod_v2",
+            "MyCompany_OpenAI_Key_v2",
+            "CEREBRAS_API_KEY_us_east_1",
+            "AZURE_OPENAI_API_KEY_2",
+        ] {
             assert!(!looks_like_a_key(name), "{name}");
         }
         let spec = TargetSpec {

@@ -223,6 +223,10 @@ pub struct RequestRecord {
     /// results too).
     #[serde(default)]
     pub request: u32,
+    /// Request index within its turn: 0 for the user's request (and a warm-up), 1, 2, … for
+    /// the tool-result requests of an agent loop.
+    #[serde(default)]
+    pub step: u32,
     /// What the request was.
     pub kind: RequestKind,
     /// True for warm-up sessions: recorded, excluded from statistics.

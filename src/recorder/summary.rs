@@ -480,7 +480,7 @@ mod tests {
         );
 
         let t = table(&s);
-        outln!("{t}");
+        println!("{t}");
         assert!(t.contains("overhead \u{2212}80%, TTFT \u{2212}50%"), "{t}");
         assert!(
             t.lines().nth(2).unwrap().starts_with("sim     http "),

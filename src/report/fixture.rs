@@ -223,7 +223,10 @@ fn request(
         target: target.into(),
         transport: transport.as_str().into(),
         session,
-        turn,
+        // One scenario turn per session: a user request, then tool results.
+        turn: 0,
+        request: turn,
+        step: turn,
         kind: if warmup {
             RequestKind::Warmup
         } else if turn == 0 {

@@ -78,33 +78,86 @@ fn backquoted(msg: &str) -> Vec<&str> {
     msg.split('`').skip(1).step_by(2).collect()
 }
 
+/// One line of a scenario's text, as a line scan sees it.
+struct Line<'a> {
+    text: &'a str,
+    /// The table the line belongs to: its header (whitespace removed, `[[turns]]`) and entry
+    /// number (1-based; always 1 for plain tables); `None` at the top level. A header line
+    /// belongs to the table it opens.
+    table: Option<(String, usize)>,
+    header: bool,
+    /// Inside a multi-line string (`"""` or `'''`): text, not TOML.
+    in_string: bool,
+}
+
+/// Scans `src` line by line, following tables, array-of-tables entries and multi-line strings
+/// (so a prompt that quotes `[[turns]]` or `agent.py` is not taken for TOML).
+fn scan(src: &str) -> Vec<Line<'_>> {
+    let mut out = Vec::new();
+    let mut table: Option<(String, usize)> = None;
+    let mut counts: std::collections::HashMap<String, usize> = Default::default();
+    let mut open: Option<&str> = None;
+    for text in src.lines() {
+        if let Some(delim) = open {
+            out.push(Line {
+                text,
+                table: table.clone(),
+                header: false,
+                in_string: true,
+            });
+            if text.contains(delim) {
+                open = None;
+            }
+            continue;
+        }
+        let t = text.trim_start();
+        let header = t.starts_with('[');
+        if header {
+            let head: String = t
+                .split('#')
+                .next()
+                .unwrap_or(t)
+                .chars()
+                .filter(|c| !c.is_whitespace())
+                .collect();
+            let entry = if head.starts_with("[[") {
+                let n = counts.entry(head.clone()).or_default();
+                *n += 1;
+                *n
+            } else {
+                1
+            };
+            table = Some((head, entry));
+        }
+        out.push(Line {
+            text,
+            table: table.clone(),
+            header,
+            in_string: false,
+        });
+        // A multi-line string opened (and not closed) on this line.
+        for delim in ["\"\"\"", "'''"] {
+            if let Some(i) = text.find(delim) {
+                if !text[i + 3..].contains(delim) {
+                    open = Some(delim);
+                }
+                break;
+            }
+        }
+    }
+    out
+}
+
 /// The table header that governs byte `offset` (`[load]`, `[[turns]]`, `[targets.openai]`),
-/// with the entry number for arrays of tables; `None` at the top level.
+/// with the entry number for arrays of tables; `None` at the top level. A missing-key error
+/// points at the header of the table that lacks the key, so a header line governs itself.
 fn table_at(src: &str, offset: usize) -> Option<String> {
-    // Up to the end of the offset's own line: a missing-key error points at the header of
-    // the table that lacks the key, and that header governs it.
-    let offset = offset.min(src.len());
-    let end = src[offset..].find('\n').map_or(src.len(), |i| offset + i);
-    let before = src.get(..end).unwrap_or(src);
-    let header = before
-        .lines()
-        .rev()
-        .map(str::trim)
-        .find(|l| l.starts_with('[') && l.contains(']'))?;
-    let header = header
-        .split('#')
-        .next()
-        .unwrap_or(header)
-        .trim()
-        .to_string();
-    if header.starts_with("[[") {
-        let n = before
-            .lines()
-            .filter(|l| l.trim().starts_with(header.as_str()))
-            .count();
-        Some(format!("{header} (entry {n})"))
+    let (line, _) = line_col(src, offset.min(src.len()));
+    let (head, entry) = scan(src).into_iter().nth(line - 1)?.table?;
+    if head.starts_with("[[") {
+        Some(format!("{head} (entry {entry})"))
     } else {
-        Some(header)
+        Some(head)
     }
 }
 
@@ -114,34 +167,22 @@ fn table_at(src: &str, offset: usize) -> Option<String> {
 /// there (a default, or a key set in a way this line scan does not follow); `None` when
 /// neither is found.
 pub fn locate(src: &str, table: Option<&str>, entry: usize, key: &str) -> Option<(usize, usize)> {
-    let mut current: Option<String> = None;
-    let mut counts: std::collections::HashMap<String, usize> = Default::default();
-    let mut current_entry = 1;
     let mut header_at = None;
-    for (i, line) in src.lines().enumerate() {
-        let t = line.trim_start();
-        let col = line.len() - t.len() + 1;
-        if t.starts_with('[') {
-            let head = t.split('#').next().unwrap_or(t).trim().to_string();
-            current_entry = if head.starts_with("[[") {
-                let n = counts.entry(head.clone()).or_default();
-                *n += 1;
-                *n
-            } else {
-                1
-            };
-            current = Some(head);
-            if table.is_some() && current.as_deref() == table && current_entry == entry {
-                header_at = Some((i + 1, col));
-            }
+    for (i, line) in scan(src).iter().enumerate() {
+        let here = line.table.as_ref().map(|(h, n)| (h.as_str(), *n));
+        let wanted = table.map(|t| (t, entry));
+        if line.in_string || here != wanted {
             continue;
         }
-        if current.as_deref() != table || current_entry != entry {
+        let t = line.text.trim_start();
+        let col = line.text.len() - t.len() + 1;
+        if line.header {
+            header_at = Some((i + 1, col));
             continue;
         }
         if let Some(rest) = t.strip_prefix(key) {
             let rest = rest.trim_start();
-            if rest.starts_with('=') || rest.starts_with('.') {
+            if rest.starts_with('=') || (rest.starts_with('.') && rest.contains('=')) {
                 return Some((i + 1, col));
             }
         }

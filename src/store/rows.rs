@@ -18,6 +18,7 @@ pub const REQUEST_COLUMNS: &[&str] = &[
     "session",
     "turn",
     "request",
+    "step",
     "kind",
     "warmup",
     "chaining",
@@ -96,6 +97,10 @@ pub struct RequestRow {
     /// Request index within its session (every request counted; absent in older runs).
     #[serde(default)]
     pub request: u32,
+    /// Request index within its turn (0 = the user's request or a warm-up; absent in older
+    /// runs).
+    #[serde(default)]
+    pub step: u32,
     /// `user`, `tool-result` or `warmup`.
     pub kind: RequestKind,
     /// True for warm-up sessions (excluded from statistics).
@@ -193,6 +198,7 @@ impl From<&RequestRecord> for RequestRow {
             session: r.session,
             turn: r.turn,
             request: r.request,
+            step: r.step,
             kind: r.kind,
             warmup: r.warmup,
             chaining: r.chaining,
@@ -255,6 +261,7 @@ impl RequestRow {
             session: self.session,
             turn: self.turn,
             request: self.request,
+            step: self.step,
             kind: self.kind,
             warmup: self.warmup,
             chaining: self.chaining,

@@ -341,6 +341,7 @@ async fn conversation(
             session: 0,
             turn,
             request: turn,
+            step: 0,
             intended_ns: clock.now_ns(),
             warmup: false,
         };

@@ -109,8 +109,9 @@ async fn smoke_run_writes_the_whole_results_contract() {
         assert!(cell.iter().all(|r| r["outcome"] == "ok"), "{t}: {cell:?}");
         assert!(cell.iter().all(|r| r["target"] == "sim-wafer"));
     }
-    // `turn` is the scenario turn, the same on every transport for the same step (a ws
-    // warm-up carries the turn it precedes); `request` counts every request of the session.
+    // `turn` is the scenario turn and `step` the request within it, the same on every
+    // transport (a ws warm-up carries the turn it precedes); `request` counts every request
+    // of the session.
     let steps = |t: &str, session: &str| -> (Vec<String>, Vec<String>, Vec<String>) {
         let mut mine: Vec<_> = rows
             .iter()
@@ -123,7 +124,7 @@ async fn smoke_run_writes_the_whole_results_contract() {
         let turns = |warm: bool| {
             mine.iter()
                 .filter(|r| (r["kind"] == "warmup") == warm)
-                .map(|r| format!("{} {}", r["turn"], r["kind"]))
+                .map(|r| format!("{} {} {}", r["turn"], r["step"], r["kind"]))
                 .collect::<Vec<_>>()
         };
         (turns(false), turns(true), requests)
@@ -132,14 +133,14 @@ async fn smoke_run_writes_the_whole_results_contract() {
         let (http, _, _) = steps("http", session);
         assert_eq!(
             http,
-            ["0 user", "1 user", "2 user", "2 tool-result"],
+            ["0 0 user", "1 0 user", "2 0 user", "2 1 tool-result"],
             "session {session}"
         );
         for t in ["http-pooled", "http2", "ws"] {
             let (user, warm, _) = steps(t, session);
             assert_eq!(user, http, "{t} session {session}");
             if t == "ws" {
-                assert_eq!(warm, ["0 warmup"], "session {session}");
+                assert_eq!(warm, ["0 0 warmup"], "session {session}");
             }
         }
     }

@@ -194,6 +194,7 @@ async fn measure(
             session: 0,
             turn: turn as u32,
             request: turn as u32,
+            step: 0,
             intended_ns: clock.now_ns(),
             warmup: false,
         };

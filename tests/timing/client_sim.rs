@@ -71,6 +71,7 @@ impl Session {
             session: 0,
             turn: self.turn,
             request: self.turn,
+            step: 0,
             intended_ns: self.clock.now_ns(),
             warmup: false,
         };

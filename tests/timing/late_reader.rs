@@ -79,6 +79,7 @@ fn a_stalled_client_still_stamps_each_chunk_with_its_own_arrival() {
                     session: 0,
                     turn: 0,
                     request: 0,
+                    step: 0,
                     intended_ns: clock.now_ns(),
                     warmup: false,
                 };

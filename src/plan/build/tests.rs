@@ -260,6 +260,18 @@ fn validation_messages_say_how_to_fix() {
                 Overrides::default(),
                 "[[turns]] entry 1 at s.toml:3:1: `prompt` is empty",
             ),
+            // A prompt quoting TOML-looking lines is text, not keys or tables.
+            (
+                "name = \"m\"\n[[turns]]\nprompt = \"\"\"\nRefactor:\nagent.py\n[[turns]]\nrepeat = 3\n\"\"\"\nagent = { calls = 0, tools = [\"a\"] }\n",
+                Overrides::default(),
+                "[[turns]] entry 1 at s.toml:9:1: agent.calls is 0",
+            ),
+            // Headers spelled with spaces count as the same array.
+            (
+                "name = \"m\"\n[[turns]]\nprompt = '''\n[[turns]]\n'''\n[[ turns ]]\nprompt = \"b\"\nrepeat = 0\n",
+                Overrides::default(),
+                "[[turns]] entry 2 at s.toml:8:1: `repeat` is 0",
+            ),
         ])
         .collect();
     for (text, o, want) in cases {
