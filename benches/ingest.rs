@@ -169,11 +169,8 @@ async fn run_one(
             let meta = RecordMeta {
                 id: s as u64,
                 session: s as u32,
-                turn: 0,
-                request: 0,
-                step: 0,
                 intended_ns: clock.now_ns(),
-                warmup: false,
+                ..Default::default()
             };
             let spec = RequestSpec {
                 max_output_tokens: tokens,
@@ -319,15 +316,9 @@ static STARTED: AtomicUsize = AtomicUsize::new(0);
 
 /// Puts the calling thread under SCHED_FIFO priority 1, or notes that it was refused.
 fn realtime_here() {
-    #[cfg(target_os = "linux")]
-    {
-        let p = libc::sched_param { sched_priority: 1 };
-        // SAFETY: changes only the calling thread's scheduling policy (pid 0 = this thread).
-        if unsafe { libc::sched_setscheduler(0, libc::SCHED_FIFO, &p) } == 0 {
-            return;
-        }
+    if !spark_bench::priority::fifo_current_thread(1) {
+        FIFO_REFUSED.store(true, Ordering::SeqCst);
     }
-    FIFO_REFUSED.store(true, Ordering::SeqCst);
 }
 
 fn main() {

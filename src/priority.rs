@@ -4,7 +4,8 @@
 //! timer's thread (`spark-bench-timer`) under `SCHED_FIFO` priority 2 when asked
 //! (`spark-bench run --realtime`) and permitted (root or `CAP_SYS_NICE`).
 //! Does not own: the harness's or the simulator's threads, which stay under the normal
-//! scheduler.
+//! scheduler unless the user runs spark-bench under `chrt` (or a benchmark asks for
+//! [`fifo_current_thread`] on its own threads).
 //!
 //! Why only these two: arrival stamps come from the kernel, so the harness's own scheduling
 //! does not move them; but when the delay line's reader is late, several segments arrive in
@@ -67,12 +68,25 @@ pub(crate) fn on_emulator_thread_start() {
     }
 }
 
-#[cfg(target_os = "linux")]
+/// Puts the calling thread under SCHED_FIFO at `priority` (1 is just above every normal
+/// thread, and below the emulator's [`EMULATOR_PRIORITY`]), as `chrt -f` would. False when
+/// refused (not root, no CAP_SYS_NICE) or not on Linux.
+pub fn fifo_current_thread(priority: i32) -> bool {
+    set_policy(0, Some(priority))
+}
+
+/// An emulator thread to its real-time priority, or back to the normal scheduler.
 fn set(tid: i32, realtime: bool) -> bool {
-    let (policy, priority) = if realtime {
-        (libc::SCHED_FIFO, EMULATOR_PRIORITY)
-    } else {
-        (libc::SCHED_OTHER, 0)
+    set_policy(tid, realtime.then_some(EMULATOR_PRIORITY))
+}
+
+/// SCHED_FIFO at the given priority, or SCHED_OTHER for `None`, for one of this process's
+/// threads (`tid` 0 = the caller).
+#[cfg(target_os = "linux")]
+fn set_policy(tid: i32, fifo: Option<i32>) -> bool {
+    let (policy, priority) = match fifo {
+        Some(p) => (libc::SCHED_FIFO, p),
+        None => (libc::SCHED_OTHER, 0),
     };
     let param = libc::sched_param {
         sched_priority: priority,
@@ -82,7 +96,7 @@ fn set(tid: i32, realtime: bool) -> bool {
 }
 
 #[cfg(not(target_os = "linux"))]
-fn set(_tid: i32, _realtime: bool) -> bool {
+fn set_policy(_tid: i32, _fifo: Option<i32>) -> bool {
     false
 }
 

@@ -241,11 +241,8 @@ impl SseSink {
 
 impl Sink for SseSink {
     async fn send(&mut self, event: &str, data: String) -> Result<Written, ()> {
-        let frame = if event.is_empty() {
-            format!("data: {data}\n\n")
-        } else {
-            format!("event: {event}\ndata: {data}\n\n")
-        };
+        let mut frame = String::with_capacity(event.len() + data.len() + 16);
+        sse_event(&mut frame, event, &data);
         self.push(frame).await
     }
 
@@ -253,14 +250,7 @@ impl Sink for SseSink {
         // One body frame: hyper writes it (chunk-size line, events, CRLF) in one write.
         let mut frame = String::new();
         for (event, data) in &events {
-            if !event.is_empty() {
-                frame.push_str("event: ");
-                frame.push_str(event);
-                frame.push('\n');
-            }
-            frame.push_str("data: ");
-            frame.push_str(data);
-            frame.push_str("\n\n");
+            sse_event(&mut frame, event, data);
         }
         let w = self.push(frame).await?;
         Ok(vec![w; events.len()])
@@ -283,6 +273,18 @@ impl Sink for SseSink {
             self.tx.closed().await;
         }
     }
+}
+
+/// Appends one SSE event (`event:` line when named, then `data:`).
+fn sse_event(out: &mut String, event: &str, data: &str) {
+    if !event.is_empty() {
+        out.push_str("event: ");
+        out.push_str(event);
+        out.push('\n');
+    }
+    out.push_str("data: ");
+    out.push_str(data);
+    out.push_str("\n\n");
 }
 
 /// A sink for non-streaming requests: paces the model but writes nothing.

@@ -397,10 +397,13 @@ async fn run_inner<S: Sink, E: Encoder>(
         let these = &chunks[i..end];
         let due = these.last().map(|c| c.offset).unwrap_or_default();
         crate::timer::sleep_until(decode_start + due).await;
-        let written = if let [c] = these {
-            // One chunk per write: no group to build.
+        if let [c] = these {
+            // One chunk per write (the default): no group to build.
             let (ev, data) = enc.delta(&c.text, c.tokens, done.output_tokens + c.tokens);
-            sink.send(&ev, data).await.map(|w| vec![w])
+            let Ok(w) = sink.send(&ev, data).await else {
+                return RunEnd::Broken;
+            };
+            wrote(&mut done, trace, c, w);
         } else {
             let mut events = Vec::with_capacity(these.len());
             let mut cumulative = done.output_tokens;
@@ -408,23 +411,13 @@ async fn run_inner<S: Sink, E: Encoder>(
                 cumulative += c.tokens;
                 events.push(enc.delta(&c.text, c.tokens, cumulative));
             }
-            sink.send_group(events).await
-        };
-        let Ok(written) = written else {
-            return RunEnd::Broken;
-        };
-        for (c, w) in these.iter().zip(written) {
-            done.output_tokens += c.tokens;
-            done.chunks += 1;
-            done.text.push_str(&c.text);
-            trace.chunk_writes.push(ChunkWrite {
-                at: w.at,
-                tokens: c.tokens,
-                text: c.text.clone(),
-                sent: w.sent,
-            });
+            let Ok(written) = sink.send_group(events).await else {
+                return RunEnd::Broken;
+            };
+            for (c, w) in these.iter().zip(written) {
+                wrote(&mut done, trace, c, w);
+            }
         }
-        trace.output_tokens = done.output_tokens;
         i = end;
     }
     // The ground truth is complete once the last content chunk is written: publish it before
@@ -440,6 +433,20 @@ async fn run_inner<S: Sink, E: Encoder>(
         }
     }
     RunEnd::Completed(done)
+}
+
+/// Counts a content chunk that was handed over, and records its ground truth.
+fn wrote(done: &mut Done, trace: &mut ResponseTrace, c: &PlannedChunk, w: Written) {
+    done.output_tokens += c.tokens;
+    done.chunks += 1;
+    done.text.push_str(&c.text);
+    trace.output_tokens = done.output_tokens;
+    trace.chunk_writes.push(ChunkWrite {
+        at: w.at,
+        tokens: c.tokens,
+        text: c.text.clone(),
+        sent: w.sent,
+    });
 }
 
 async fn break_stream<S: Sink>(spec: &TurnSpec, sink: &mut S) -> RunEnd {

@@ -447,21 +447,18 @@ think_time = "60s"
 "#,
     );
     let out = tmp.path().join("results");
-    let mut child = tokio::process::Command::new(env!("CARGO_BIN_EXE_spark-bench"))
-        .args([
-            "run",
-            s.to_str().unwrap(),
-            "--out",
-            out.to_str().unwrap(),
-            "--no-report",
-            "--quiet",
-        ])
-        .stdin(std::process::Stdio::null())
-        .stdout(std::process::Stdio::null())
-        .stderr(std::process::Stdio::null())
-        .kill_on_drop(true)
-        .spawn()
-        .unwrap();
+    let mut child = spark_bench(&[
+        "run",
+        s.to_str().unwrap(),
+        "--out",
+        out.to_str().unwrap(),
+        "--no-report",
+        "--quiet",
+    ])
+    .stdout(std::process::Stdio::null())
+    .stderr(std::process::Stdio::null())
+    .spawn()
+    .unwrap();
     let started = std::time::Instant::now();
     let rows = loop {
         let rows = std::fs::read_dir(&out)
@@ -509,20 +506,15 @@ repeat = 300
 "#,
     );
     let out = tmp.path().join("results");
-    let mut child = tokio::process::Command::new(env!("CARGO_BIN_EXE_spark-bench"))
-        .args([
-            "run",
-            s.to_str().unwrap(),
-            "--out",
-            out.to_str().unwrap(),
-            "--no-report",
-        ])
-        .stdin(std::process::Stdio::null())
-        .stdout(std::process::Stdio::piped())
-        .stderr(std::process::Stdio::piped())
-        .kill_on_drop(true)
-        .spawn()
-        .unwrap();
+    let mut child = spark_bench(&[
+        "run",
+        s.to_str().unwrap(),
+        "--out",
+        out.to_str().unwrap(),
+        "--no-report",
+    ])
+    .spawn()
+    .unwrap();
     let pid = child.id().unwrap();
 
     // Wait (on the file, not the clock) until completed requests are on disk.
@@ -734,16 +726,15 @@ async fn bad_input_exits_2_with_a_located_message() {
 async fn a_closed_stdout_does_not_crash_the_run() {
     let tmp = tempfile::tempdir().unwrap();
     let out = tmp.path().join("results");
-    let mut child = tokio::process::Command::new(env!("CARGO_BIN_EXE_spark-bench"))
-        .args(["run", "scenarios/smoke.toml", "--no-report", "--out"])
-        .arg(&out)
-        .current_dir(env!("CARGO_MANIFEST_DIR"))
-        .stdin(std::process::Stdio::null())
-        .stdout(std::process::Stdio::piped())
-        .stderr(std::process::Stdio::piped())
-        .kill_on_drop(true)
-        .spawn()
-        .unwrap();
+    let mut child = spark_bench(&[
+        "run",
+        "scenarios/smoke.toml",
+        "--no-report",
+        "--out",
+        out.to_str().unwrap(),
+    ])
+    .spawn()
+    .unwrap();
     // Close both pipes before the program writes anything.
     drop(child.stdout.take());
     drop(child.stderr.take());

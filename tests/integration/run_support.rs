@@ -22,7 +22,9 @@ pub fn scenario(dir: &Path, name: &str, text: &str) -> PathBuf {
 
 /// `spark-bench` with `args`, run from the crate root (so `scenarios/…` resolves), with
 /// extra environment variables; fails the test if it runs longer than [`BIN_LIMIT`].
-pub async fn run_bin(args: &[&str], env: &[(&str, &str)]) -> Output {
+/// The spark-bench binary with `args`, run from the repository root: no stdin, stdout and
+/// stderr piped, killed if the test drops it, and no API key from the test's environment.
+pub fn spark_bench(args: &[&str]) -> tokio::process::Command {
     let mut cmd = tokio::process::Command::new(env!("CARGO_BIN_EXE_spark-bench"));
     cmd.args(args)
         .current_dir(env!("CARGO_MANIFEST_DIR"))
@@ -32,6 +34,11 @@ pub async fn run_bin(args: &[&str], env: &[(&str, &str)]) -> Output {
         .kill_on_drop(true)
         // Only the key a test passes on purpose.
         .env_remove("OPENAI_API_KEY");
+    cmd
+}
+
+pub async fn run_bin(args: &[&str], env: &[(&str, &str)]) -> Output {
+    let mut cmd = spark_bench(args);
     for (k, v) in env {
         cmd.env(k, v);
     }

@@ -4,7 +4,6 @@
 //! counted on its own, and the token counts are the simulator's.
 
 use std::sync::Arc;
-use std::time::Duration;
 
 use tokio_util::sync::CancellationToken;
 
@@ -12,7 +11,7 @@ use spark_bench::driver::exchange::{
     exchange, Clock, Connector, Conversation, RecordMeta, RequestSpec, Trust,
 };
 use spark_bench::link::Link;
-use spark_bench::plan::Target;
+use spark_bench::plan::{targets, Target};
 use spark_bench::recorder::{ApiFlavour, OutcomeKind, TransportKind};
 use spark_bench::sim::{self, Profile, SimConfig};
 
@@ -42,21 +41,12 @@ async fn grouped(tx_stamps: bool) {
         (ApiFlavour::Responses, TransportKind::Ws),
     ];
     for (api, kind) in cases {
+        // The built-in simulator target, pointed at this simulator.
         let t = Target {
-            name: "sim-grouped".into(),
             base_url: Some(sim.base_url.clone()),
             sim_profile: None,
             api,
-            model: "sim-fast".into(),
-            api_key_env: None,
-            hardware: "simulated".into(),
-            headers: Default::default(),
-            store: false,
-            ws_warmup: false,
-            request_timing: false,
-            request_timeout: Duration::from_secs(30),
-            stall_timeout: Duration::from_secs(10),
-            transports: TransportKind::ALL.to_vec(),
+            ..targets::builtin("sim-wafer").unwrap()
         };
         let clock = Clock::start();
         let connector = Arc::new(

@@ -75,13 +75,8 @@ fn a_stalled_client_still_stamps_each_chunk_with_its_own_arrival() {
                 let mut conv = Conversation::new("You are a coding assistant.", t.api, kind, false);
                 conv.add_user_message("Write a snake game in Python.");
                 let meta = RecordMeta {
-                    id: 0,
-                    session: 0,
-                    turn: 0,
-                    request: 0,
-                    step: 0,
                     intended_ns: clock.now_ns(),
-                    warmup: false,
+                    ..Default::default()
                 };
                 let spec = RequestSpec {
                     max_output_tokens: 1000,
