@@ -217,6 +217,8 @@ pub async fn exchange(
         Ok(x) => {
             rec.dns_ns = x.setup.dns_ns;
             rec.tcp_connect_ns = x.setup.tcp_connect_ns;
+            rec.proxy_connect_ns = x.setup.proxy_connect_ns;
+            rec.reconnects = x.reconnects;
             rec.tls_handshake_ns = x.setup.tls_handshake_ns;
             rec.ws_upgrade_ns = x.setup.ws_upgrade_ns;
             rec.connection_reused = x.setup.reused;

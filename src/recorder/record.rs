@@ -126,6 +126,11 @@ pub enum OutcomeKind {
     Timeout,
     /// The connection closed or reset before the terminal event.
     Truncated,
+    /// A reused connection was closed by the server after this request was written and
+    /// before any byte of a response: the server may have seen the request, so it was not
+    /// sent again (a request that provably never reached the server is re-sent on a fresh
+    /// connection instead, and counts in `reconnects`).
+    StaleConnection,
     /// The server sent an error event, `response.failed`, or a WebSocket error envelope / close 1011.
     ServerError,
     /// A frame or event could not be parsed.
@@ -145,6 +150,7 @@ impl OutcomeKind {
             OutcomeKind::UpgradeError => "upgrade-error",
             OutcomeKind::Timeout => "timeout",
             OutcomeKind::Truncated => "truncated",
+            OutcomeKind::StaleConnection => "stale-connection",
             OutcomeKind::ServerError => "server-error",
             OutcomeKind::ProtocolError => "protocol-error",
             OutcomeKind::Cancelled => "cancelled",
@@ -244,6 +250,10 @@ pub struct RequestRecord {
     pub dns_ns: Option<u64>,
     /// TCP connect (including the emulated SYN round trip), ns duration; None on a reused connection.
     pub tcp_connect_ns: Option<u64>,
+    /// HTTP proxy `CONNECT` tunnel set-up (request to `200` answer), ns duration; None when no
+    /// proxy was used or the connection was reused.
+    #[serde(default)]
+    pub proxy_connect_ns: Option<u64>,
     /// TLS handshake, ns duration; None on a reused or plaintext connection.
     pub tls_handshake_ns: Option<u64>,
     /// WebSocket upgrade, ns duration; only on the request that paid for it.
@@ -267,6 +277,11 @@ pub struct RequestRecord {
     pub connection_reused: bool,
     /// Identifies the connection within the run.
     pub connection_id: u64,
+    /// How many times the request was sent again on a fresh connection because the reused
+    /// connection it was first given had been closed before the request reached the server.
+    /// The connection phases are the fresh connection's.
+    #[serde(default)]
+    pub reconnects: u32,
     /// `HTTP/1.1`, `HTTP/2` or `WebSocket`.
     pub protocol: String,
     /// Negotiated ALPN protocol, when TLS was used.
@@ -395,11 +410,12 @@ impl RequestRecord {
         (e2e > 0 && self.output_tokens > 0).then(|| self.output_tokens as f64 * 1e9 / e2e as f64)
     }
 
-    /// Connection setup paid by this request (DNS + TCP + TLS + WS upgrade), ns.
+    /// Connection setup paid by this request (DNS + TCP + proxy tunnel + TLS + WS upgrade), ns.
     pub fn connection_setup_ns(&self) -> u64 {
         [
             self.dns_ns,
             self.tcp_connect_ns,
+            self.proxy_connect_ns,
             self.tls_handshake_ns,
             self.ws_upgrade_ns,
         ]

@@ -27,6 +27,7 @@ pub const REQUEST_COLUMNS: &[&str] = &[
     "dispatch_ns",
     "dns_ns",
     "tcp_connect_ns",
+    "proxy_connect_ns",
     "tls_handshake_ns",
     "ws_upgrade_ns",
     "request_written_ns",
@@ -37,6 +38,7 @@ pub const REQUEST_COLUMNS: &[&str] = &[
     "end_ns",
     "connection_reused",
     "connection_id",
+    "reconnects",
     "protocol",
     "alpn",
     "bytes_sent",
@@ -117,6 +119,10 @@ pub struct RequestRow {
     pub dns_ns: Option<u64>,
     /// TCP connect duration, ns (empty on a reused connection).
     pub tcp_connect_ns: Option<u64>,
+    /// Proxy `CONNECT` tunnel duration, ns (empty without a proxy or on a reused connection;
+    /// absent in older runs).
+    #[serde(default)]
+    pub proxy_connect_ns: Option<u64>,
     /// TLS handshake duration, ns.
     pub tls_handshake_ns: Option<u64>,
     /// WebSocket upgrade duration, ns.
@@ -137,6 +143,9 @@ pub struct RequestRow {
     pub connection_reused: bool,
     /// Connection id within the run.
     pub connection_id: u64,
+    /// Times the request was re-sent on a fresh connection (absent in older runs).
+    #[serde(default)]
+    pub reconnects: u32,
     /// `HTTP/1.1`, `HTTP/2` or `WebSocket`.
     pub protocol: String,
     /// Negotiated ALPN.
@@ -167,7 +176,7 @@ pub struct RequestRow {
     /// Server queueing, ms.
     pub server_queue_ms: Option<f64>,
     /// `ok`, `http-status`, `connect-error`, `tls-error`, `upgrade-error`, `timeout`,
-    /// `truncated`, `server-error`, `protocol-error`, `cancelled`.
+    /// `truncated`, `stale-connection`, `server-error`, `protocol-error`, `cancelled`.
     pub outcome: OutcomeKind,
     /// HTTP status when not 2xx.
     pub http_status: Option<u16>,
@@ -207,6 +216,7 @@ impl From<&RequestRecord> for RequestRow {
             dispatch_ns: r.dispatch_ns,
             dns_ns: r.dns_ns,
             tcp_connect_ns: r.tcp_connect_ns,
+            proxy_connect_ns: r.proxy_connect_ns,
             tls_handshake_ns: r.tls_handshake_ns,
             ws_upgrade_ns: r.ws_upgrade_ns,
             request_written_ns: r.request_written_ns,
@@ -217,6 +227,7 @@ impl From<&RequestRecord> for RequestRow {
             end_ns: r.end_ns,
             connection_reused: r.connection_reused,
             connection_id: r.connection_id,
+            reconnects: r.reconnects,
             protocol: r.protocol.clone(),
             alpn: r.alpn.clone(),
             bytes_sent: r.bytes_sent,
@@ -270,6 +281,7 @@ impl RequestRow {
             dispatch_ns: self.dispatch_ns,
             dns_ns: self.dns_ns,
             tcp_connect_ns: self.tcp_connect_ns,
+            proxy_connect_ns: self.proxy_connect_ns,
             tls_handshake_ns: self.tls_handshake_ns,
             ws_upgrade_ns: self.ws_upgrade_ns,
             request_written_ns: self.request_written_ns,
@@ -281,6 +293,7 @@ impl RequestRow {
             chunks,
             connection_reused: self.connection_reused,
             connection_id: self.connection_id,
+            reconnects: self.reconnects,
             protocol: self.protocol,
             alpn: self.alpn,
             bytes_sent: self.bytes_sent,

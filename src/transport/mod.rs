@@ -279,8 +279,10 @@ pub struct Limits {
 pub struct Setup {
     /// DNS resolution, ns (None for IP literals and reused connections).
     pub dns_ns: Option<u64>,
-    /// TCP connect including the emulated SYN round trip, ns.
+    /// TCP connect including the emulated SYN round trip, ns (to the proxy when one is used).
     pub tcp_connect_ns: Option<u64>,
+    /// HTTP proxy `CONNECT` tunnel set-up, ns.
+    pub proxy_connect_ns: Option<u64>,
     /// TLS handshake, ns.
     pub tls_handshake_ns: Option<u64>,
     /// WebSocket upgrade, ns.
@@ -333,6 +335,8 @@ pub struct Exchanged {
     pub ending: Ending,
     /// `HTTP/1.1`, `HTTP/2` or `WebSocket`.
     pub protocol: &'static str,
+    /// Times the request was re-sent on a fresh connection (see `RequestRecord::reconnects`).
+    pub reconnects: u32,
 }
 
 #[cfg(test)]

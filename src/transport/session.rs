@@ -206,6 +206,7 @@ impl SessionTransport {
             bytes_received: 0,
             ending,
             protocol: self.connector.protocol(),
+            reconnects: 0,
         }
     }
 
@@ -319,6 +320,7 @@ impl SessionTransport {
             bytes_received: stats.read() - r0,
             ending: pumped.ending,
             protocol: "HTTP/1.1",
+            reconnects: 0,
         };
         if pooled && pumped.clean && out.ending == Ending::Finished && !conn.sender.is_closed() {
             if let Ok(mut p) = c.pool.lock() {
@@ -424,6 +426,7 @@ impl SessionTransport {
                 bytes_received: pumped.header_bytes + pumped.body_bytes,
                 ending: pumped.ending,
                 protocol: "HTTP/2",
+                reconnects: u32::from(retried),
             };
         }
     }
@@ -503,6 +506,7 @@ impl SessionTransport {
             bytes_received: t.bytes_received,
             ending: t.ending,
             protocol: "WebSocket",
+            reconnects: 0,
         }
     }
 }
