@@ -176,21 +176,40 @@ pub async fn exchange(
     } else if kind == TransportKind::Ws {
         match request::ws_headers(target) {
             Err(e) => Err((OutcomeKind::ProtocolError, e.to_string())),
-            Ok(headers) => match conn.ensure_ws(&headers, limits, cancel).await {
-                Err(failed) => Ok(failed),
-                Ok(opened) => {
-                    if opened.is_some() {
-                        conv.on_new_socket();
-                    }
-                    match request::ws_message(target, conv, spec) {
-                        Err(e) => Err((OutcomeKind::ProtocolError, e.to_string())),
-                        Ok(text) => {
-                            rec.chaining = conv.chaining();
-                            Ok(conn.ws_turn(text, opened, limits, cancel, &mut sink).await)
+            Ok(headers) => {
+                // A turn the server provably never read (it had closed the reused socket)
+                // goes once more on a new socket, rebuilt for it (full history: a new
+                // socket has no connection-local chain).
+                let mut resent = 0u32;
+                loop {
+                    let attempt = match conn.ensure_ws(&headers, limits, cancel).await {
+                        Err(failed) => Ok(failed),
+                        Ok(opened) => {
+                            if opened.is_some() {
+                                conv.on_new_socket();
+                            }
+                            match request::ws_message(target, conv, spec) {
+                                Err(e) => Err((OutcomeKind::ProtocolError, e.to_string())),
+                                Ok(text) => {
+                                    rec.chaining = conv.chaining();
+                                    Ok(conn.ws_turn(text, opened, limits, cancel, &mut sink).await)
+                                }
+                            }
                         }
+                    };
+                    match attempt {
+                        Ok(x) if matches!(x.ending, Ending::Unread(_)) && resent == 0 => {
+                            resent += 1;
+                            conn.close_ws();
+                        }
+                        Ok(mut x) => {
+                            x.reconnects += resent;
+                            break Ok(x);
+                        }
+                        Err(e) => break Err(e),
                     }
                 }
-            },
+            }
         }
     } else if spec.kind == RequestKind::Warmup {
         Err((
@@ -328,6 +347,9 @@ fn outcome_of(
             ),
             Ending::Cancelled => (OutcomeKind::Cancelled, None, Some("cancelled".into())),
             Ending::Io(m) => (OutcomeKind::Truncated, None, Some(m.clone())),
+            Ending::Stale(m) | Ending::Unread(m) => {
+                (OutcomeKind::StaleConnection, None, Some(m.clone()))
+            }
             Ending::WsClose(1011, r) => (
                 OutcomeKind::ServerError,
                 None,

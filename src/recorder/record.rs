@@ -278,7 +278,8 @@ pub struct RequestRecord {
     /// Identifies the connection within the run.
     pub connection_id: u64,
     /// How many times the request was sent again on a fresh connection because the reused
-    /// connection it was first given had been closed before the request reached the server.
+    /// connection it was first written to had been closed by the server with proof that no
+    /// server application read it (reset, handed back unwritten, HTTP/2 `REFUSED_STREAM`).
     /// The connection phases are the fresh connection's.
     #[serde(default)]
     pub reconnects: u32,

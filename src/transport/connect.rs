@@ -18,6 +18,7 @@ use tokio_rustls::client::TlsStream;
 use tokio_rustls::TlsConnector;
 
 use super::io::{IoStats, MeteredIo};
+use super::probe::SockProbe;
 use super::{Clock, Endpoint, Setup};
 use crate::link::{BoxIo, Link};
 
@@ -36,6 +37,8 @@ pub struct Dialed {
     pub stats: Arc<IoStats>,
     /// What opening it cost.
     pub setup: Setup,
+    /// The kernel's view of the TCP socket (idle liveness, resets).
+    pub probe: Option<Arc<SockProbe>>,
 }
 
 /// Why a connection could not be opened.
@@ -85,6 +88,7 @@ pub async fn dial(
         .map_err(|e| DialError::Connect(format!("setting TCP_NODELAY: {e}")))?;
     link.connect_delay().await;
     setup.tcp_connect_ns = Some(t0.elapsed().as_nanos() as u64);
+    let probe = SockProbe::new(&tcp).map(Arc::new);
     // Reads carry the kernel's receive stamps; an emulated link turns them into the instants
     // the bytes arrive on the emulated path.
     let (io, arrivals) = link
@@ -120,7 +124,12 @@ pub async fn dial(
         }
     };
     let (io, stats) = MeteredIo::new(io, clock, Some(arrivals));
-    Ok(Dialed { io, stats, setup })
+    Ok(Dialed {
+        io,
+        stats,
+        setup,
+        probe,
+    })
 }
 
 /// A client TLS stream read one record's plaintext at a time.

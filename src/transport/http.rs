@@ -19,6 +19,7 @@ use tokio_util::sync::CancellationToken;
 use super::byteclock::ByteClock;
 use super::connect::Dialed;
 use super::io::IoStats;
+use super::probe::SockProbe;
 use super::sse::SseParser;
 use super::{Clock, Ending, Flow, Limits, Setup, WireEvent};
 
@@ -51,6 +52,79 @@ pub struct H1Conn {
     pub byte_clock: Arc<ByteClock>,
     /// The next response's place on the connection (its key in `byte_clock`).
     pub next_response: u32,
+    /// The kernel's view of the socket (is an idle connection still open?).
+    pub probe: Option<Arc<SockProbe>>,
+    /// When it went back to the pool.
+    pub idle_since: Option<Instant>,
+    /// What the server's last response said about keeping it open.
+    pub keep_alive: KeepAlive,
+}
+
+/// What a response head says about reusing its connection.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct KeepAlive {
+    /// `Connection: close` (or an HTTP/1.0 answer without `Connection: keep-alive`): the
+    /// server will close the connection after this response.
+    pub close: bool,
+    /// `Keep-Alive: timeout=N`: the server closes the connection after N idle seconds.
+    pub timeout: Option<std::time::Duration>,
+    /// `Keep-Alive: max=N`: N more requests are allowed on the connection.
+    pub max: Option<u32>,
+}
+
+impl KeepAlive {
+    /// Reads `Connection` and `Keep-Alive` (RFC 9112 §9.3; the `Keep-Alive` parameters as
+    /// servers send them, e.g. `timeout=5, max=100`).
+    pub fn from_head(version: http::Version, headers: &http::HeaderMap) -> KeepAlive {
+        let tokens = headers
+            .get_all(http::header::CONNECTION)
+            .iter()
+            .filter_map(|v| v.to_str().ok())
+            .flat_map(|v| v.split(','))
+            .map(|t| t.trim().to_ascii_lowercase())
+            .collect::<Vec<_>>();
+        let has = |t: &str| tokens.iter().any(|x| x == t);
+        let close = has("close") || (version == http::Version::HTTP_10 && !has("keep-alive"));
+        let mut out = KeepAlive {
+            close,
+            ..KeepAlive::default()
+        };
+        for v in headers
+            .get_all("keep-alive")
+            .iter()
+            .filter_map(|v| v.to_str().ok())
+        {
+            for param in v.split(',') {
+                let Some((k, val)) = param.split_once('=') else {
+                    continue;
+                };
+                let val = val.trim().trim_matches('"');
+                match k.trim().to_ascii_lowercase().as_str() {
+                    "timeout" => {
+                        if let Ok(secs) = val.parse::<u64>() {
+                            out.timeout = Some(std::time::Duration::from_secs(secs));
+                        }
+                    }
+                    "max" => out.max = val.parse().ok(),
+                    _ => {}
+                }
+            }
+        }
+        out
+    }
+
+    /// Whether a connection idle for `idle` may carry another request. A timeout leaves a
+    /// margin (a second, or half of a shorter timeout) for the server's clock and the
+    /// request's flight time.
+    pub fn reusable_after(&self, idle: std::time::Duration) -> bool {
+        if self.close || self.max == Some(0) {
+            return false;
+        }
+        match self.timeout {
+            Some(t) => idle + (t / 2).min(std::time::Duration::from_secs(1)) < t,
+            None => true,
+        }
+    }
 }
 
 /// An HTTP/2 connection (shared; the sender is cloned per request).
@@ -64,6 +138,8 @@ pub struct H2Conn {
     pub setup: Setup,
     /// Which read delivered which byte of each stream.
     pub byte_clock: Arc<ByteClock>,
+    /// The kernel's view of the socket.
+    pub probe: Option<Arc<SockProbe>>,
 }
 
 /// HTTP/1.1 handshake (no bytes on the wire; hyper only sets up its state).
@@ -87,6 +163,9 @@ pub async fn h1_handshake(d: Dialed) -> Result<H1Conn, String> {
         setup: d.setup,
         byte_clock,
         next_response: 0,
+        probe: d.probe,
+        idle_since: None,
+        keep_alive: KeepAlive::default(),
     })
 }
 
@@ -116,6 +195,7 @@ pub async fn h2_handshake(d: Dialed, tls: bool) -> Result<H2Conn, String> {
         stats: d.stats,
         setup: d.setup,
         byte_clock,
+        probe: d.probe,
     })
 }
 
@@ -176,6 +256,22 @@ impl<T> From<hyper::client::conn::TrySendError<T>> for SendError {
     }
 }
 
+/// True when an HTTP/2 stream failed because the server refused it before processing it:
+/// `REFUSED_STREAM` (RFC 9113 §8.7). A stream failed by a GOAWAY is not proof: h2 reports
+/// the same remote GOAWAY error for the streams above the GOAWAY's last stream id (never
+/// processed) and for those at or below it that die with the connection later (possibly
+/// processed). Requests sent after a GOAWAY come back unsent, which is proof.
+fn refused_unprocessed(e: &hyper::Error) -> bool {
+    let mut src: Option<&(dyn std::error::Error + 'static)> = Some(e);
+    while let Some(err) = src {
+        if let Some(h2e) = err.downcast_ref::<h2::Error>() {
+            return h2e.reason() == Some(h2::Reason::REFUSED_STREAM);
+        }
+        src = err.source();
+    }
+    false
+}
+
 /// The result of pumping one response.
 #[derive(Debug)]
 pub struct Pumped {
@@ -189,6 +285,15 @@ pub struct Pumped {
     pub clean: bool,
     /// The request was never written (see [`SendError::unsent`]).
     pub unsent: bool,
+    /// A response head arrived.
+    pub head: bool,
+    /// What the head said about reusing the connection.
+    pub keep_alive: KeepAlive,
+    /// HTTP/2: the server refused the stream unprocessed (`REFUSED_STREAM`, or a GOAWAY
+    /// whose last stream id is below it): RFC 9113 §8.7 says it may be retried.
+    pub refused: bool,
+    /// The connection was reset under the request (`ECONNRESET` / `EPIPE` from hyper's I/O).
+    pub reset: bool,
 }
 
 /// How the pump learns when a response's bytes arrived.
@@ -244,6 +349,10 @@ where
         header_bytes: 0,
         clean: false,
         unsent: false,
+        head: false,
+        keep_alive: KeepAlive::default(),
+        refused: false,
+        reset: false,
     };
     let deadline = tokio::time::sleep_until(limits.deadline.into());
     tokio::pin!(deadline);
@@ -277,10 +386,16 @@ where
         }
     };
     let resp = match resp {
-        Ok(r) => r,
+        Ok(r) => {
+            out.head = true;
+            out.keep_alive = KeepAlive::from_head(r.version(), r.headers());
+            r
+        }
         Err(e) => {
             let e: SendError = e.into();
             out.unsent = e.unsent;
+            out.refused = refused_unprocessed(&e.error);
+            out.reset = super::io::is_reset(&e.error);
             out.ending = Ending::Io(format!("sending the request: {}", e.error));
             return out;
         }

@@ -168,3 +168,21 @@ impl MeteredIo {
         }
     }
 }
+
+/// True when `e` or one of its sources is an I/O error saying the peer reset the connection
+/// (`ECONNRESET`, or `EPIPE` on a write after the reset).
+pub fn is_reset(e: &(dyn std::error::Error + 'static)) -> bool {
+    let mut src: Option<&(dyn std::error::Error + 'static)> = Some(e);
+    while let Some(err) = src {
+        if let Some(io) = err.downcast_ref::<std::io::Error>() {
+            if matches!(
+                io.kind(),
+                std::io::ErrorKind::ConnectionReset | std::io::ErrorKind::BrokenPipe
+            ) {
+                return true;
+            }
+        }
+        src = err.source();
+    }
+    false
+}

@@ -16,6 +16,7 @@ pub mod byteclock;
 pub mod connect;
 pub mod http;
 pub mod io;
+pub mod probe;
 pub mod session;
 pub mod sse;
 pub mod ws;
@@ -318,6 +319,14 @@ pub enum Ending {
     Io(String),
     /// The WebSocket was closed by the server with this code before the protocol finished.
     WsClose(u16, String),
+    /// A reused connection was closed by the server after the request was written and
+    /// before any response byte, without proof that the server never read the request (so
+    /// it was not re-sent).
+    Stale(String),
+    /// A reused WebSocket was closed by the server before it read the turn's message (the
+    /// kernel reset the connection on the message): the caller may send the turn again on
+    /// a new socket.
+    Unread(String),
 }
 
 /// What the transport reports about one request besides the events.

@@ -21,6 +21,7 @@ use tokio_util::sync::CancellationToken;
 
 use super::connect::{dial, DialError, Dialed};
 use super::http::{self as h, H1Conn, H2Conn, HttpRequest};
+use super::probe::Idle;
 use super::ws::{self, WsConn};
 use super::{Clock, Ending, Endpoint, Exchanged, Flow, Limits, Scheme, Setup, Trust, WireEvent};
 use crate::link::Link;
@@ -128,6 +129,43 @@ impl Connector {
             DialError::Connect(m) => Ending::Connect(m),
             DialError::Tls(m) => Ending::Tls(m),
         })
+    }
+
+    /// An idle pooled connection fit for a request, or `None` (open a new one). Drops the
+    /// ones the server closed, that hold bytes nobody asked for, or that the server's
+    /// `Connection: close` / `Keep-Alive` said not to reuse by now. (The request then runs
+    /// on a new connection, `connection_reused = false`; nothing was sent, so nothing is
+    /// re-sent and `reconnects` stays 0.)
+    async fn checkout(&self) -> Option<H1Conn> {
+        while let Some(mut idle) = self.pool.lock().ok().and_then(|mut p| p.pop()) {
+            let idle_for = idle.idle_since.map(|t| t.elapsed()).unwrap_or_default();
+            if !idle.keep_alive.reusable_after(idle_for) {
+                continue;
+            }
+            let server_closed = idle.sender.is_closed()
+                || idle.probe.as_ref().is_some_and(|p| p.idle() != Idle::Open);
+            if server_closed {
+                continue;
+            }
+            // Ready resolves at once on a live idle connection; an error means the server
+            // closed it while idle.
+            let ok =
+                tokio::time::timeout(std::time::Duration::from_millis(50), idle.sender.ready())
+                    .await
+                    .is_ok_and(|r| r.is_ok());
+            if !ok {
+                continue;
+            }
+            idle.setup = Setup {
+                reused: true,
+                connection_id: idle.setup.connection_id,
+                alpn: idle.setup.alpn.clone(),
+                tls_version: idle.setup.tls_version.clone(),
+                ..Setup::default()
+            };
+            return Some(idle);
+        }
+        None
     }
 
     fn protocol(&self) -> &'static str {
@@ -246,88 +284,108 @@ impl SessionTransport {
     {
         let c = self.connector.clone();
         let pooled = c.kind == TransportKind::HttpPooled;
-        let mut conn = None;
-        if pooled {
-            while let Some(mut idle) = c.pool.lock().ok().and_then(|mut p| p.pop()) {
-                if idle.sender.is_closed() {
-                    continue;
+        let mut reconnects = 0u32;
+        // After one re-send, only a fresh connection: a fresh connection's failure is the
+        // request's own.
+        let mut fresh_only = false;
+        loop {
+            let idle = if pooled && !fresh_only {
+                c.checkout().await
+            } else {
+                None
+            };
+            let mut conn = match idle {
+                Some(conn) => conn,
+                None => {
+                    let opened = race(
+                        async {
+                            let d = c.dial().await?;
+                            h::h1_handshake(d).await.map_err(Ending::Io)
+                        },
+                        limits,
+                        cancel,
+                    )
+                    .await;
+                    match opened {
+                        Ok(conn) => conn,
+                        Err(e) => {
+                            let mut out = self.failed(Setup::default(), e);
+                            out.reconnects = reconnects;
+                            return out;
+                        }
+                    }
                 }
-                // Ready resolves at once on a live idle connection; an error means the server
-                // closed it while idle.
-                let ok =
-                    tokio::time::timeout(std::time::Duration::from_millis(50), idle.sender.ready())
-                        .await
-                        .is_ok_and(|r| r.is_ok());
-                if ok {
-                    idle.setup = Setup {
-                        reused: true,
-                        connection_id: idle.setup.connection_id,
-                        alpn: idle.setup.alpn.clone(),
-                        tls_version: idle.setup.tls_version.clone(),
-                        ..Setup::default()
-                    };
-                    conn = Some(idle);
-                    break;
+            };
+            let setup = conn.setup.clone();
+            let uri = format!("{}{}", c.endpoint.prefix, req.path);
+            let hreq = match h::build(req, &uri, Some(&c.endpoint.authority())) {
+                Ok(r) => r,
+                Err(e) => return self.failed(setup, Ending::Io(e)),
+            };
+            let (w0, r0) = (conn.stats.written(), conn.stats.read());
+            let start_ns = c.clock.now_ns();
+            let stats = conn.stats.clone();
+            let attribution = h::Attribution::H1(conn.byte_clock.clone(), conn.next_response);
+            conn.next_response += 1;
+            let pumped = h::pump(
+                conn.sender.try_send_request(hreq),
+                attribution,
+                &stats,
+                c.clock,
+                limits,
+                cancel,
+                pooled,
+                sink,
+            )
+            .await;
+            let mut ending = pumped.ending;
+            if setup.reused && !pumped.head {
+                if let Ending::Io(msg) = &ending {
+                    // The server closed the reused connection under the request. Re-send only
+                    // with proof that no server application read it.
+                    let never_read = pumped.unsent
+                        || pumped.reset
+                        || match &conn.probe {
+                            Some(p) => p.await_reset(p.reset_bound(c.link.rtt)).await,
+                            None => false,
+                        };
+                    if never_read && !fresh_only {
+                        reconnects += 1;
+                        fresh_only = true;
+                        continue;
+                    }
+                    ending = Ending::Stale(format!(
+                        "the server closed the reused connection after the request was written \
+                         and before any response byte ({msg}); the server may have read the \
+                         request, so it was not sent again"
+                    ));
                 }
             }
+            let last_write = stats.last_write();
+            let out = Exchanged {
+                setup,
+                request_written_ns: (last_write >= start_ns && stats.written() > w0)
+                    .then_some(last_write),
+                bytes_sent: stats.written() - w0,
+                bytes_received: stats.read() - r0,
+                ending,
+                protocol: "HTTP/1.1",
+                reconnects,
+            };
+            if pooled
+                && pumped.clean
+                && out.ending == Ending::Finished
+                && !conn.sender.is_closed()
+                && pumped.keep_alive.reusable_after(std::time::Duration::ZERO)
+            {
+                conn.keep_alive = pumped.keep_alive;
+                conn.idle_since = Some(std::time::Instant::now());
+                if let Ok(mut p) = c.pool.lock() {
+                    p.push(conn);
+                }
+            }
+            return out;
         }
-        let mut conn = match conn {
-            Some(c) => c,
-            None => {
-                let opened = race(
-                    async {
-                        let d = c.dial().await?;
-                        h::h1_handshake(d).await.map_err(Ending::Io)
-                    },
-                    limits,
-                    cancel,
-                )
-                .await;
-                match opened {
-                    Ok(conn) => conn,
-                    Err(e) => return self.failed(Setup::default(), e),
-                }
-            }
-        };
-        let setup = conn.setup.clone();
-        let uri = format!("{}{}", c.endpoint.prefix, req.path);
-        let hreq = match h::build(req, &uri, Some(&c.endpoint.authority())) {
-            Ok(r) => r,
-            Err(e) => return self.failed(setup, Ending::Io(e)),
-        };
-        let (w0, r0) = (conn.stats.written(), conn.stats.read());
-        let start_ns = c.clock.now_ns();
-        let stats = conn.stats.clone();
-        let attribution = h::Attribution::H1(conn.byte_clock.clone(), conn.next_response);
-        conn.next_response += 1;
-        let pumped = h::pump(
-            conn.sender.send_request(hreq),
-            attribution,
-            &stats,
-            c.clock,
-            limits,
-            cancel,
-            pooled,
-            sink,
-        )
-        .await;
-        let last_write = stats.last_write();
-        let out = Exchanged {
-            setup,
-            request_written_ns: (last_write >= start_ns && stats.written() > w0)
-                .then_some(last_write),
-            bytes_sent: stats.written() - w0,
-            bytes_received: stats.read() - r0,
-            ending: pumped.ending,
-            protocol: "HTTP/1.1",
-            reconnects: 0,
-        };
-        if pooled && pumped.clean && out.ending == Ending::Finished && !conn.sender.is_closed() {
-            if let Ok(mut p) = c.pool.lock() {
-                p.push(conn);
-            }
-        }
-        out
     }
 
     async fn http2<S>(
@@ -341,9 +399,10 @@ impl SessionTransport {
         S: FnMut(WireEvent) -> Flow,
     {
         let c = self.connector.clone();
-        // A shared connection can die between two requests (the server reset it) before
-        // hyper notices; a request sent then comes back unsent. The server never saw it, so
-        // it goes once more on a new connection, whose setup this request then pays.
+        // A shared connection can die between two requests (the server reset it or sent
+        // GOAWAY) before hyper notices; a request sent then comes back unsent. The server
+        // never saw it, so it goes once more on a new connection, whose setup this request
+        // then pays.
         let mut retried = false;
         loop {
             let got = race(
@@ -414,7 +473,10 @@ impl SessionTransport {
                     *slot = None;
                 }
             }
-            if pumped.unsent && conn.setup.reused && !retried {
+            // Sent again only with proof the server never processed it: hyper handed the
+            // request back unwritten (the connection was closing, e.g. after a GOAWAY), or
+            // the server refused the stream (REFUSED_STREAM).
+            if (pumped.unsent || pumped.refused) && !pumped.head && !retried {
                 retried = true;
                 continue;
             }
@@ -440,9 +502,14 @@ impl SessionTransport {
         limits: Limits,
         cancel: &CancellationToken,
     ) -> Result<Option<Setup>, Exchanged> {
-        if self.ws.is_some() {
-            // Its setup was reported by the request that opened it.
-            return Ok(None);
+        if let Some(w) = self.ws.as_mut() {
+            if !w.closed_while_idle() {
+                // Its setup was reported by the request that opened it.
+                return Ok(None);
+            }
+            // The server closed it between turns: the turn goes on a new socket (its record
+            // shows the new socket's phases; nothing was sent on the old one).
+            self.ws = None;
         }
         let c = self.connector.clone();
         let url = c.endpoint.ws_url("/responses");
@@ -495,9 +562,41 @@ impl SessionTransport {
             tls_version: w.setup.tls_version.clone(),
             ..Setup::default()
         });
-        let t = ws::turn(w, text, clock, limits, cancel, sink).await;
+        let reused = setup.reused;
+        let probe = w.probe.clone();
+        let mut t = ws::turn(w, text, clock, limits, cancel, sink).await;
         if !t.alive {
             self.ws = None;
+        }
+        // The server closed a reused socket under the turn, before any message of a reply.
+        // A reset on the message proves no server application read it (see `probe`): the
+        // caller may send the turn again on a new socket. Otherwise it may have been read.
+        let closed_quietly = match &t.ending {
+            Ending::Io(_) => true,
+            Ending::WsClose(code, _) => matches!(code, 1000 | 1001 | 1005),
+            _ => false,
+        };
+        if reused && t.bytes_received == 0 && closed_quietly {
+            let what = match &t.ending {
+                Ending::Io(m) => m.clone(),
+                Ending::WsClose(code, r) => format!("close {code} {r}"),
+                _ => String::new(),
+            };
+            let unread = t.reset
+                || match &probe {
+                    Some(p) => p.await_reset(p.reset_bound(self.connector.link.rtt)).await,
+                    None => false,
+                };
+            t.ending = if unread {
+                Ending::Unread(format!(
+                    "the server had closed the reused WebSocket before it read the turn ({what})"
+                ))
+            } else {
+                Ending::Stale(format!(
+                    "the server closed the reused WebSocket after the turn was sent and before \
+                     any reply ({what}); the server may have read it, so it was not sent again"
+                ))
+            };
         }
         Exchanged {
             setup,

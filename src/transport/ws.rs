@@ -21,6 +21,7 @@ use tokio_util::sync::CancellationToken;
 
 use super::connect::Dialed;
 use super::io::{IoStats, MeteredIo};
+use super::probe::SockProbe;
 use super::{Clock, Ending, Flow, Limits, Setup, WireEvent};
 
 /// An open WebSocket.
@@ -33,6 +34,27 @@ pub struct WsConn {
     pub warmed: bool,
     /// At least one turn ran on it.
     pub used: bool,
+    /// The kernel's view of the socket.
+    pub probe: Option<Arc<SockProbe>>,
+}
+
+impl WsConn {
+    /// True when the server closed the socket (or sent it something) while it sat idle
+    /// between turns: a Close frame, an error envelope, EOF or a reset. Pings and pongs are
+    /// taken in passing (tungstenite answers pings) and do not count.
+    pub fn closed_while_idle(&mut self) -> bool {
+        use futures_util::FutureExt;
+        loop {
+            match self.ws.next().now_or_never() {
+                None => break,
+                Some(Some(Ok(Message::Ping(_) | Message::Pong(_) | Message::Frame(_)))) => {}
+                Some(_) => return true,
+            }
+        }
+        self.probe
+            .as_ref()
+            .is_some_and(|p| p.idle() == super::probe::Idle::Closed)
+    }
 }
 
 /// tungstenite zero-fills its read buffer up to `read_buffer_size` before every read (128 KiB
@@ -83,6 +105,7 @@ pub async fn upgrade(
         setup,
         warmed: false,
         used: false,
+        probe: d.probe,
     })
 }
 
@@ -99,6 +122,8 @@ pub struct Turn {
     pub bytes_received: u64,
     /// The socket is still in sync and open (the turn ran to its protocol end).
     pub alive: bool,
+    /// The connection was reset (`ECONNRESET` / `EPIPE`) under the turn.
+    pub reset: bool,
 }
 
 /// Sends `text` and delivers every received text message to `sink` until it says stop.
@@ -120,6 +145,7 @@ where
         bytes_sent: text.len() as u64,
         bytes_received: 0,
         alive: false,
+        reset: false,
     };
     let deadline = tokio::time::sleep_until(limits.deadline.into());
     tokio::pin!(deadline);
@@ -135,6 +161,7 @@ where
         _ = &mut deadline => { out.ending = Ending::Deadline; return out; }
     };
     if let Err(e) = sent {
+        out.reset = super::io::is_reset(&e);
         out.ending = Ending::Io(format!("sending on the WebSocket: {e}"));
         return out;
     }
@@ -190,12 +217,17 @@ where
             }
             Some(Ok(_)) => {} // ping / pong
             Some(Err(e)) => {
+                out.reset = super::io::is_reset(&e);
                 out.ending = Ending::Io(format!("reading the WebSocket: {e}"));
                 return out;
             }
             None => {
-                let at_ns = clock.now_ns();
-                sink(WireEvent::End { at_ns });
+                // A stream that never started has nothing to end (and the turn may be sent
+                // again on a new socket, see `session`).
+                if out.bytes_received > 0 {
+                    let at_ns = clock.now_ns();
+                    sink(WireEvent::End { at_ns });
+                }
                 out.ending = Ending::Io("the WebSocket ended without a Close frame".into());
                 return out;
             }

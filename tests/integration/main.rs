@@ -4,6 +4,7 @@ mod client_interop;
 mod client_peer;
 mod common;
 mod compare_synthetic;
+mod conn_lifecycle;
 mod data;
 mod report;
 mod run_e2e;
