@@ -451,3 +451,74 @@ async fn a_websocket_turn_the_server_never_read_goes_again_on_a_new_socket() {
     // Each turn read once: three turns, none twice.
     assert_eq!(turns.load(Ordering::SeqCst), 3, "{s}");
 }
+
+/// An HTTP/2 server (cleartext, prior knowledge; hyper's server side) that sends GOAWAY
+/// (graceful shutdown) on each connection once `per_connection` streams completed on it.
+async fn h2_goaway_server(per_connection: usize) -> (String, Arc<AtomicUsize>, Arc<AtomicUsize>) {
+    use http_body_util::{BodyExt, Full};
+    use hyper_util::rt::{TokioExecutor, TokioIo};
+    let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap();
+    let read = Arc::new(AtomicUsize::new(0));
+    let conns = Arc::new(AtomicUsize::new(0));
+    let (read2, conns2) = (read.clone(), conns.clone());
+    tokio::spawn(async move {
+        while let Ok((s, _)) = listener.accept().await {
+            conns2.fetch_add(1, Ordering::SeqCst);
+            let read = read2.clone();
+            tokio::spawn(async move {
+                let done = Arc::new(tokio::sync::Notify::new());
+                let served = Arc::new(AtomicUsize::new(0));
+                let (done2, served2) = (done.clone(), served.clone());
+                let svc = hyper::service::service_fn(
+                    move |req: hyper::Request<hyper::body::Incoming>| {
+                        let (read, done, served) = (read.clone(), done2.clone(), served2.clone());
+                        async move {
+                            let _ = req.into_body().collect().await;
+                            read.fetch_add(1, Ordering::SeqCst);
+                            let resp = hyper::Response::builder()
+                                .header("content-type", "text/event-stream")
+                                .body(Full::new(bytes::Bytes::from(chat_sse())))
+                                .unwrap();
+                            if served.fetch_add(1, Ordering::SeqCst) + 1 >= per_connection {
+                                done.notify_one();
+                            }
+                            Ok::<_, std::convert::Infallible>(resp)
+                        }
+                    },
+                );
+                let conn = hyper::server::conn::http2::Builder::new(TokioExecutor::new())
+                    .serve_connection(TokioIo::new(s), svc);
+                tokio::pin!(conn);
+                tokio::select! {
+                    _ = conn.as_mut() => return,
+                    _ = done.notified() => {}
+                }
+                tokio::time::sleep(Duration::from_millis(5)).await;
+                conn.as_mut().graceful_shutdown();
+                let _ = conn.await;
+            });
+        }
+    });
+    (format!("http://{addr}/v1"), read, conns)
+}
+
+#[tokio::test]
+async fn http2_goaway_between_requests_loses_nothing() {
+    let (url, read, conns) = h2_goaway_server(2).await;
+    let t = target(&url, ApiFlavour::ChatCompletions);
+    for gap in [Duration::ZERO, Duration::from_millis(30)] {
+        read.store(0, Ordering::SeqCst);
+        let recs = requests(&t, TransportKind::Http2, 8, gap).await;
+        let s = summary(&recs);
+        eprintln!("h2 GOAWAY every 2 streams, gap {gap:?}: {s}");
+        assert!(recs.iter().all(|r| r.is_ok()), "{s}");
+        assert_eq!(read.load(Ordering::SeqCst), 8, "{s}");
+        let ids: std::collections::BTreeSet<u64> = recs.iter().map(|r| r.connection_id).collect();
+        assert!(
+            ids.len() >= 4,
+            "the GOAWAYs did not move requests to new connections: {s}"
+        );
+    }
+    assert!(conns.load(Ordering::SeqCst) >= 8);
+}
