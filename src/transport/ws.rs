@@ -39,14 +39,23 @@ pub struct WsConn {
 }
 
 impl WsConn {
-    /// True when the server closed the socket (or sent it something) while it sat idle
-    /// between turns: a Close frame, an error envelope, EOF or a reset. Pings and pongs are
-    /// taken in passing (tungstenite answers pings) and do not count.
+    /// True when the server closed the socket while it sat idle between turns: a Close
+    /// frame, an error envelope (`"type":"error"`, e.g. `websocket_connection_limit_reached`,
+    /// after which the server closes), EOF or a reset. Other messages still pending from the
+    /// last reply (events after its terminal one, such as `response.done`), pings and pongs
+    /// are taken in passing (tungstenite answers pings) and do not count.
     pub fn closed_while_idle(&mut self) -> bool {
         use futures_util::FutureExt;
         loop {
             match self.ws.next().now_or_never() {
                 None => break,
+                Some(Some(Ok(Message::Text(t)))) => {
+                    let error = serde_json::from_str::<serde_json::Value>(&t)
+                        .is_ok_and(|v| v["type"] == "error");
+                    if error {
+                        return true;
+                    }
+                }
                 Some(Some(Ok(Message::Ping(_) | Message::Pong(_) | Message::Frame(_)))) => {}
                 Some(_) => return true,
             }
