@@ -6,6 +6,7 @@ mod common;
 mod compare_synthetic;
 mod conn_lifecycle;
 mod data;
+mod llama;
 mod report;
 mod run_e2e;
 mod run_faults;

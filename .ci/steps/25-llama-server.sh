@@ -1,0 +1,60 @@
+#!/usr/bin/env bash
+# spark-bench against a real llama.cpp server: llama-server built from the llama.cpp sources
+# that the llama-cpp-python sdist vendors (scripts/llama/build-llama-server.sh; cached outside
+# the clone, so only the first run on a machine builds), serving a tiny random-weight GGUF
+# written here (scripts/llama/make_tiny_gguf.py; no model download). Runs the ignored
+# `llama_*` integration tests against it. Bounded: the build and the tests time out, the
+# server is killed on exit.
+set -euo pipefail
+cd "$(dirname "$0")/../.."
+
+GGUF_VERSION="0.19.0"
+NUMPY_VERSION="2.4.6"
+DIR=target/llama
+
+# 1. The server (cold: builds, tens of minutes on 2 cores; warm: links the cached binary).
+start=$(date +%s)
+timeout 4500 bash scripts/llama/build-llama-server.sh
+echo "llama-server ready after $(($(date +%s) - start))s"
+"$DIR/llama-server" --version 2>&1 | head -n 2
+
+# 2. The model: a venv with the pinned gguf writer, then a seeded tiny model.
+if ! "$DIR/venv/bin/python" -c 'import gguf, numpy' 2>/dev/null; then
+  python3 -m venv "$DIR/venv"
+  timeout 600 "$DIR/venv/bin/pip" install --quiet --disable-pip-version-check \
+    "gguf==$GGUF_VERSION" "numpy==$NUMPY_VERSION"
+fi
+"$DIR/venv/bin/python" scripts/llama/make_tiny_gguf.py "$DIR/tiny.gguf"
+
+# 3. The server on a free port: 4 slots (the concurrency-4 test runs without queueing),
+# 2048 tokens of context per slot, one compute thread (the other core is the client's), and
+# --ignore-eos so every answer runs to max_tokens.
+PORT=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])')
+LOG="$DIR/llama-server.log"
+"$DIR/llama-server" -m "$DIR/tiny.gguf" --host 127.0.0.1 --port "$PORT" \
+  --parallel 4 --ctx-size 8192 --threads 1 --ignore-eos >"$LOG" 2>&1 &
+PID=$!
+trap 'kill "$PID" 2>/dev/null || true' EXIT
+ready=
+for _ in $(seq 1 300); do
+  if curl -fsS "http://127.0.0.1:$PORT/health" >/dev/null 2>&1; then ready=1; break; fi
+  if ! kill -0 "$PID" 2>/dev/null; then break; fi
+  sleep 0.2
+done
+if [ -z "$ready" ]; then
+  tail -n 40 "$LOG"
+  echo "llama-server did not become ready" >&2
+  exit 1
+fi
+echo "llama-server on 127.0.0.1:$PORT (pid $PID)"
+
+# 4. The tests, one at a time (each measures the server alone).
+status=0
+SPARK_BENCH_LLAMA_URL="http://127.0.0.1:$PORT/v1" \
+  timeout 900 cargo test --locked --test integration llama -- --ignored --test-threads 1 --nocapture \
+  || status=$?
+if [ "$status" -ne 0 ]; then
+  echo "--- last lines of the llama-server log ---"
+  tail -n 30 "$LOG"
+fi
+exit "$status"
