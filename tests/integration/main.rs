@@ -5,6 +5,7 @@ mod client_peer;
 mod common;
 mod compare_synthetic;
 mod data;
+mod load_schedule;
 mod report;
 mod run_e2e;
 mod run_faults;
