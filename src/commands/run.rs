@@ -42,7 +42,7 @@ pub async fn execute(args: RunArgs) -> anyhow::Result<u8> {
         outln!("{}", serde_json::to_string_pretty(&outcome.summary)?);
     } else {
         outln!("{}", crate::recorder::table(&outcome.summary));
-        outln!("vs http under {}", plan.load_line());
+        outln!("vs http measured under {}", plan.load_line());
     }
     errln!("results: {}", outcome.dir.display());
     if !args.no_report {

@@ -542,4 +542,39 @@ mod tests {
         assert_eq!(percent(12.6), "+13%");
         assert_eq!(percent(0.2), "±0%");
     }
+
+    #[test]
+    fn cached_share_and_the_cold_cache_warning() {
+        let mut rec = Recorder::new();
+        // http: nothing reported; ws: 300 of 1000 input tokens cached.
+        rec.add_request(&req("http", 10, 20, 3, 1));
+        for cached in [100, 200] {
+            rec.add_request(&RequestRecord {
+                input_tokens: Some(500),
+                cached_input_tokens: Some(cached),
+                ..req("ws", 10, 20, 3, 1)
+            });
+        }
+        let s = Summary::from_recorder(&rec);
+        assert_eq!(s.cell("sim", "http").unwrap().cached_input_share, None);
+        let share = s.cell("sim", "ws").unwrap().cached_input_share.unwrap();
+        assert!((share - 0.3).abs() < 1e-12);
+        assert_eq!(cached_share_text(None), "\u{2014}");
+        assert_eq!(cached_share_text(Some(0.0)), "0%");
+        assert_eq!(cached_share_text(Some(0.3)), "30%");
+        assert_eq!(cached_share_text(Some(0.9967)), "99.7%");
+        assert!(table(&s).contains("cached in"));
+
+        let text = "name = \"m\"\n[matrix]\ntargets = [\"sim\"]\ntransports = [\"http\", \"ws\"]\n[targets.sim]\nsim_profile = \"gpu\"\n[[turns]]\nprompt = \"hi\"\n";
+        let scenario = crate::scenario::parse("s.toml", text).unwrap();
+        let mut o = crate::plan::Overrides::default();
+        let plan = crate::plan::build(&scenario, "s.toml", text.as_bytes(), &o).unwrap();
+        // As-is asked for nothing: no warning.
+        assert!(cold_cache_warnings(&plan, &s).is_empty());
+        o.cache = Some(crate::plan::CacheMode::Cold);
+        let plan = crate::plan::build(&scenario, "s.toml", text.as_bytes(), &o).unwrap();
+        let w = cold_cache_warnings(&plan, &s);
+        assert_eq!(w.len(), 1, "{w:?}");
+        assert!(w[0].contains("sim × ws") && w[0].contains("30%"), "{w:?}");
+    }
 }
