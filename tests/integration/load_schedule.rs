@@ -144,9 +144,19 @@ async fn start_server() -> Server {
 const SESSIONS: u32 = 3;
 const TURNS: usize = 2;
 
-/// Runs http + http-pooled against one fresh server with `--concurrency 1` and `extra`
-/// flags; returns the server's log, the loaded run and the directory holding it.
+/// Runs http + http-pooled against one fresh server with `extra` flags (and
+/// `--concurrency 1` unless they say otherwise); returns the server's log, the loaded run and the directory holding it.
 async fn run_against_server(extra: &[&str]) -> (ServerLog, LoadedRun, tempfile::TempDir) {
+    run_against_server_with("", extra, 2 * SESSIONS as usize * TURNS).await
+}
+
+/// [`run_against_server`] with extra `[load]` lines and the number of requests the server
+/// must see.
+async fn run_against_server_with(
+    load: &str,
+    extra: &[&str],
+    expected: usize,
+) -> (ServerLog, LoadedRun, tempfile::TempDir) {
     let server = start_server().await;
     let dir = tempfile::tempdir().unwrap();
     let text = format!(
@@ -156,6 +166,7 @@ link = "none"
 max_output_tokens = 16
 [load]
 sessions = {SESSIONS}
+{load}
 [matrix]
 targets = ["local"]
 transports = ["http", "http-pooled"]
@@ -173,12 +184,14 @@ prompt = "Now test it."
     );
     let path = scenario(dir.path(), "load.toml", &text);
     let out = dir.path().join("out");
-    let mut args = vec!["--concurrency", "1"];
+    let mut args = Vec::new();
+    if !extra.contains(&"--concurrency") {
+        args.extend(["--concurrency", "1"]);
+    }
     args.extend_from_slice(extra);
     let outcome = run_lib(&path, &out, &args).await;
     let run = LoadedRun::open(&outcome.dir).unwrap();
     let log = std::mem::take(&mut *server.log.lock().unwrap());
-    let expected = 2 * SESSIONS as usize * TURNS;
     assert_eq!(log.requests.len(), expected, "requests the server saw");
     assert!(log.requests.iter().all(|r| r.finished.is_some()));
     (log, run, dir)
@@ -275,4 +288,57 @@ async fn parallel_adds_the_cells_up_and_as_is_rides_the_cache() {
     let load = run.manifest.load.as_ref().unwrap();
     assert_eq!(load.schedule, "parallel");
     assert!(load.salt_form.is_none());
+}
+
+#[tokio::test]
+async fn interleaved_open_loop_offers_the_server_one_arrival_process() {
+    let gap = Duration::from_millis(25);
+    let (log, run, _dir) = run_against_server_with(
+        "session_interval = \"25ms\"",
+        &["--concurrency", "4"],
+        2 * SESSIONS as usize * TURNS,
+    )
+    .await;
+    assert!(log.max_in_flight <= 4);
+    // The intended starts of both cells' sessions are ONE Poisson process with the
+    // scenario's mean gap, in turn order (session k of http, of http-pooled, …): the
+    // server is offered the scenario's rate, not twice it.
+    let plan = run.manifest.plan().unwrap();
+    let offsets = spark_bench::plan::schedule::interleaved_offsets(plan.seed, SESSIONS, 2, gap);
+    let sessions = run.sessions().unwrap();
+    let start = sessions.iter().map(|s| s.start_ns).min().unwrap();
+    for s in &sessions {
+        let cell = usize::from(s.transport == "http-pooled");
+        let want = offsets[s.session as usize][cell].as_nanos() as u64;
+        assert_eq!(
+            s.start_ns - start,
+            want,
+            "{} session {}",
+            s.transport,
+            s.session
+        );
+    }
+}
+
+#[tokio::test]
+async fn warm_runs_each_script_once_untimed_so_first_turns_hit_the_cache() {
+    // One distinct script × two cells × two turns of untimed warming, then the run.
+    let (log, run, _dir) = run_against_server_with(
+        "",
+        &["--cache", "warm"],
+        2 * (SESSIONS as usize + 1) * TURNS,
+    )
+    .await;
+    assert_eq!(log.max_in_flight, 1);
+    let records = run.records().unwrap();
+    let warming: Vec<_> = records.iter().filter(|r| r.warmup).collect();
+    assert_eq!(warming.len(), 2 * TURNS);
+    assert!(warming.iter().all(|r| r.session == SESSIONS));
+    // Every measured request found its prefix in the (played) cache.
+    for c in &run.summary.cells {
+        assert!(c.cached_input_share.unwrap() > 0.9, "{}", c.transport);
+        assert_eq!(c.warmup_sessions, 1);
+    }
+    let load = run.manifest.load.as_ref().unwrap();
+    assert!(load.cache.values().all(|m| m == "warm"));
 }
