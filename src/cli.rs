@@ -63,6 +63,18 @@ pub struct RunArgs {
     /// Master seed (overrides the scenario's `seed`).
     #[arg(long)]
     pub seed: Option<u64>,
+    /// How cells that reach the same server share it (overrides `[load] schedule`):
+    /// interleaved (sessions take turns through one pool of --concurrency slots),
+    /// sequential (cell after cell), parallel (all at once, each with its own slots).
+    /// Default: parallel when every target is an embedded simulator, else interleaved.
+    #[arg(long, value_enum, value_name = "SCHEDULE")]
+    pub schedule: Option<crate::plan::Schedule>,
+    /// The server's prefix cache (overrides `[load] cache` and every target's `cache`):
+    /// cold (a unique salt starts every prompt), warm (prompts sent once, untimed, first),
+    /// as-is (the scenario verbatim). Default: cold for real endpoints, as-is for the
+    /// embedded simulator.
+    #[arg(long, value_enum, value_name = "MODE")]
+    pub cache: Option<crate::plan::CacheMode>,
     /// Results root; the run writes to DIR/RUN_ID/.
     #[arg(long, value_name = "DIR", default_value = "results")]
     pub out: PathBuf,

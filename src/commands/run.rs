@@ -36,12 +36,13 @@ pub async fn execute(args: RunArgs) -> anyhow::Result<u8> {
             errln!("warning: --realtime: {why}");
         }
     }
-    let outcome = run_plan(plan, &args.out, ProgressChoice::from_args(&args)).await?;
+    let outcome = run_plan(plan.clone(), &args.out, ProgressChoice::from_args(&args)).await?;
 
     if args.json {
         outln!("{}", serde_json::to_string_pretty(&outcome.summary)?);
     } else {
         outln!("{}", crate::recorder::table(&outcome.summary));
+        outln!("vs http measured under {}", plan.load_line());
     }
     errln!("results: {}", outcome.dir.display());
     if !args.no_report {
@@ -94,6 +95,8 @@ pub fn load_plan(args: &RunArgs) -> anyhow::Result<Plan> {
         concurrency: args.concurrency,
         seed: args.seed,
         link: args.link,
+        schedule: args.schedule,
+        cache: args.cache,
     };
     Ok(plan::build(
         &loaded.scenario,
@@ -137,6 +140,15 @@ pub async fn run_plan(
     for cell in &plan.cells {
         crate::backend::request::check_target(&cell.target)?;
     }
+    // A new key for the cold-cache salts of this run, so a run with the same seed does not
+    // resend an earlier run's salts (the manifest's plan keeps it).
+    let plan = if plan.load.salt_key == 0 {
+        let mut p = (*plan).clone();
+        p.load.salt_key = fresh_salt_key();
+        Arc::new(p)
+    } else {
+        plan
+    };
     let mut sims = Vec::new();
     let mut endpoints = Vec::new();
     for (i, cell) in plan.cells.iter().enumerate() {
@@ -190,11 +202,12 @@ pub async fn run_plan(
     let mut writer = RunWriter::create(out, &plan, &command_line)?;
     let dir = writer.dir().to_path_buf();
     errln!(
-        "spark-bench: {} × {} cells, {} sessions each, link {}; writing {}",
+        "spark-bench: {} × {} cells, {} sessions each, link {}; {}; writing {}",
         plan.scenario_name,
         plan.cells.len(),
         plan.load.sessions,
         plan.link,
+        plan.load_line(),
         dir.display()
     );
 
@@ -204,7 +217,9 @@ pub async fn run_plan(
 
     let (tx, mut rx) = mpsc::channel::<Event>(4096);
     let (live_tx, live_rx) = watch::channel((0u64, LiveStats::default()));
-    let total_sessions = plan.cells.len() as u64 * plan.sessions.len() as u64;
+    let total_sessions: u64 = (0..plan.cells.len())
+        .map(|i| plan.sessions_of_cell(i) as u64)
+        .sum();
     let progress_task = tokio::spawn(crate::progress::show(progress.0, total_sessions, live_rx));
 
     // The recorder task owns the measurements and the incremental files.
@@ -274,6 +289,9 @@ pub async fn run_plan(
         how.push_str("; link emulator at real-time priority");
     }
     writer.set_timestamps(how);
+    for w in crate::recorder::cold_cache_warnings(&plan, &summary) {
+        errln!("warning: {w}");
+    }
     writer.finish(status, &recorder)?;
     driven?;
     if let Some(e) = write_error {
@@ -284,6 +302,17 @@ pub async fn run_plan(
         summary,
         interrupted,
     })
+}
+
+/// A salt key that differs from run to run (time, process id and a counter, mixed).
+fn fresh_salt_key() -> u64 {
+    static COUNTER: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+    let nanos = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_nanos() as u64);
+    let n = COUNTER.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+    let key = crate::rng::Rng::derive(nanos ^ (u64::from(std::process::id()) << 32), n).next_u64();
+    key.max(1)
 }
 
 /// First Ctrl-C: stop sending new requests and give in-flight ones 2 s to finish.

@@ -7,9 +7,11 @@
 //! Does not own: any wire protocol (`backend`, `transport`), statistics (`recorder`) or
 //! files (`store`).
 //!
-//! Every cell (target × transport) runs at the same time as the others, each against its own
-//! connections (and, for the embedded simulator, its own server instance), so a run of eight
-//! cells takes as long as its slowest cell, not the sum.
+//! Cells on different servers (every embedded-simulator cell has its own instance) run at
+//! the same time, each with its own connections. Cells that share a server follow the
+//! plan's schedule: `interleaved` (sessions take turns through one pool of `concurrency`
+//! slots), `sequential` (cell after cell) or `parallel` (all at once, each with its own
+//! slots), so `--concurrency N` means N requests in flight at that server.
 //!
 //! Coordinated omission: every request carries the time it was *meant* to be sent. A session
 //! that waits for a concurrency slot, or a request the driver sends late, is measured from
@@ -22,7 +24,8 @@ use tokio::sync::{mpsc, Semaphore};
 use tokio_util::sync::CancellationToken;
 
 use crate::backend::{Conversation, ToolChoice};
-use crate::plan::{Cell, Plan, SessionPlan, Target};
+use crate::plan::salt::{self, RequestPos};
+use crate::plan::{schedule, CacheMode, Cell, Plan, Schedule, SessionPlan, Target};
 use crate::recorder::{RequestKind, RequestRecord, SessionRecord, TransportKind};
 use crate::transport::{Clock, Trust};
 use exchange::{exchange, Connector, RecordMeta, Reply, RequestSpec, SessionTransport};
@@ -56,7 +59,10 @@ pub struct Stop {
     pub inflight: CancellationToken,
 }
 
-/// Runs every cell of the plan concurrently. `endpoints[i]` serves `plan.cells[i]`.
+/// Runs every cell of the plan. `endpoints[i]` serves `plan.cells[i]`. Cells that share a
+/// server follow the plan's schedule (see [`crate::plan::schedule`]); all other cells run
+/// side by side. Every cell's warm-up sessions (and, for `cache = "warm"`, its
+/// cache-warming sessions) finish before any measured session starts.
 /// Returns when all cells are done or stopped; events go to `tx`.
 pub async fn run(
     plan: Arc<Plan>,
@@ -72,7 +78,7 @@ pub async fn run(
         plan.cells.len()
     );
     let ids = Arc::new(std::sync::atomic::AtomicU64::new(0));
-    let mut tasks = tokio::task::JoinSet::new();
+    let mut cells = Vec::new();
     for (index, (cell, endpoint)) in plan.cells.iter().zip(endpoints).enumerate() {
         let cell_seed = crate::rng::Rng::derive(plan.seed, index as u64 + 1).next_u64();
         let mut target = cell.target.clone();
@@ -85,23 +91,35 @@ pub async fn run(
             clock,
             cell_seed,
         )?;
-        let ctx = CellContext {
+        cells.push(CellContext {
             plan: plan.clone(),
+            index: index as u32,
             cell: Cell {
                 target,
                 transport: cell.transport,
+                cache: cell.cache,
             },
             connector: Arc::new(connector),
             clock,
             stop: stop.clone(),
             tx: tx.clone(),
             ids: ids.clone(),
-        };
-        tasks.spawn(run_cell(ctx));
+        });
     }
     drop(tx);
-    while let Some(joined) = tasks.join_next().await {
-        joined.map_err(|e| anyhow::anyhow!("a cell task failed: {e}"))?;
+    let groups = schedule::groups(&plan);
+    for phase in [Phase::Warmup, Phase::Measured] {
+        if stop.dispatch.is_cancelled() {
+            break;
+        }
+        let mut tasks = tokio::task::JoinSet::new();
+        for g in &groups {
+            let members: Vec<CellContext> = g.cells.iter().map(|&i| cells[i].clone()).collect();
+            tasks.spawn(run_group(members, g.schedule, phase));
+        }
+        while let Some(joined) = tasks.join_next().await {
+            joined.map_err(|e| anyhow::anyhow!("a cell task failed: {e}"))?;
+        }
     }
     Ok(())
 }
@@ -109,6 +127,8 @@ pub async fn run(
 #[derive(Clone)]
 struct CellContext {
     plan: Arc<Plan>,
+    /// The cell's index in the plan (part of its cold-cache salts).
+    index: u32,
     cell: Cell,
     connector: Arc<Connector>,
     clock: Clock,
@@ -121,50 +141,134 @@ impl CellContext {
     fn next_id(&self) -> u64 {
         self.ids.fetch_add(1, std::sync::atomic::Ordering::Relaxed)
     }
+
+    /// The cell's sessions of `phase`: cache-warming (for `warm`) and warm-up sessions, or
+    /// the measured ones.
+    fn sessions(&self, phase: Phase) -> Vec<SessionPlan> {
+        match phase {
+            Phase::Warmup => {
+                let mut v = if self.cell.cache == CacheMode::Warm {
+                    self.plan.cache_warm_sessions()
+                } else {
+                    Vec::new()
+                };
+                v.extend(self.plan.sessions.iter().filter(|s| s.warmup).cloned());
+                v
+            }
+            Phase::Measured => self
+                .plan
+                .sessions
+                .iter()
+                .filter(|s| !s.warmup)
+                .cloned()
+                .collect(),
+        }
+    }
 }
 
-async fn run_cell(ctx: CellContext) {
-    let cell_start = ctx.clock.now_ns();
-    let slots = Arc::new(Semaphore::new(ctx.plan.load.concurrency.max(1) as usize));
-    let mut sessions = tokio::task::JoinSet::new();
-    // Warm-up sessions run (and finish) before measured ones start.
-    let (warm, measured): (Vec<_>, Vec<_>) =
-        ctx.plan.sessions.iter().cloned().partition(|s| s.warmup);
-    for phase in [warm, measured] {
-        let phase_start = ctx.clock.now_ns().max(cell_start);
-        for session in phase {
-            if ctx.stop.dispatch.is_cancelled() {
-                break;
-            }
-            let intended = phase_start + session.start_offset.as_nanos() as u64;
-            // Open loop: wait for the arrival time (not for a slot) before taking a slot,
-            // so a late slot shows up as dispatch lag from the intended start.
-            if !sleep_until_ns(&ctx, intended).await {
-                break;
-            }
-            let permit = tokio::select! {
-                p = slots.clone().acquire_owned() => match p { Ok(p) => p, Err(_) => break },
-                _ = ctx.stop.dispatch.cancelled() => break,
-            };
-            let closed_loop = ctx.plan.load.session_interval.is_none();
-            let session_intended = if closed_loop {
-                ctx.clock.now_ns()
-            } else {
-                intended
-            };
-            let ctx2 = ctx.clone();
-            sessions.spawn(async move {
-                run_session(&ctx2, &session, session_intended).await;
-                drop(permit);
-            });
-        }
-        while let Some(joined) = sessions.join_next().await {
-            // A session that panicked is a bug: fail the cell (and the run) loudly rather
-            // than lose the session's requests without a word.
-            if let Err(e) = joined {
-                if e.is_panic() {
-                    std::panic::resume_unwind(e.into_panic());
+/// The two phases of a run.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Phase {
+    Warmup,
+    Measured,
+}
+
+/// One session to dispatch: which cell of the lane, the script, and its intended start
+/// offset from the start of the lane.
+type Slot = (usize, SessionPlan, std::time::Duration);
+
+/// Runs one phase of a group of cells under its schedule.
+async fn run_group(cells: Vec<CellContext>, schedule: Schedule, phase: Phase) {
+    let Some(first) = cells.first() else { return };
+    let plan = first.plan.clone();
+    let per_cell: Vec<Vec<SessionPlan>> = cells.iter().map(|c| c.sessions(phase)).collect();
+    match schedule {
+        Schedule::Parallel | Schedule::Sequential => {
+            // A cell alone (or cells one after another), each with its own slots.
+            for (i, sessions) in per_cell.into_iter().enumerate() {
+                let lane: Vec<Slot> = sessions
+                    .into_iter()
+                    .map(|s| {
+                        let off = s.start_offset;
+                        (i, s, off)
+                    })
+                    .collect();
+                run_lane(&cells, lane).await;
+                if cells[0].stop.dispatch.is_cancelled() {
+                    break;
                 }
+            }
+        }
+        Schedule::Interleaved => {
+            // Session k of every cell, then session k + 1 …, through one pool of slots.
+            let m = cells.len();
+            let open = plan
+                .load
+                .session_interval
+                .filter(|_| phase == Phase::Measured)
+                .map(|gap| {
+                    let longest = per_cell.iter().map(Vec::len).max().unwrap_or(0);
+                    schedule::interleaved_offsets(plan.seed, longest as u32, m, gap)
+                });
+            let longest = per_cell.iter().map(Vec::len).max().unwrap_or(0);
+            let mut lane: Vec<Slot> = Vec::new();
+            for k in 0..longest {
+                for (i, sessions) in per_cell.iter().enumerate() {
+                    if let Some(s) = sessions.get(k) {
+                        let off = match &open {
+                            Some(offsets) => offsets[k][i],
+                            None => s.start_offset,
+                        };
+                        lane.push((i, s.clone(), off));
+                    }
+                }
+            }
+            run_lane(&cells, lane).await;
+        }
+    }
+}
+
+/// Dispatches `lane` in order through one pool of `concurrency` session slots and waits for
+/// every session to end.
+async fn run_lane(cells: &[CellContext], lane: Vec<Slot>) {
+    let Some(first) = cells.first() else { return };
+    let (clock, stop) = (first.clock, first.stop.clone());
+    let slots = Arc::new(Semaphore::new(first.plan.load.concurrency.max(1) as usize));
+    let closed_loop = first.plan.load.session_interval.is_none();
+    let lane_start = clock.now_ns();
+    let mut sessions = tokio::task::JoinSet::new();
+    for (i, session, offset) in lane {
+        if stop.dispatch.is_cancelled() {
+            break;
+        }
+        let ctx = &cells[i];
+        let intended = lane_start + offset.as_nanos() as u64;
+        // Open loop: wait for the arrival time (not for a slot) before taking a slot,
+        // so a late slot shows up as dispatch lag from the intended start.
+        if !sleep_until_ns(ctx, intended).await {
+            break;
+        }
+        let permit = tokio::select! {
+            p = slots.clone().acquire_owned() => match p { Ok(p) => p, Err(_) => break },
+            _ = stop.dispatch.cancelled() => break,
+        };
+        let session_intended = if closed_loop {
+            clock.now_ns()
+        } else {
+            intended
+        };
+        let ctx2 = ctx.clone();
+        sessions.spawn(async move {
+            run_session(&ctx2, &session, session_intended).await;
+            drop(permit);
+        });
+    }
+    while let Some(joined) = sessions.join_next().await {
+        // A session that panicked is a bug: fail the cell (and the run) loudly rather
+        // than lose the session's requests without a word.
+        if let Err(e) = joined {
+            if e.is_panic() {
+                std::panic::resume_unwind(e.into_panic());
             }
         }
     }
@@ -199,6 +303,22 @@ impl SessionRun<'_> {
         (turn, step): (u32, u32),
         intended: u64,
     ) -> (Reply, u64, bool) {
+        if self.ctx.cell.cache == CacheMode::Cold {
+            // A unique salt first in the system prompt: no prefix cache can serve this
+            // request from any earlier one (see `plan::salt`).
+            let pos = RequestPos {
+                cell: self.ctx.index,
+                session: self.session.index,
+                turn,
+                step,
+                ws_warmup: spec.kind == RequestKind::Warmup,
+            };
+            self.conv.system = salt::salted(
+                self.ctx.plan.load.salt_key,
+                pos,
+                &self.ctx.plan.system_prompt,
+            );
+        }
         let meta = RecordMeta {
             id: self.ctx.next_id(),
             session: self.session.index,

@@ -9,8 +9,12 @@ use std::time::Duration;
 
 use sha2::{Digest, Sha256};
 
+use super::schedule::{default_schedule, shared_servers};
 use super::targets::{self, dedup, BUILTIN_TARGETS};
-use super::{arrival, Cell, Load, Plan, SessionPlan, Target, ToolCallPlan, TurnPlan};
+use super::{
+    arrival, salt, CacheMode, Cell, Load, Plan, Schedule, SessionPlan, Target, ToolCallPlan,
+    TurnPlan,
+};
 use crate::link::Link;
 use crate::recorder::TransportKind;
 use crate::rng::Rng;
@@ -51,6 +55,10 @@ pub struct Overrides {
     pub seed: Option<u64>,
     /// `--link`.
     pub link: Option<Link>,
+    /// `--schedule`.
+    pub schedule: Option<Schedule>,
+    /// `--cache` (over `[load] cache` and every target's `cache`).
+    pub cache: Option<CacheMode>,
 }
 
 /// Default seed when neither the scenario nor `--seed` gives one.
@@ -65,7 +73,7 @@ pub const DEFAULT_TOOL_OUTPUT_BYTES: u32 = 1024;
 pub const DEFAULT_LINK: &str = "rtt=40ms";
 
 // Seed streams, so adding randomness in one place never shifts another.
-const STREAM_ARRIVALS: u64 = 1;
+pub(super) const STREAM_ARRIVALS: u64 = 1;
 const STREAM_CONTEXT: u64 = 2;
 const STREAM_AGENT: u64 = 1 << 20;
 
@@ -133,6 +141,7 @@ pub fn build(
                 cells.push(Cell {
                     target: t.clone(),
                     transport: *k,
+                    cache: CacheMode::AsIs,
                 });
                 continue;
             }
@@ -158,6 +167,9 @@ pub fn build(
             names(&transports)
         )));
     }
+
+    let mut load = load;
+    resolve_schedule_and_cache(s, overrides, &mut load, &mut cells, &mut warnings)?;
 
     let scenario_link = s.link.map(|l| l.0);
     let link = match (overrides.link, scenario_link) {
@@ -219,6 +231,8 @@ pub fn build(
             turns: expand_turns(s, default_max, seed, index),
         });
     }
+
+    check_salt_limits(&cells, &sessions)?;
 
     Ok(Plan {
         scenario_name: s.name.clone(),
@@ -297,7 +311,114 @@ fn resolve_load(s: &Scenario, o: &Overrides, src: &Src) -> Result<Load, PlanErro
         concurrency,
         warmup_sessions,
         session_interval,
+        // Resolved once the cells are known (see `resolve_schedule_and_cache`).
+        schedule: Schedule::Parallel,
+        salt_key: 0,
     })
+}
+
+/// The schedule (`--schedule`, else `[load] schedule`, else parallel for simulator-only runs
+/// and interleaved otherwise) and each cell's cache mode (`--cache`, else the target's
+/// `cache`, else `[load] cache`, else cold for real endpoints and as-is for the simulator),
+/// with the warnings a reader needs.
+fn resolve_schedule_and_cache(
+    s: &Scenario,
+    o: &Overrides,
+    load: &mut Load,
+    cells: &mut [Cell],
+    warnings: &mut Vec<String>,
+) -> Result<(), PlanError> {
+    let explicit = o.schedule.or(s.load.schedule);
+    load.schedule = explicit.unwrap_or_else(|| default_schedule(cells));
+    let shared = shared_servers(cells);
+    if load.schedule == Schedule::Parallel {
+        for sh in &shared {
+            warnings.push(format!(
+                "schedule parallel: {} share the server {} and run at the same time, so it sees up to {} requests in flight (the cells measure each other's load); use schedule \"interleaved\" or \"sequential\" for one load of {}",
+                sh.cells.join(", "),
+                sh.server,
+                sh.cells.len() as u64 * u64::from(load.concurrency),
+                load.concurrency
+            ));
+        }
+    } else if explicit.is_some() && shared.is_empty() {
+        warnings.push(format!(
+            "schedule {}: no two cells share a server (every embedded-simulator cell has its own), so every cell runs side by side as under parallel",
+            load.schedule
+        ));
+    }
+
+    let file = o.targets_file.as_ref();
+    for cell in cells.iter_mut() {
+        let name = &cell.target.name;
+        let from_target = file
+            .and_then(|f| f.targets.get(name))
+            .and_then(|t| t.cache)
+            .or_else(|| s.targets.get(name).and_then(|t| t.cache));
+        let real = cell.target.base_url.is_some();
+        cell.cache = o.cache.or(from_target).or(s.load.cache).unwrap_or(if real {
+            CacheMode::Cold
+        } else {
+            CacheMode::AsIs
+        });
+    }
+    let mut seen: Vec<&str> = Vec::new();
+    for cell in cells.iter() {
+        let name = cell.target.name.as_str();
+        if cell.target.base_url.is_some() || seen.contains(&name) {
+            continue;
+        }
+        seen.push(name);
+        match cell.cache {
+            CacheMode::Cold => warnings.push(format!(
+                "cache cold on {name}: the embedded simulator's answers follow the prompt, so with a salt its transports no longer get identical answers (lengths and tool calls stay scripted)"
+            )),
+            CacheMode::Warm => warnings.push(format!(
+                "cache warm on {name}: the embedded simulator keeps no prefix cache across requests; the untimed cache-warming sessions change nothing there"
+            )),
+            CacheMode::AsIs => {}
+        }
+    }
+    Ok(())
+}
+
+/// `cold` salts are distinct only while the request coordinates fit their bit fields.
+fn check_salt_limits(cells: &[Cell], sessions: &[SessionPlan]) -> Result<(), PlanError> {
+    if !cells.iter().any(|c| c.cache == CacheMode::Cold) {
+        return Ok(());
+    }
+    let (max_cells, max_sessions, max_turns, max_steps) = salt::LIMITS;
+    let turns = sessions.iter().map(|s| s.turns.len()).max().unwrap_or(0) as u64;
+    let steps = sessions
+        .iter()
+        .flat_map(|s| s.turns.iter().map(|t| t.tool_calls.len() as u64 + 1))
+        .max()
+        .unwrap_or(0);
+    // Cache-warming sessions are numbered after the measured ones.
+    let session_ids = 2 * sessions.len() as u64;
+    let problem = if cells.len() as u64 > max_cells {
+        Some(format!("{} cells (at most {max_cells})", cells.len()))
+    } else if session_ids > max_sessions {
+        Some(format!(
+            "{} sessions (at most {})",
+            sessions.len(),
+            max_sessions / 2
+        ))
+    } else if turns > max_turns {
+        Some(format!("{turns} turns per session (at most {max_turns})"))
+    } else if steps > max_steps {
+        Some(format!(
+            "{steps} requests in one turn (at most {max_steps})"
+        ))
+    } else {
+        None
+    };
+    match problem {
+        Some(p) => Err(PlanError::new(format!(
+            "cache cold: this plan has {p}, more than the cold-cache salt can keep apart; make the run smaller or use cache = \"as-is\""
+        ))),
+        None => Ok(()),
+    }
 }
 
 fn check_max_tokens(n: u32, what: &str) -> Result<(), PlanError> {

@@ -15,9 +15,13 @@ use crate::recorder::{ApiFlavour, TransportKind};
 
 pub mod arrival;
 mod build;
+pub mod salt;
+pub mod schedule;
 pub mod targets;
 
 pub use build::{build, Overrides, PlanError};
+pub use salt::CacheMode;
+pub use schedule::{Schedule, SharedServer};
 
 /// Everything the driver needs to run, fully resolved.
 #[derive(Debug, Clone, Serialize, Deserialize)]
@@ -60,6 +64,88 @@ pub struct Plan {
     pub scenario_source: String,
 }
 
+impl Plan {
+    /// The untimed sessions a `warm` cell runs first: each distinct measured session script
+    /// once (agent loops draw their tool order per session, so scripts can differ), marked
+    /// warm-up and numbered after the measured sessions. Its prompts then sit in the server's
+    /// prefix cache when the measured sessions start.
+    pub fn cache_warm_sessions(&self) -> Vec<SessionPlan> {
+        let mut seen: Vec<String> = Vec::new();
+        let mut out = Vec::new();
+        let next = self.sessions.iter().map(|s| s.index + 1).max().unwrap_or(0);
+        for s in self.sessions.iter().filter(|s| !s.warmup) {
+            let key = serde_json::to_string(&s.turns).unwrap_or_default();
+            if seen.contains(&key) {
+                continue;
+            }
+            seen.push(key);
+            out.push(SessionPlan {
+                index: next + out.len() as u32,
+                warmup: true,
+                start_offset: Duration::ZERO,
+                turns: s.turns.clone(),
+            });
+        }
+        out
+    }
+
+    /// Sessions cell `cell` runs in all: warm-up, cache-warming (for `warm`) and measured.
+    pub fn sessions_of_cell(&self, cell: usize) -> usize {
+        let warm = match self.cells.get(cell).map(|c| c.cache) {
+            Some(CacheMode::Warm) => self.cache_warm_sessions().len(),
+            _ => 0,
+        };
+        self.sessions.len() + warm
+    }
+
+    /// Cells that share a server (see [`schedule`]).
+    pub fn shared_servers(&self) -> Vec<SharedServer> {
+        schedule::shared_servers(&self.cells)
+    }
+
+    /// One line on how the run shares servers and treats prefix caches, for the header the
+    /// run prints and the report: `schedule interleaved (… share …); cache cold`.
+    pub fn load_line(&self) -> String {
+        let shared = self.shared_servers();
+        let mut s = format!("schedule {}", self.load.schedule);
+        if shared.is_empty() {
+            s.push_str(" (no two cells share a server)");
+        } else {
+            let parts: Vec<String> = shared
+                .iter()
+                .map(|sh| {
+                    let inflight = match self.load.schedule {
+                        Schedule::Parallel => {
+                            sh.cells.len() as u64 * u64::from(self.load.concurrency)
+                        }
+                        _ => u64::from(self.load.concurrency),
+                    };
+                    format!(
+                        "{} share {}, at most {inflight} in flight there",
+                        sh.cells.join(", "),
+                        sh.server
+                    )
+                })
+                .collect();
+            s.push_str(&format!(" ({})", parts.join("; ")));
+        }
+        let mut modes: Vec<String> = Vec::new();
+        for c in &self.cells {
+            let m = format!("{} {}", c.target.name, c.cache);
+            if !modes.contains(&m) {
+                modes.push(m);
+            }
+        }
+        let all_same = self.cells.iter().all(|c| c.cache == self.cells[0].cache);
+        if all_same && !self.cells.is_empty() {
+            s.push_str(&format!("; cache {}", self.cells[0].cache));
+        } else {
+            s.push_str(&format!("; cache {}", modes.join(", ")));
+        }
+        s
+    }
+}
+
 /// One target × transport combination.
 #[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct Cell {
@@ -67,6 +153,10 @@ pub struct Cell {
     pub target: Target,
     /// The transport.
     pub transport: TransportKind,
+    /// What the cell does about the server's prefix cache (`[load] cache`, the target's
+    /// `cache`, or `--cache`). Older manifests have none: `as-is`.
+    #[serde(default)]
+    pub cache: CacheMode,
 }
 
 /// A backend to talk to.
@@ -119,6 +209,15 @@ pub struct Load {
     /// `None` starts a new session as soon as a slot frees (closed loop).
     #[serde(default, with = "opt_duration")]
     pub session_interval: Option<Duration>,
+    /// How cells that reach the same server share it (`[load] schedule` / `--schedule`).
+    /// Older manifests have none: `parallel`, what every run did before.
+    #[serde(default)]
+    pub schedule: Schedule,
+    /// Per-run key of the `cold` cache salt, drawn when the run starts (not by the plan
+    /// builder, so that a second run with the same seed does not resend the first run's
+    /// salts and find them in the server's cache). 0 in a plan that has not run.
+    #[serde(default)]
+    pub salt_key: u64,
 }
 
 /// One scripted session (a coding conversation).

@@ -80,6 +80,11 @@ pub struct CellStats {
     pub output_tokens: u64,
     /// Content chunks of successful measured requests.
     pub chunks: u64,
+    /// Input tokens of successful measured requests whose server reported both input and
+    /// cached input tokens.
+    pub cache_input_tokens: u64,
+    /// Of which the server answered from its prefix cache.
+    pub cached_input_tokens: u64,
     /// Earliest intended start of any measured request, ns since run start.
     pub first_intended_ns: Option<u64>,
     /// Latest end (or last token) of any measured request, ns since run start.
@@ -260,6 +265,10 @@ impl Recorder {
         cell.extend_span(r.intended_ns, r.end_ns.or(r.last_token_ns));
         cell.output_tokens += u64::from(r.output_tokens);
         cell.chunks += r.chunks.len() as u64;
+        if let (Some(input), Some(cached)) = (r.input_tokens, r.cached_input_tokens) {
+            cell.cache_input_tokens += u64::from(input);
+            cell.cached_input_tokens += u64::from(cached.min(input));
+        }
         *cell
             .token_sources
             .entry(r.token_source.as_str().to_string())

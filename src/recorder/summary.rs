@@ -66,6 +66,11 @@ pub struct CellSummary {
     pub output_tokens: u64,
     /// Content chunks of successful measured requests.
     pub chunks: u64,
+    /// Share of input tokens the server answered from its prefix cache: sum of cached
+    /// input tokens / sum of input tokens over successful measured requests whose server
+    /// reported both; absent when none did.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cached_input_share: Option<f64>,
     /// Seconds from the earliest intended start to the latest end of the successful
     /// measured requests (0 when there are none).
     pub span_s: f64,
@@ -218,6 +223,8 @@ fn cell_summary(target: &str, transport: &str, c: &CellStats) -> CellSummary {
             .collect(),
         output_tokens: c.output_tokens,
         chunks: c.chunks,
+        cached_input_share: (c.cache_input_tokens > 0)
+            .then(|| c.cached_input_tokens as f64 / c.cache_input_tokens as f64),
         span_s,
         aggregate_output_tok_s: if span_s > 0.0 {
             c.output_tokens as f64 / span_s
@@ -251,6 +258,7 @@ pub fn table(summary: &Summary) -> String {
         "TPOT ms p50/p90/p99",
         "tok/s p50",
         "session s p50",
+        "cached in",
         "vs http (p50)",
     ];
     let mut rows: Vec<Vec<String>> = vec![header.iter().map(|s| s.to_string()).collect()];
@@ -280,6 +288,7 @@ pub fn table(summary: &Summary) -> String {
             triple(Metric::Tpot),
             p50(Metric::OutputTokS, 1.0),
             p50(Metric::SessionWall, 1000.0),
+            cached_share_text(c.cached_input_share),
             vs_http_text(c),
         ]);
     }
@@ -310,6 +319,41 @@ pub fn table(summary: &Summary) -> String {
         }
     }
     out
+}
+
+/// The cached share of input tokens: `0%`, `99.7%`, or `—` when the server reported none.
+pub fn cached_share_text(share: Option<f64>) -> String {
+    match share {
+        None => "\u{2014}".to_string(),
+        Some(s) if s > 0.0 && s < 0.001 => "<0.1%".to_string(),
+        Some(s) if s * 100.0 == (s * 100.0).round() => format!("{:.0}%", s * 100.0),
+        Some(s) => format!("{:.1}%", s * 100.0),
+    }
+}
+
+/// A `cold` cell whose server still reported more than this share of input tokens cached
+/// gets a warning: something answered from a cache after all.
+pub const COLD_CACHE_WARN_SHARE: f64 = 0.10;
+
+/// Warnings for cells that asked for `cache = "cold"` and got a cached share of input
+/// tokens above [`COLD_CACHE_WARN_SHARE`].
+pub fn cold_cache_warnings(plan: &crate::plan::Plan, summary: &Summary) -> Vec<String> {
+    plan.cells
+        .iter()
+        .filter(|c| c.cache == crate::plan::CacheMode::Cold)
+        .filter_map(|c| {
+            let s = summary.cell(&c.target.name, c.transport.as_str())?;
+            let share = s.cached_input_share?;
+            (share > COLD_CACHE_WARN_SHARE).then(|| {
+                format!(
+                    "{} × {} asked for a cold prefix cache but the server reported {} of its input tokens cached: its latencies are not cold (a chained conversation or a cache that ignores the salt?)",
+                    c.target.name,
+                    c.transport,
+                    cached_share_text(Some(share))
+                )
+            })
+        })
+        .collect()
 }
 
 /// `overhead −81%, TTFT −47%, session −12%` (or `baseline` for the http row, `-` when there
@@ -497,5 +541,40 @@ mod tests {
         assert_eq!(percent(-81.4), "\u{2212}81%");
         assert_eq!(percent(12.6), "+13%");
         assert_eq!(percent(0.2), "±0%");
+    }
+
+    #[test]
+    fn cached_share_and_the_cold_cache_warning() {
+        let mut rec = Recorder::new();
+        // http: nothing reported; ws: 300 of 1000 input tokens cached.
+        rec.add_request(&req("http", 10, 20, 3, 1));
+        for cached in [100, 200] {
+            rec.add_request(&RequestRecord {
+                input_tokens: Some(500),
+                cached_input_tokens: Some(cached),
+                ..req("ws", 10, 20, 3, 1)
+            });
+        }
+        let s = Summary::from_recorder(&rec);
+        assert_eq!(s.cell("sim", "http").unwrap().cached_input_share, None);
+        let share = s.cell("sim", "ws").unwrap().cached_input_share.unwrap();
+        assert!((share - 0.3).abs() < 1e-12);
+        assert_eq!(cached_share_text(None), "\u{2014}");
+        assert_eq!(cached_share_text(Some(0.0)), "0%");
+        assert_eq!(cached_share_text(Some(0.3)), "30%");
+        assert_eq!(cached_share_text(Some(0.9967)), "99.7%");
+        assert!(table(&s).contains("cached in"));
+
+        let text = "name = \"m\"\n[matrix]\ntargets = [\"sim\"]\ntransports = [\"http\", \"ws\"]\n[targets.sim]\nsim_profile = \"gpu\"\n[[turns]]\nprompt = \"hi\"\n";
+        let scenario = crate::scenario::parse("s.toml", text).unwrap();
+        let mut o = crate::plan::Overrides::default();
+        let plan = crate::plan::build(&scenario, "s.toml", text.as_bytes(), &o).unwrap();
+        // As-is asked for nothing: no warning.
+        assert!(cold_cache_warnings(&plan, &s).is_empty());
+        o.cache = Some(crate::plan::CacheMode::Cold);
+        let plan = crate::plan::build(&scenario, "s.toml", text.as_bytes(), &o).unwrap();
+        let w = cold_cache_warnings(&plan, &s);
+        assert_eq!(w.len(), 1, "{w:?}");
+        assert!(w[0].contains("sim × ws") && w[0].contains("30%"), "{w:?}");
     }
 }

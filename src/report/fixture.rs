@@ -336,6 +336,7 @@ fn plan(o: &SyntheticOptions) -> Plan {
             .iter()
             .flat_map(|t| {
                 TransportKind::ALL.into_iter().map(|transport| Cell {
+                    cache: Default::default(),
                     target: t.clone(),
                     transport,
                 })
@@ -347,6 +348,8 @@ fn plan(o: &SyntheticOptions) -> Plan {
             concurrency: o.concurrency,
             warmup_sessions: 1,
             session_interval: None,
+            schedule: Default::default(),
+            salt_key: 0,
         },
         link: "rtt=40ms".parse::<Link>().unwrap_or_default(),
         link_for_real_targets: false,

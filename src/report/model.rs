@@ -9,7 +9,7 @@ use std::collections::BTreeMap;
 
 use super::data::{ReportInput, RunView};
 use super::style::{ms, num};
-use crate::recorder::{percent, CellSummary, Metric, MetricSummary};
+use crate::recorder::{cached_share_text, percent, CellSummary, Metric, MetricSummary};
 use crate::store::RunStatus;
 
 /// A table of plain-text cells.
@@ -46,14 +46,15 @@ pub struct Model {
     pub definitions: Vec<(String, String)>,
 }
 
-const DEFINITIONS: [(&str, &str); 7] = [
+const DEFINITIONS: [(&str, &str); 8] = [
     ("overhead", "round-trip overhead: client TTFT minus the server-reported TTFT; when the server reports no timing, dispatch to the first protocol event (an estimate that also contains API work)"),
     ("TTFT", "time to first content token, from the request's intended start (includes client-side queueing)"),
     ("TPOT", "time per output token after the first: (last token − first token) / (tokens − 1)"),
     ("tok/s", "output tokens per second over the whole request, from the intended start"),
     ("session", "session wall time: the first request's intended start to the last request's end; sessions with a failed request are excluded"),
     ("p50 / p90 / p99", "percentiles over successful measured requests (warm-up excluded), from HdrHistograms with 3 significant digits"),
-    ("vs http", "change of the same statistic against the same target's `http` row (new TCP + TLS connection per request); negative is faster"),
+    ("vs http", "change of the same statistic against the same target's `http` row (new TCP + TLS connection per request); negative is faster. Cells that share a server ran under the run's schedule (see Load below the table): interleaved or sequential cells never added their loads up; parallel ones did"),
+    ("cached in", "share of input tokens the server reported as answered from its prefix cache (sum of cached input tokens / sum of input tokens); — when the server reported none"),
 ];
 
 /// Builds the model of a report.
@@ -92,7 +93,7 @@ pub fn build(input: &ReportInput) -> Model {
         subtitle,
         notices: notices(input),
         headline: headline(input),
-        headline_note: "Values are p50 unless marked; brackets give the change against the same target's http row (negative = faster). tok/s: higher is better.".into(),
+        headline_note: headline_note(input),
         versus_first: several.then(|| versus_first(input)),
         failures: failures(input),
         provenance: provenance(input),
@@ -101,6 +102,44 @@ pub fn build(input: &ReportInput) -> Model {
             .map(|(a, b)| (a.to_string(), b.to_string()))
             .collect(),
     }
+}
+
+/// The note under the headline table, with each run's load: whether the cells compared
+/// against `http` shared a server and under which schedule.
+fn headline_note(input: &ReportInput) -> String {
+    let mut s = "Values are p50 unless marked; brackets give the change against the same target's http row (negative = faster). tok/s: higher is better.".to_string();
+    for r in &input.runs {
+        let who = if input.is_comparison() {
+            format!(" Run {}", r.label)
+        } else {
+            String::new()
+        };
+        match &r.manifest.load {
+            Some(l) if l.shared_servers.is_empty() => s.push_str(&format!(
+                "{who} Load: no two cells shared a server (schedule {}), so each vs-http change compares cells that did not load each other's server.",
+                l.schedule
+            )),
+            Some(l) => {
+                let how = match l.schedule.as_str() {
+                    "interleaved" => "taking turns session by session through one pool of slots, so they did not add up their load and drift fell on every transport alike",
+                    "sequential" => "one after another, so they did not add up their load",
+                    _ => "at the same time, each with its own slots, so each measured the others' load too",
+                };
+                let servers: Vec<String> = l
+                    .shared_servers
+                    .iter()
+                    .map(|sh| format!("{} shared {}", sh.cells.join(", "), sh.server))
+                    .collect();
+                s.push_str(&format!(
+                    "{who} Load: {} under schedule {}, {how}.",
+                    servers.join("; "),
+                    l.schedule
+                ));
+            }
+            None => {}
+        }
+    }
+    s
 }
 
 fn metric(c: &CellSummary, m: Metric) -> Option<&MetricSummary> {
@@ -140,6 +179,7 @@ fn headline(input: &ReportInput) -> Table {
             "tok/s",
             "session p50",
             "session p90",
+            "cached in",
         ]
         .map(String::from),
     );
@@ -176,6 +216,7 @@ fn headline(input: &ReportInput) -> Table {
                     col(Metric::OutputTokS, false, num),
                     col(Metric::SessionWall, false, ms),
                     col(Metric::SessionWall, true, ms),
+                    cached_share_text(c.cached_input_share),
                 ]);
                 rows.push(row);
             }
@@ -372,6 +413,15 @@ fn provenance(input: &ReportInput) -> Table {
             Box::new(|r| r.concurrency.map_or("–".into(), |c| c.to_string())),
         ),
         (
+            "load",
+            Box::new(|r| {
+                r.manifest
+                    .load
+                    .as_ref()
+                    .map_or("not recorded".into(), |l| l.summary.clone())
+            }),
+        ),
+        (
             "host",
             Box::new(|r| {
                 let h = &r.manifest.host;
@@ -478,6 +528,11 @@ fn notices(input: &ReportInput) -> Vec<String> {
                 "{who}: {failed} of {requests} measured requests failed ({:.2}%); failures are excluded from every latency figure (see Failures).",
                 failed as f64 * 100.0 / requests.max(1) as f64
             ));
+        }
+        if let Ok(plan) = r.manifest.plan() {
+            for w in crate::recorder::cold_cache_warnings(&plan, &r.summary) {
+                out.push(format!("{who}: {w}."));
+            }
         }
         for w in &r.warnings {
             out.push(format!("{who}: plan warning: {w}"));

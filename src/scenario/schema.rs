@@ -65,6 +65,12 @@ pub struct LoadSpec {
     pub warmup_sessions: Option<u32>,
     /// Open loop: mean gap between session starts (Poisson arrivals). Absent = closed loop.
     pub session_interval: Option<Dur>,
+    /// How cells that share a server take turns: `interleaved`, `sequential`, `parallel`.
+    /// Default: `parallel` when every target is an embedded simulator, else `interleaved`.
+    pub schedule: Option<crate::plan::Schedule>,
+    /// The server's prefix cache: `cold`, `warm`, `as-is`. Default: `cold` for real
+    /// endpoints, `as-is` for the embedded simulator.
+    pub cache: Option<crate::plan::CacheMode>,
 }
 
 /// `[matrix]`.
@@ -155,6 +161,8 @@ pub struct TargetSpec {
     /// Transports this target supports (default: all four for `responses`, no `ws` for
     /// `chat-completions`).
     pub transports: Option<Vec<TransportKind>>,
+    /// This target's prefix-cache mode (overrides `[load] cache`).
+    pub cache: Option<crate::plan::CacheMode>,
 }
 
 /// A `--targets FILE`: only `[targets.NAME]` tables.

@@ -117,6 +117,55 @@ pub struct Manifest {
     /// the link emulator ran at real-time priority; set when the run ends.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub timestamps: Option<String>,
+    /// How the cells shared servers and treated prefix caches (absent in older runs).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub load: Option<LoadRecord>,
+}
+
+/// `manifest.json` → `load`: the schedule that ran, which cells shared a server, and each
+/// cell's prefix-cache mode.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct LoadRecord {
+    /// `interleaved`, `sequential` or `parallel`.
+    pub schedule: String,
+    /// Session slots per server (interleaved), per cell otherwise.
+    pub concurrency: u32,
+    /// Servers two or more cells reached, with those cells (`target × transport`).
+    pub shared_servers: Vec<crate::plan::SharedServer>,
+    /// Cache mode per cell (`target × transport` → `cold`, `warm`, `as-is`).
+    pub cache: std::collections::BTreeMap<String, String>,
+    /// The salt's form, when any cell ran `cold`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub salt_form: Option<String>,
+    /// The one-line description the run printed in its header.
+    pub summary: String,
+}
+
+impl LoadRecord {
+    /// The record of a plan.
+    pub fn of(plan: &Plan) -> LoadRecord {
+        let cold = plan
+            .cells
+            .iter()
+            .any(|c| c.cache == crate::plan::CacheMode::Cold);
+        LoadRecord {
+            schedule: plan.load.schedule.as_str().to_string(),
+            concurrency: plan.load.concurrency,
+            shared_servers: plan.shared_servers(),
+            cache: plan
+                .cells
+                .iter()
+                .map(|c| {
+                    (
+                        format!("{} × {}", c.target.name, c.transport),
+                        c.cache.as_str().to_string(),
+                    )
+                })
+                .collect(),
+            salt_form: cold.then(|| crate::plan::salt::SALT_FORM.to_string()),
+            summary: plan.load_line(),
+        }
+    }
 }
 
 impl Manifest {
@@ -150,6 +199,7 @@ impl Manifest {
             plan: serde_json::to_value(plan).unwrap_or(serde_json::Value::Null),
             command_line: command_line.to_vec(),
             timestamps: None,
+            load: Some(LoadRecord::of(plan)),
         }
     }
 

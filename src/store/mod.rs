@@ -43,7 +43,8 @@ use std::path::{Path, PathBuf};
 pub use baseline::{list_baselines, resolve, save_baseline, BASELINES_DIR};
 pub use hlog::{read_hlog, write_hlog};
 pub use manifest::{
-    rfc3339, run_id, Host, Manifest, RunStatus, ScenarioInfo, Tool, MANIFEST_SCHEMA_VERSION,
+    rfc3339, run_id, Host, LoadRecord, Manifest, RunStatus, ScenarioInfo, Tool,
+    MANIFEST_SCHEMA_VERSION,
 };
 pub use reader::{ChunkRows, LoadedRun, RequestRows, TimelineFile, TIMELINE_SCHEMA_VERSION};
 pub use rows::{ChunkRow, RequestRow, SessionRow, CHUNK_COLUMNS, REQUEST_COLUMNS, SESSION_COLUMNS};

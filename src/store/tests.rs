@@ -41,10 +41,12 @@ pub(crate) fn test_plan() -> Plan {
             Cell {
                 target: target.clone(),
                 transport: TransportKind::Http,
+                cache: Default::default(),
             },
             Cell {
                 target,
                 transport: TransportKind::Ws,
+                cache: Default::default(),
             },
         ],
         sessions: Vec::new(),
@@ -53,6 +55,8 @@ pub(crate) fn test_plan() -> Plan {
             concurrency: 1,
             warmup_sessions: 0,
             session_interval: None,
+            schedule: Default::default(),
+            salt_key: 0,
         },
         link: "rtt=40ms".parse::<Link>().unwrap(),
         link_for_real_targets: false,

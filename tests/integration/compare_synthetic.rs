@@ -74,6 +74,7 @@ fn plan(scenario_hash: &str, link: &str, transports: &[TransportKind]) -> Plan {
             .map(|t| Cell {
                 target: target.clone(),
                 transport: *t,
+                cache: Default::default(),
             })
             .collect(),
         sessions: Vec::new(),
@@ -82,6 +83,8 @@ fn plan(scenario_hash: &str, link: &str, transports: &[TransportKind]) -> Plan {
             concurrency: 4,
             warmup_sessions: 1,
             session_interval: None,
+            schedule: Default::default(),
+            salt_key: 0,
         },
         link: link.parse::<Link>().unwrap(),
         gate,

@@ -7,6 +7,7 @@ mod compare_synthetic;
 mod conn_lifecycle;
 mod data;
 mod llama;
+mod load_schedule;
 mod report;
 mod run_e2e;
 mod run_faults;

@@ -21,7 +21,9 @@ use spark_bench::sim::{self, Profile, SimConfig};
 use spark_bench::store::LoadedRun;
 
 /// 40 sessions × 3 short turns = 120 measured requests per run: enough for p50 and p90
-/// (p99 stays inconclusive, as it should).
+/// (p99 stays inconclusive, as it should). `cache = "as-is"`: the simulators are reached as
+/// real endpoints, whose default (`cold`) would salt every prompt with a per-run key, and
+/// the simulator's answers follow the prompt; every run must replay the same conversations.
 const SCENARIO: &str = r#"
 name = "gate-e2e"
 seed = 1
@@ -32,6 +34,7 @@ max_output_tokens = 12
 sessions = 40
 concurrency = 8
 warmup_sessions = 1
+cache = "as-is"
 
 [matrix]
 targets = ["gate-sim"]

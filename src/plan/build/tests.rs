@@ -354,3 +354,144 @@ fn repeat_context_and_explicit_tool_calls_expand() {
     let again = plan_of(text, &Overrides::default()).unwrap();
     assert_eq!(p.system_prompt, again.system_prompt);
 }
+
+const TWO_CELLS_ONE_SERVER: &str = r#"name = "m"
+link = "none"
+[matrix]
+targets = ["a", "b"]
+transports = ["http", "http-pooled"]
+[targets.a]
+base_url = "http://127.0.0.1:8080/v1"
+api = "chat-completions"
+model = "m"
+[targets.b]
+base_url = "http://127.0.0.1:8080/other/v1"
+api = "chat-completions"
+model = "m"
+[[turns]]
+prompt = "hi"
+"#;
+
+#[test]
+fn schedule_defaults_to_parallel_for_simulators_and_interleaved_for_real_endpoints() {
+    let sim = plan_of(MINIMAL, &Overrides::default()).unwrap();
+    assert_eq!(sim.load.schedule, Schedule::Parallel);
+    assert!(sim.shared_servers().is_empty());
+    assert!(sim.cells.iter().all(|c| c.cache == CacheMode::AsIs));
+    assert!(sim.warnings.is_empty(), "{:?}", sim.warnings);
+    // One group per simulator cell: each has its own instance.
+    let groups = crate::plan::schedule::groups(&sim);
+    assert_eq!(groups.len(), sim.cells.len());
+
+    let real = plan_of(TWO_CELLS_ONE_SERVER, &Overrides::default()).unwrap();
+    assert_eq!(real.load.schedule, Schedule::Interleaved);
+    assert!(real.cells.iter().all(|c| c.cache == CacheMode::Cold));
+    // Same scheme, host and port: one server, whatever the path.
+    let shared = real.shared_servers();
+    assert_eq!(shared.len(), 1);
+    assert_eq!(shared[0].server, "http://127.0.0.1:8080");
+    assert_eq!(shared[0].cells.len(), 4);
+    let groups = crate::plan::schedule::groups(&real);
+    assert_eq!(groups.len(), 1);
+    assert_eq!(groups[0].cells, vec![0, 1, 2, 3]);
+    assert!(real.warnings.is_empty(), "{:?}", real.warnings);
+    assert!(real.load_line().contains("at most 1 in flight"));
+}
+
+#[test]
+fn schedule_and_cache_precedence_and_warnings() {
+    // The scenario's [load] keys, then --schedule / --cache over them.
+    let text = TWO_CELLS_ONE_SERVER.replace(
+        "[matrix]",
+        "[load]\nschedule = \"sequential\"\ncache = \"warm\"\nconcurrency = 2\n[matrix]",
+    );
+    let p = plan_of(&text, &Overrides::default()).unwrap();
+    assert_eq!(p.load.schedule, Schedule::Sequential);
+    assert!(p.cells.iter().all(|c| c.cache == CacheMode::Warm));
+    let o = Overrides {
+        schedule: Some(Schedule::Parallel),
+        cache: Some(CacheMode::AsIs),
+        ..Default::default()
+    };
+    let p = plan_of(&text, &o).unwrap();
+    assert_eq!(p.load.schedule, Schedule::Parallel);
+    assert!(p.cells.iter().all(|c| c.cache == CacheMode::AsIs));
+    // Parallel on a shared server: every cell its own group, and a warning with the sum.
+    assert_eq!(crate::plan::schedule::groups(&p).len(), 4);
+    assert!(
+        p.warnings
+            .iter()
+            .any(|w| w.contains("up to 8 requests in flight")),
+        "{:?}",
+        p.warnings
+    );
+    // A target's own `cache` beats [load] cache (but not --cache).
+    let text2 = text.replace("[targets.b]\n", "[targets.b]\ncache = \"as-is\"\n");
+    let p = plan_of(&text2, &Overrides::default()).unwrap();
+    let modes: Vec<CacheMode> = p.cells.iter().map(|c| c.cache).collect();
+    assert_eq!(
+        modes,
+        [
+            CacheMode::Warm,
+            CacheMode::Warm,
+            CacheMode::AsIs,
+            CacheMode::AsIs
+        ]
+    );
+    // An explicit schedule with nothing to share says so; cold on the simulator warns.
+    let o = Overrides {
+        schedule: Some(Schedule::Interleaved),
+        cache: Some(CacheMode::Cold),
+        ..Default::default()
+    };
+    let p = plan_of(MINIMAL, &o).unwrap();
+    assert!(p.warnings.iter().any(|w| w.contains("no two cells share")));
+    assert!(p
+        .warnings
+        .iter()
+        .any(|w| w.contains("cache cold on sim-gpu")));
+    // Bad values are located errors naming the choices.
+    let bad = MINIMAL.replace("[[turns]]", "[load]\nschedule = \"round-robin\"\n[[turns]]");
+    let e = plan_of(&bad, &Overrides::default())
+        .unwrap_err()
+        .to_string();
+    assert!(
+        e.contains("round-robin") && e.contains("interleaved"),
+        "{e}"
+    );
+    assert!(e.contains("s.toml:"), "{e}");
+}
+
+#[test]
+fn cache_warm_sessions_are_distinct_scripts_numbered_after_the_measured_ones() {
+    let text =
+        "name = \"m\"\n[load]\nsessions = 3\nwarmup_sessions = 1\n[[turns]]\nprompt = \"hi\"\n";
+    let p = plan_of(text, &Overrides::default()).unwrap();
+    let warm = p.cache_warm_sessions();
+    // Every session replays the same script: one warming session is enough.
+    assert_eq!(warm.len(), 1);
+    assert_eq!(warm[0].index, 4);
+    assert!(warm[0].warmup);
+    let agent = "name = \"m\"\n[load]\nsessions = 3\n[[turns]]\nprompt = \"fix\"\nagent = { calls = 6, tools = [\"a\", \"b\", \"c\"] }\n";
+    let p = plan_of(agent, &Overrides::default()).unwrap();
+    assert_eq!(p.cache_warm_sessions().len(), 3);
+    let o = Overrides {
+        cache: Some(CacheMode::Warm),
+        ..Default::default()
+    };
+    let p = plan_of(agent, &o).unwrap();
+    assert_eq!(p.sessions_of_cell(0), 6);
+}
+
+#[test]
+fn interleaved_open_loop_offers_the_scenario_rate_to_the_server() {
+    let gap = Duration::from_millis(100);
+    let offsets = crate::plan::schedule::interleaved_offsets(1, 400, 2, gap);
+    assert_eq!(offsets.len(), 400);
+    assert!(offsets.iter().all(|o| o.len() == 2));
+    // Arrivals are in turn order and the whole group's mean gap is the scenario's.
+    let flat: Vec<Duration> = offsets.iter().flatten().copied().collect();
+    assert!(flat.windows(2).all(|w| w[0] <= w[1]));
+    let mean = flat.last().unwrap().as_secs_f64() / (flat.len() - 1) as f64;
+    assert!((mean - 0.1).abs() < 0.015, "mean gap {mean}");
+}

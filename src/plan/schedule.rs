@@ -1,0 +1,164 @@
+//! One load per server: how cells that reach the same server take turns.
+//!
+//! Cells whose targets have the same scheme, host and port share a server. Under
+//! `interleaved` such cells take turns session by session (session k of the first cell,
+//! session k of the second, …) through one pool of `concurrency` session slots; under
+//! `sequential` they run one after another, each with `concurrency` slots; under `parallel`
+//! every cell runs at once with its own slots (so a shared server sees the sum). Cells on
+//! different servers always run side by side; every embedded-simulator cell has a server of
+//! its own.
+//!
+//! Pure: the driver asks this module which cells form a group and in which order and at
+//! which offsets their sessions start.
+
+use std::time::Duration;
+
+use serde::{Deserialize, Serialize};
+
+use super::{arrival, Cell, Plan};
+
+/// How cells that share a server use it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize, clap::ValueEnum)]
+#[serde(rename_all = "kebab-case")]
+pub enum Schedule {
+    /// Sessions alternate between the cells, through one pool of `concurrency` slots.
+    Interleaved,
+    /// Cell after cell, each with `concurrency` slots.
+    Sequential,
+    /// Every cell at once, each with its own `concurrency` slots.
+    #[default]
+    Parallel,
+}
+
+impl Schedule {
+    /// `interleaved`, `sequential`, `parallel`.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Schedule::Interleaved => "interleaved",
+            Schedule::Sequential => "sequential",
+            Schedule::Parallel => "parallel",
+        }
+    }
+}
+
+impl std::fmt::Display for Schedule {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// Cells that reach the same server.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct SharedServer {
+    /// `scheme://host:port`.
+    pub server: String,
+    /// The cells, as `target × transport`, in plan order.
+    pub cells: Vec<String>,
+    /// Their indices in the plan.
+    #[serde(skip)]
+    pub indices: Vec<usize>,
+}
+
+/// `scheme://host:port` of a cell's real endpoint; `None` for the embedded simulator (every
+/// simulator cell gets its own instance) or an unparsable URL (rejected later anyway).
+pub fn server_of(cell: &Cell) -> Option<String> {
+    let url = cell.target.base_url.as_deref()?;
+    let e = crate::transport::Endpoint::parse(url).ok()?;
+    let scheme = match e.scheme {
+        crate::transport::Scheme::Http => "http",
+        crate::transport::Scheme::Https => "https",
+    };
+    let host = if e.host.contains(':') {
+        format!("[{}]", e.host.to_ascii_lowercase())
+    } else {
+        e.host.to_ascii_lowercase()
+    };
+    Some(format!("{scheme}://{host}:{}", e.port))
+}
+
+/// Servers that two or more cells reach, in plan order.
+pub fn shared_servers(cells: &[Cell]) -> Vec<SharedServer> {
+    let mut out: Vec<SharedServer> = Vec::new();
+    for (i, c) in cells.iter().enumerate() {
+        let Some(server) = server_of(c) else { continue };
+        let label = format!("{} × {}", c.target.name, c.transport);
+        match out.iter_mut().find(|s| s.server == server) {
+            Some(s) => {
+                s.cells.push(label);
+                s.indices.push(i);
+            }
+            None => out.push(SharedServer {
+                server,
+                cells: vec![label],
+                indices: vec![i],
+            }),
+        }
+    }
+    out.retain(|s| s.cells.len() > 1);
+    out
+}
+
+/// The default schedule: `parallel` when every target is an embedded simulator (each cell
+/// has its own instance), `interleaved` otherwise.
+pub fn default_schedule(cells: &[Cell]) -> Schedule {
+    if cells.iter().all(|c| c.target.base_url.is_none()) {
+        Schedule::Parallel
+    } else {
+        Schedule::Interleaved
+    }
+}
+
+/// Cells the driver runs as one unit: either one cell alone, or cells sharing a server under
+/// `interleaved` or `sequential`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Group {
+    /// Cell indices, in plan order.
+    pub cells: Vec<usize>,
+    /// How they take turns (`parallel` for a cell alone).
+    pub schedule: Schedule,
+}
+
+/// The run's groups: cells sharing a server form one group unless the schedule is
+/// `parallel`; every other cell is a group of its own. Groups run side by side.
+pub fn groups(plan: &Plan) -> Vec<Group> {
+    let schedule = plan.load.schedule;
+    let mut out: Vec<Group> = Vec::new();
+    let shared = if schedule == Schedule::Parallel {
+        Vec::new()
+    } else {
+        shared_servers(&plan.cells)
+    };
+    for i in 0..plan.cells.len() {
+        if let Some(s) = shared.iter().find(|s| s.indices.contains(&i)) {
+            if s.indices[0] == i {
+                out.push(Group {
+                    cells: s.indices.clone(),
+                    schedule,
+                });
+            }
+            continue;
+        }
+        out.push(Group {
+            cells: vec![i],
+            schedule: Schedule::Parallel,
+        });
+    }
+    out
+}
+
+/// Open loop under `interleaved`: the start offsets of the measured sessions of `cells`
+/// cells, indexed `[session][cell]`. The group draws ONE Poisson process with the scenario's
+/// mean gap for all its sessions in turn order (session k of cell 1, of cell 2, …), so the
+/// shared server is offered the scenario's arrival rate, not `cells` times it; each cell
+/// sees 1/`cells` of it and the measured phase lasts about `cells` times as long.
+pub fn interleaved_offsets(
+    plan_seed: u64,
+    sessions: u32,
+    cells: usize,
+    gap: Duration,
+) -> Vec<Vec<Duration>> {
+    let n = sessions.saturating_mul(cells as u32);
+    let seed = crate::rng::Rng::derive(plan_seed, super::build::STREAM_ARRIVALS).next_u64();
+    let all = arrival::poisson(seed, n, gap);
+    all.chunks(cells.max(1)).map(<[Duration]>::to_vec).collect()
+}
