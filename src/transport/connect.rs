@@ -1,5 +1,5 @@
 //! Opening one connection, each phase timed on its own: DNS, TCP connect (with the emulated
-//! SYN round trip), TLS. The WebSocket upgrade is timed in [`super::ws`].
+//! SYN round trip), the proxy's `CONNECT` tunnel, TLS. The WebSocket upgrade is timed in [`super::ws`].
 //!
 //! Owns: the socket options (`TCP_NODELAY`, so Nagle never adds ~40 ms to a small request),
 //! where the link emulation sits (between TCP and TLS, so the handshake pays the RTT), and
@@ -18,6 +18,7 @@ use tokio_rustls::client::TlsStream;
 use tokio_rustls::TlsConnector;
 
 use super::io::{IoStats, MeteredIo};
+use super::proxy::Proxy;
 use super::{Clock, Endpoint, Setup};
 use crate::link::{BoxIo, Link};
 
@@ -50,10 +51,13 @@ pub enum DialError {
 }
 
 /// Opens a connection to `ep`: DNS (skipped for IP literals), TCP connect + one emulated RTT,
-/// the link delay line, then TLS when `tls` is given.
+/// the link delay line, the `CONNECT` tunnel when `proxy` is given, then TLS when `tls` is
+/// given. Through a proxy, DNS and TCP connect are those of the proxy (the proxy resolves
+/// the target's name) and TLS runs inside the tunnel.
 pub async fn dial(
     ep: &Endpoint,
     tls: Option<&TlsConnector>,
+    proxy: Option<&Proxy>,
     link: &Link,
     clock: Clock,
     seed: u64,
@@ -63,24 +67,32 @@ pub async fn dial(
         connection_id,
         ..Setup::default()
     };
-    let addr = if let Ok(ip) = ep.host.parse::<std::net::IpAddr>() {
-        std::net::SocketAddr::new(ip, ep.port)
+    let (host, port) = match proxy {
+        Some(p) => (p.host(), p.port()),
+        None => (ep.host.as_str(), ep.port),
+    };
+    let via = |what: &str| match proxy {
+        Some(p) => format!("{what} (proxy {})", p.url()),
+        None => what.to_string(),
+    };
+    let addr = if let Ok(ip) = host.parse::<std::net::IpAddr>() {
+        std::net::SocketAddr::new(ip, port)
     } else {
         let t0 = Instant::now();
-        let mut addrs = tokio::net::lookup_host((ep.host.as_str(), ep.port))
+        let mut addrs = tokio::net::lookup_host((host, port))
             .await
-            .map_err(|e| DialError::Connect(format!("DNS lookup of {}: {e}", ep.host)))?;
+            .map_err(|e| DialError::Connect(format!("DNS lookup of {}: {e}", via(host))))?;
         let addr = addrs.next().ok_or_else(|| {
-            DialError::Connect(format!("DNS lookup of {} returned no address", ep.host))
+            DialError::Connect(format!("DNS lookup of {} returned no address", via(host)))
         })?;
         setup.dns_ns = Some(t0.elapsed().as_nanos() as u64);
         addr
     };
 
     let t0 = Instant::now();
-    let tcp = tokio::net::TcpStream::connect(addr)
-        .await
-        .map_err(|e| DialError::Connect(format!("TCP connect to {addr}: {e}")))?;
+    let tcp = tokio::net::TcpStream::connect(addr).await.map_err(|e| {
+        DialError::Connect(format!("TCP connect to {}: {e}", via(&addr.to_string())))
+    })?;
     tcp.set_nodelay(true)
         .map_err(|e| DialError::Connect(format!("setting TCP_NODELAY: {e}")))?;
     link.connect_delay().await;
@@ -93,6 +105,19 @@ pub async fn dial(
             seed ^ connection_id.wrapping_mul(0x9e37_79b9_7f4a_7c15),
         )
         .map_err(|e| DialError::Connect(format!("setting up the emulated link: {e}")))?;
+
+    let io = match proxy {
+        None => io,
+        Some(p) => {
+            let mut io = io;
+            let t0 = Instant::now();
+            super::proxy::tunnel(&mut io, p, &ep.host, ep.port)
+                .await
+                .map_err(DialError::Connect)?;
+            setup.proxy_connect_ns = Some(t0.elapsed().as_nanos() as u64);
+            io
+        }
+    };
 
     let io: BoxIo = match tls {
         None => io,

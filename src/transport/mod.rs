@@ -16,6 +16,7 @@ pub mod byteclock;
 pub mod connect;
 pub mod http;
 pub mod io;
+pub mod proxy;
 pub mod session;
 pub mod sse;
 pub mod ws;
@@ -174,6 +175,9 @@ pub enum Trust {
     PublicRoots,
     /// The certificates in a PEM file (`--cacert`).
     PemFile(PathBuf),
+    /// A real endpoint: the system's store, the bundled roots, the target's `ca_file`, and
+    /// its client certificate (see [`crate::tls::EndpointTrust`]).
+    Endpoint(std::sync::Arc<crate::tls::EndpointTrust>),
 }
 
 impl Trust {
@@ -185,6 +189,7 @@ impl Trust {
         match self {
             Trust::Sim(cert) => cert.client_config(alpn),
             Trust::PublicRoots => crate::tls::public_client_config(alpn),
+            Trust::Endpoint(t) => t.client_config(alpn),
             Trust::PemFile(path) => {
                 let pem = std::fs::read(path).map_err(|e| {
                     anyhow::anyhow!(
