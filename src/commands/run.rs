@@ -14,6 +14,7 @@ use crate::plan::{self, Plan};
 use crate::recorder::{LiveStats, Recorder};
 use crate::sim;
 use crate::store::{RunStatus, RunWriter};
+use crate::transport::proxy::{self, Proxy};
 use crate::transport::{Clock, Trust};
 
 use super::{EXIT_INTERRUPTED, EXIT_OK};
@@ -137,19 +138,57 @@ pub async fn run_plan(
     for cell in &plan.cells {
         crate::backend::request::check_target(&cell.target)?;
     }
+    // Trust and proxy of every real endpoint, checked before any request: certificate
+    // files are read once per target, and the environment's proxy variables are read here
+    // and nowhere else (the library takes the resolved proxy).
+    let mut reach: std::collections::BTreeMap<&str, (Trust, Option<Proxy>)> = Default::default();
+    for cell in &plan.cells {
+        let t = &cell.target;
+        let Some(url) = &t.base_url else { continue };
+        if reach.contains_key(t.name.as_str()) {
+            continue;
+        }
+        let trust = endpoint_trust(t)?;
+        let endpoint = crate::transport::Endpoint::parse(url)?;
+        let proxy = proxy::choose(t.net.proxy.as_deref(), &endpoint, |name| {
+            std::env::var(name).ok()
+        })
+        .map_err(|why| anyhow::anyhow!("target {}: {why}", t.name))?;
+        let custom = t.net.ca_file.is_some() || t.net.client_cert.is_some();
+        if let Trust::Endpoint(e) = &trust {
+            if custom {
+                errln!("target {}: trusting {}", t.name, e.describe());
+            }
+            for note in e.notes() {
+                errln!("warning: target {}: {note}", t.name);
+            }
+        }
+        if let Some(p) = &proxy {
+            errln!(
+                "target {}: through proxy {} (HTTP CONNECT)",
+                t.name,
+                p.url()
+            );
+        }
+        reach.insert(t.name.as_str(), (trust, proxy));
+    }
     let mut sims = Vec::new();
     let mut endpoints = Vec::new();
     for (i, cell) in plan.cells.iter().enumerate() {
         match (&cell.target.base_url, &cell.target.sim_profile) {
-            (Some(url), _) => endpoints.push(Endpoint {
-                base_url: url.clone(),
-                trust: Trust::PublicRoots,
-                link: if plan.link_for_real_targets {
-                    plan.link
-                } else {
-                    Link::default()
-                },
-            }),
+            (Some(url), _) => {
+                let (trust, proxy) = reach[cell.target.name.as_str()].clone();
+                endpoints.push(Endpoint {
+                    base_url: url.clone(),
+                    trust,
+                    link: if plan.link_for_real_targets {
+                        plan.link
+                    } else {
+                        Link::default()
+                    },
+                    proxy,
+                })
+            }
             (None, Some(profile_name)) => {
                 let profile = sim::Profile::builtin(profile_name).with_context(|| {
                     format!(
@@ -175,6 +214,7 @@ pub async fn run_plan(
                     base_url: handle.base_url.clone(),
                     trust: Trust::Sim(cert),
                     link: plan.link,
+                    proxy: None,
                 });
                 sims.push(handle);
             }
@@ -284,6 +324,22 @@ pub async fn run_plan(
         summary,
         interrupted,
     })
+}
+
+/// What a real endpoint's TLS client trusts and presents: the system's store, the bundled
+/// roots, the target's `ca_file` and client certificate. Errors name the target, the key
+/// and the file.
+fn endpoint_trust(t: &plan::Target) -> anyhow::Result<Trust> {
+    use crate::tls::{EndpointTrust, NamedFile};
+    fn named<'a>(key: &'static str, p: &'a Option<std::path::PathBuf>) -> Option<NamedFile<'a>> {
+        p.as_deref().map(|path| NamedFile { key, path })
+    }
+    let ca = named("ca_file", &t.net.ca_file);
+    let client =
+        named("client_cert", &t.net.client_cert).zip(named("client_key", &t.net.client_key));
+    let trust =
+        EndpointTrust::load(ca, client).map_err(|e| anyhow::anyhow!("target {}: {e:#}", t.name))?;
+    Ok(Trust::Endpoint(Arc::new(trust)))
 }
 
 /// First Ctrl-C: stop sending new requests and give in-flight ones 2 s to finish.

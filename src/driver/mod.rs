@@ -45,6 +45,8 @@ pub struct Endpoint {
     pub trust: Trust,
     /// Client-side link emulation for this cell.
     pub link: crate::link::Link,
+    /// The HTTP proxy every connection of the cell tunnels through (`None`: direct).
+    pub proxy: Option<crate::transport::proxy::Proxy>,
 }
 
 /// Cancellation for a run: the first Ctrl-C stops dispatch, the second aborts in-flight requests.
@@ -84,7 +86,8 @@ pub async fn run(
             endpoint.link,
             clock,
             cell_seed,
-        )?;
+        )?
+        .with_proxy(endpoint.proxy.clone());
         let ctx = CellContext {
             plan: plan.clone(),
             cell: Cell {

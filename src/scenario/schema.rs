@@ -155,6 +155,14 @@ pub struct TargetSpec {
     /// Transports this target supports (default: all four for `responses`, no `ws` for
     /// `chat-completions`).
     pub transports: Option<Vec<TransportKind>>,
+    /// PEM file of extra CA certificates (relative to this file's folder).
+    pub ca_file: Option<String>,
+    /// PEM client certificate chain for mutual TLS (relative to this file's folder).
+    pub client_cert: Option<String>,
+    /// PEM private key of `client_cert` (relative to this file's folder).
+    pub client_key: Option<String>,
+    /// `"http://host:port"` or `"none"`; overrides `HTTPS_PROXY`/`HTTP_PROXY`/`NO_PROXY`.
+    pub proxy: Option<String>,
 }
 
 /// A `--targets FILE`: only `[targets.NAME]` tables.
