@@ -281,7 +281,12 @@ where
         Err(e) => {
             let e: SendError = e.into();
             out.unsent = e.unsent;
-            out.ending = Ending::Io(format!("sending the request: {}", e.error));
+            let refusal =
+                super::connect::client_cert_refusal(&e.error).or_else(|| stats.tls_refusal());
+            out.ending = match refusal {
+                Some(why) => Ending::Tls(format!("sending the request: {}: {why}", e.error)),
+                None => Ending::Io(format!("sending the request: {}", e.error)),
+            };
             return out;
         }
     };

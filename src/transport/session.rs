@@ -459,9 +459,7 @@ impl SessionTransport {
         let opened = race(
             async {
                 let d = c.dial().await?;
-                ws::upgrade(d, &url, headers)
-                    .await
-                    .map_err(|(status, msg)| Ending::Upgrade(status, msg))
+                ws::upgrade(d, &url, headers).await
             },
             limits,
             cancel,
