@@ -68,7 +68,7 @@ impl Proxy {
             }
         };
         let authority = match rest.split_once('/') {
-            Some((a, path)) if path.is_empty() => a,
+            Some((a, "")) => a,
             Some(_) => {
                 return Err(format!(
                     "{what}: a proxy URL has no path; write it as http://host:port"
@@ -546,26 +546,26 @@ mod tests {
         let https = ep("https://api.example.com/v1");
         let http = ep("http://vllm.example.com:8000/v1");
         assert_eq!(
-            choose(None, &https, &e).unwrap().unwrap().url(),
+            choose(None, &https, e).unwrap().unwrap().url(),
             "http://s:3128"
         );
         // Lower case first, as curl.
         assert_eq!(
-            choose(None, &http, &e).unwrap().unwrap().url(),
+            choose(None, &http, e).unwrap().unwrap().url(),
             "http://h:8080"
         );
         assert_eq!(
-            choose(None, &ep("https://x.internal.corp/v1"), &e).unwrap(),
+            choose(None, &ep("https://x.internal.corp/v1"), e).unwrap(),
             None
         );
         assert_eq!(
-            choose(None, &ep("http://127.0.0.1:8000/v1"), &e).unwrap(),
+            choose(None, &ep("http://127.0.0.1:8000/v1"), e).unwrap(),
             None
         );
         // The target's setting overrides the environment, NO_PROXY included.
-        assert_eq!(choose(Some("none"), &https, &e).unwrap(), None);
+        assert_eq!(choose(Some("none"), &https, e).unwrap(), None);
         assert_eq!(
-            choose(Some("http://p:9"), &ep("https://x.internal.corp/v1"), &e)
+            choose(Some("http://p:9"), &ep("https://x.internal.corp/v1"), e)
                 .unwrap()
                 .unwrap()
                 .url(),
@@ -578,14 +578,14 @@ mod tests {
             ("no_proxy", "example.com"),
             ("NO_PROXY", "*"),
         ]);
-        assert_eq!(choose(None, &https, &e).unwrap(), None);
-        assert!(choose(None, &ep("https://other.org/v1"), &e)
+        assert_eq!(choose(None, &https, e).unwrap(), None);
+        assert!(choose(None, &ep("https://other.org/v1"), e)
             .unwrap()
             .is_some());
-        assert_eq!(choose(None, &http, &e).unwrap(), None);
+        assert_eq!(choose(None, &http, e).unwrap(), None);
         // A bad variable is named, its value is not shown.
         let e = env(&[("HTTPS_PROXY", "ftp://u:pw123@p")]);
-        let msg = choose(None, &https, &e).unwrap_err();
+        let msg = choose(None, &https, e).unwrap_err();
         assert!(
             msg.contains("HTTPS_PROXY") && !msg.contains("pw123"),
             "{msg}"

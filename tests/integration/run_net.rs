@@ -500,7 +500,7 @@ async fn every_transport_tunnels_through_https_proxy_with_tls_verified_and_no_cr
     assert!(proxy.auth_seen.lock().unwrap().iter().all(|a| *a == want));
     for p in walk(&dir) {
         let bytes = std::fs::read(&p).unwrap();
-        for secret in [PASS.as_bytes(), want.as_bytes(), want[6..].as_bytes()] {
+        for secret in [PASS.as_bytes(), want.as_bytes(), &want.as_bytes()[6..]] {
             assert!(
                 !contains(&bytes, secret),
                 "{} holds a proxy credential",
