@@ -171,7 +171,7 @@ impl Endpoint {
 pub enum Trust {
     /// Exactly the embedded simulator's certificate.
     Sim(crate::tls::SelfSigned),
-    /// The public webpki roots (real endpoints).
+    /// The bundled public webpki roots only (`run` uses [`Trust::Endpoint`] for real endpoints).
     PublicRoots,
     /// The certificates in a PEM file (`--cacert`).
     PemFile(PathBuf),
