@@ -228,6 +228,14 @@ pub async fn run_plan(
 
     let command_line: Vec<String> = std::env::args().collect();
     let mut writer = RunWriter::create(out, &plan, &command_line)?;
+    for (name, (trust, proxy)) in &reach {
+        let trusted = match trust {
+            Trust::Endpoint(e) => e.describe().to_string(),
+            _ => "the simulator's certificate".to_string(),
+        };
+        let via = proxy.as_ref().map_or("direct".to_string(), |p| p.url());
+        writer.set_network(name, format!("trust: {trusted}; proxy: {via}"));
+    }
     let dir = writer.dir().to_path_buf();
     errln!(
         "spark-bench: {} × {} cells, {} sessions each, link {}; writing {}",

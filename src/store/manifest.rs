@@ -117,6 +117,11 @@ pub struct Manifest {
     /// the link emulator ran at real-time priority; set when the run ends.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub timestamps: Option<String>,
+    /// Per real-endpoint target: what its TLS client trusted and presented, and the proxy
+    /// it went through (`http://host:port`, or `direct`). File names only: no key material,
+    /// no proxy credentials.
+    #[serde(default, skip_serializing_if = "std::collections::BTreeMap::is_empty")]
+    pub network: std::collections::BTreeMap<String, String>,
 }
 
 impl Manifest {
@@ -150,6 +155,7 @@ impl Manifest {
             plan: serde_json::to_value(plan).unwrap_or(serde_json::Value::Null),
             command_line: command_line.to_vec(),
             timestamps: None,
+            network: Default::default(),
         }
     }
 

@@ -495,6 +495,16 @@ async fn every_transport_tunnels_through_https_proxy_with_tls_verified_and_no_cr
         }
     }
     assert!(reused > 0, "no request reused a connection");
+    // The manifest says how the target was reached, without the credentials.
+    let manifest: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(dir.join("manifest.json")).unwrap()).unwrap();
+    let how = manifest["network"]["corp"].as_str().unwrap_or_default();
+    assert!(
+        how.contains(&format!("proxy: http://{}", proxy.addr))
+            && how.contains("ca_file")
+            && how.contains("system store"),
+        "{manifest}"
+    );
     // Every connection the run opened was a tunnel through the proxy, with the credentials.
     assert_eq!(proxy.tunnels(), opened.len());
     assert!(proxy.auth_seen.lock().unwrap().iter().all(|a| *a == want));
