@@ -229,7 +229,15 @@ pub async fn run_plan(
     let command_line: Vec<String> = std::env::args().collect();
     let mut writer = RunWriter::create(out, &plan, &command_line)?;
     for (name, (trust, proxy)) in &reach {
+        let plain = plan.cells.iter().any(|c| {
+            c.target.name == *name
+                && c.target
+                    .base_url
+                    .as_deref()
+                    .is_some_and(|u| u.starts_with("http://"))
+        });
         let trusted = match trust {
+            _ if plain => "none (plain http)".to_string(),
             Trust::Endpoint(e) => e.describe().to_string(),
             _ => "the simulator's certificate".to_string(),
         };
