@@ -118,6 +118,7 @@ fn target(sim: &SimHandle) -> Target {
         request_timeout: Duration::from_secs(120),
         stall_timeout: Duration::from_secs(30),
         transports: TransportKind::ALL.to_vec(),
+        net: Default::default(),
     }
 }
 

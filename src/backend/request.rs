@@ -308,6 +308,7 @@ pub(crate) mod tests {
             request_timeout: Duration::from_secs(10),
             stall_timeout: Duration::from_secs(5),
             transports: TransportKind::ALL.to_vec(),
+            net: Default::default(),
         }
     }
 

@@ -14,6 +14,7 @@ use crate::plan::{self, Plan};
 use crate::recorder::{LiveStats, Recorder};
 use crate::sim;
 use crate::store::{RunStatus, RunWriter};
+use crate::transport::proxy::{self, Proxy};
 use crate::transport::{Clock, Trust};
 
 use super::{EXIT_INTERRUPTED, EXIT_OK};
@@ -149,19 +150,57 @@ pub async fn run_plan(
     } else {
         plan
     };
+    // Trust and proxy of every real endpoint, checked before any request: certificate
+    // files are read once per target, and the environment's proxy variables are read here
+    // and nowhere else (the library takes the resolved proxy).
+    let mut reach: std::collections::BTreeMap<&str, (Trust, Option<Proxy>)> = Default::default();
+    for cell in &plan.cells {
+        let t = &cell.target;
+        let Some(url) = &t.base_url else { continue };
+        if reach.contains_key(t.name.as_str()) {
+            continue;
+        }
+        let trust = endpoint_trust(t)?;
+        let endpoint = crate::transport::Endpoint::parse(url)?;
+        let proxy = proxy::choose(t.net.proxy.as_deref(), &endpoint, |name| {
+            std::env::var(name).ok()
+        })
+        .map_err(|why| anyhow::anyhow!("target {}: {why}", t.name))?;
+        let custom = t.net.ca_file.is_some() || t.net.client_cert.is_some();
+        if let Trust::Endpoint(e) = &trust {
+            if custom {
+                errln!("target {}: trusting {}", t.name, e.describe());
+            }
+            for note in e.notes() {
+                errln!("warning: target {}: {note}", t.name);
+            }
+        }
+        if let Some(p) = &proxy {
+            errln!(
+                "target {}: through proxy {} (HTTP CONNECT)",
+                t.name,
+                p.url()
+            );
+        }
+        reach.insert(t.name.as_str(), (trust, proxy));
+    }
     let mut sims = Vec::new();
     let mut endpoints = Vec::new();
     for (i, cell) in plan.cells.iter().enumerate() {
         match (&cell.target.base_url, &cell.target.sim_profile) {
-            (Some(url), _) => endpoints.push(Endpoint {
-                base_url: url.clone(),
-                trust: Trust::PublicRoots,
-                link: if plan.link_for_real_targets {
-                    plan.link
-                } else {
-                    Link::default()
-                },
-            }),
+            (Some(url), _) => {
+                let (trust, proxy) = reach[cell.target.name.as_str()].clone();
+                endpoints.push(Endpoint {
+                    base_url: url.clone(),
+                    trust,
+                    link: if plan.link_for_real_targets {
+                        plan.link
+                    } else {
+                        Link::default()
+                    },
+                    proxy,
+                })
+            }
             (None, Some(profile_name)) => {
                 let profile = sim::Profile::builtin(profile_name).with_context(|| {
                     format!(
@@ -187,6 +226,7 @@ pub async fn run_plan(
                     base_url: handle.base_url.clone(),
                     trust: Trust::Sim(cert),
                     link: plan.link,
+                    proxy: None,
                 });
                 sims.push(handle);
             }
@@ -200,6 +240,22 @@ pub async fn run_plan(
 
     let command_line: Vec<String> = std::env::args().collect();
     let mut writer = RunWriter::create(out, &plan, &command_line)?;
+    for (name, (trust, proxy)) in &reach {
+        let plain = plan.cells.iter().any(|c| {
+            c.target.name == *name
+                && c.target
+                    .base_url
+                    .as_deref()
+                    .is_some_and(|u| u.starts_with("http://"))
+        });
+        let trusted = match trust {
+            _ if plain => "none (plain http)".to_string(),
+            Trust::Endpoint(e) => e.describe().to_string(),
+            _ => "the simulator's certificate".to_string(),
+        };
+        let via = proxy.as_ref().map_or("direct".to_string(), |p| p.url());
+        writer.set_network(name, format!("trust: {trusted}; proxy: {via}"));
+    }
     let dir = writer.dir().to_path_buf();
     errln!(
         "spark-bench: {} × {} cells, {} sessions each, link {}; {}; writing {}",
@@ -313,6 +369,22 @@ fn fresh_salt_key() -> u64 {
     let n = COUNTER.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
     let key = crate::rng::Rng::derive(nanos ^ (u64::from(std::process::id()) << 32), n).next_u64();
     key.max(1)
+}
+
+/// What a real endpoint's TLS client trusts and presents: the system's store, the bundled
+/// roots, the target's `ca_file` and client certificate. Errors name the target, the key
+/// and the file.
+fn endpoint_trust(t: &plan::Target) -> anyhow::Result<Trust> {
+    use crate::tls::{EndpointTrust, NamedFile};
+    fn named<'a>(key: &'static str, p: &'a Option<std::path::PathBuf>) -> Option<NamedFile<'a>> {
+        p.as_deref().map(|path| NamedFile { key, path })
+    }
+    let ca = named("ca_file", &t.net.ca_file);
+    let client =
+        named("client_cert", &t.net.client_cert).zip(named("client_key", &t.net.client_key));
+    let trust =
+        EndpointTrust::load(ca, client).map_err(|e| anyhow::anyhow!("target {}: {e:#}", t.name))?;
+    Ok(Trust::Endpoint(Arc::new(trust)))
 }
 
 /// First Ctrl-C: stop sending new requests and give in-flight ones 2 s to finish.

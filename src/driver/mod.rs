@@ -48,6 +48,8 @@ pub struct Endpoint {
     pub trust: Trust,
     /// Client-side link emulation for this cell.
     pub link: crate::link::Link,
+    /// The HTTP proxy every connection of the cell tunnels through (`None`: direct).
+    pub proxy: Option<crate::transport::proxy::Proxy>,
 }
 
 /// Cancellation for a run: the first Ctrl-C stops dispatch, the second aborts in-flight requests.
@@ -90,7 +92,8 @@ pub async fn run(
             endpoint.link,
             clock,
             cell_seed,
-        )?;
+        )?
+        .with_proxy(endpoint.proxy.clone());
         cells.push(CellContext {
             plan: plan.clone(),
             index: index as u32,

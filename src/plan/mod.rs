@@ -194,6 +194,30 @@ pub struct Target {
     pub stall_timeout: Duration,
     /// Transports this target supports (chat-completions targets cannot do `ws`).
     pub transports: Vec<TransportKind>,
+    /// Extra trust, client certificate and proxy choice (real endpoints only).
+    #[serde(default)]
+    pub net: TargetNet,
+}
+
+/// How a target is reached on the user's network: extra CA certificates, a client
+/// certificate for mutual TLS, and the proxy choice. Paths are absolute (resolved against
+/// the file that named them); the files are read when the run starts, not by the plan.
+/// Never holds key material or proxy credentials, so it may be written to the manifest.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct TargetNet {
+    /// PEM file of CA certificates trusted besides the system store and the bundled roots.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub ca_file: Option<std::path::PathBuf>,
+    /// PEM certificate chain presented for mutual TLS (with `client_key`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub client_cert: Option<std::path::PathBuf>,
+    /// PEM private key of `client_cert`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub client_key: Option<std::path::PathBuf>,
+    /// `Some("none")`: never a proxy; `Some("http://host:port")`: this proxy; `None`: the
+    /// environment decides (`HTTPS_PROXY`, `HTTP_PROXY`, `NO_PROXY`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub proxy: Option<String>,
 }
 
 /// Load shape for every cell.

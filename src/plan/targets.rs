@@ -5,6 +5,7 @@
 //! no credentials in headers). Pure: no I/O; API keys are referred to by variable name only.
 
 use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use super::PlanError;
@@ -86,6 +87,7 @@ fn sim_target(name: &str, profile: &str, hardware: &str) -> Target {
         request_timeout: DEFAULT_REQUEST_TIMEOUT,
         stall_timeout: DEFAULT_STALL_TIMEOUT,
         transports: TransportKind::ALL.to_vec(),
+        net: Default::default(),
     }
 }
 
@@ -132,7 +134,7 @@ pub fn resolve(name: &str, layers: &[(&str, &TargetSpec)]) -> Result<Target, Pla
     let mut explicit_transports = None;
     let mut explicit_ws_warmup = None;
     let mut explicit_timing = None;
-    for (_, s) in layers {
+    for (layer_origin, s) in layers {
         if let Some(v) = &s.base_url {
             t.base_url = Some(v.trim_end_matches('/').to_string());
             t.sim_profile = None;
@@ -175,6 +177,20 @@ pub fn resolve(name: &str, layers: &[(&str, &TargetSpec)]) -> Result<Target, Pla
         if let Some(v) = &s.transports {
             explicit_transports = Some(v.clone());
         }
+        // Paths are relative to the file that named them, not to the working directory.
+        let near = |p: &String| relative_to(layer_origin, p);
+        if let Some(v) = &s.ca_file {
+            t.net.ca_file = Some(near(v));
+        }
+        if let Some(v) = &s.client_cert {
+            t.net.client_cert = Some(near(v));
+        }
+        if let Some(v) = &s.client_key {
+            t.net.client_key = Some(near(v));
+        }
+        if let Some(v) = &s.proxy {
+            t.net.proxy = Some(v.trim().to_string());
+        }
     }
     let is_chat = t.api == ApiFlavour::ChatCompletions;
     // Responses-only features default off for chat completions.
@@ -196,8 +212,54 @@ pub fn resolve(name: &str, layers: &[(&str, &TargetSpec)]) -> Result<Target, Pla
     Ok(t)
 }
 
+/// `path` as written in the file `origin`: absolute paths stay, relative ones are taken
+/// from `origin`'s folder.
+fn relative_to(origin: &str, path: &str) -> PathBuf {
+    let p = Path::new(path);
+    if p.is_absolute() {
+        return p.to_path_buf();
+    }
+    Path::new(origin)
+        .parent()
+        .map_or_else(|| p.to_path_buf(), |dir| dir.join(p))
+}
+
+fn validate_net(t: &Target, origin: &str) -> Result<(), PlanError> {
+    let name = &t.name;
+    let net = &t.net;
+    if t.base_url.is_none()
+        && (net.ca_file.is_some()
+            || net.client_cert.is_some()
+            || net.client_key.is_some()
+            || net.proxy.is_some())
+    {
+        return Err(PlanError::new(format!(
+            "[targets.{name}] in {origin} sets ca_file, client_cert, client_key or proxy, which apply to real endpoints only; the embedded simulator is reached directly with its own certificate. Set `base_url` or remove them"
+        )));
+    }
+    match (&net.client_cert, &net.client_key) {
+        (Some(_), None) => {
+            return Err(PlanError::new(format!(
+                "[targets.{name}] in {origin} sets `client_cert` without `client_key`; mutual TLS needs both (PEM files)"
+            )))
+        }
+        (None, Some(_)) => {
+            return Err(PlanError::new(format!(
+                "[targets.{name}] in {origin} sets `client_key` without `client_cert`; mutual TLS needs both (PEM files)"
+            )))
+        }
+        _ => {}
+    }
+    if let Some(p) = &net.proxy {
+        crate::transport::proxy::parse_target_setting(p)
+            .map_err(|why| PlanError::new(format!("[targets.{name}] proxy in {origin}: {why}")))?;
+    }
+    Ok(())
+}
+
 fn validate(t: &Target, origin: &str) -> Result<(), PlanError> {
     let name = &t.name;
+    validate_net(t, origin)?;
     if let Some(url) = &t.base_url {
         if !(url.starts_with("http://") || url.starts_with("https://")) {
             return Err(PlanError::new(format!(
@@ -353,6 +415,86 @@ mod tests {
             e.contains("transport `ws`") && e.contains("api = \"responses\""),
             "{e}"
         );
+    }
+
+    #[test]
+    fn network_keys_resolve_paths_against_the_file_that_named_them() {
+        let scenario = TargetSpec {
+            base_url: Some("https://vllm.corp.internal/v1".into()),
+            model: Some("m".into()),
+            ca_file: Some("certs/corp-ca.pem".into()),
+            client_cert: Some("/etc/me.pem".into()),
+            client_key: Some("/etc/me.key".into()),
+            proxy: Some("none".into()),
+            ..Default::default()
+        };
+        let file = TargetSpec {
+            client_key: Some("keys/me.key".into()),
+            proxy: Some(" http://proxy.corp:3128 ".into()),
+            ..Default::default()
+        };
+        let t = resolve(
+            "vllm",
+            &[
+                ("scenarios/corp.toml", &scenario),
+                ("/home/u/targets.toml", &file),
+            ],
+        )
+        .unwrap();
+        assert_eq!(
+            t.net.ca_file.as_deref(),
+            Some(Path::new("scenarios/certs/corp-ca.pem"))
+        );
+        assert_eq!(t.net.client_cert.as_deref(), Some(Path::new("/etc/me.pem")));
+        assert_eq!(
+            t.net.client_key.as_deref(),
+            Some(Path::new("/home/u/keys/me.key"))
+        );
+        assert_eq!(t.net.proxy.as_deref(), Some("http://proxy.corp:3128"));
+        // A file next to the working directory keeps the relative path.
+        let t = resolve("vllm", &[("corp.toml", &scenario)]).unwrap();
+        assert_eq!(
+            t.net.ca_file.as_deref(),
+            Some(Path::new("certs/corp-ca.pem"))
+        );
+    }
+
+    #[test]
+    fn network_keys_are_checked() {
+        let base = TargetSpec {
+            base_url: Some("https://vllm.corp.internal/v1".into()),
+            model: Some("m".into()),
+            ..Default::default()
+        };
+        let half = TargetSpec {
+            client_cert: Some("me.pem".into()),
+            ..base.clone()
+        };
+        let e = resolve("v", &[("s.toml", &half)]).unwrap_err().to_string();
+        assert!(e.contains("client_key") && e.contains("[targets.v]"), "{e}");
+        let creds = TargetSpec {
+            proxy: Some("http://bob:hunter2@proxy:3128".into()),
+            ..base.clone()
+        };
+        let e = resolve("v", &[("s.toml", &creds)]).unwrap_err().to_string();
+        assert!(
+            e.contains("proxy") && e.contains("s.toml") && !e.contains("hunter2"),
+            "{e}"
+        );
+        let socks = TargetSpec {
+            proxy: Some("socks5://proxy:1080".into()),
+            ..base.clone()
+        };
+        let e = resolve("v", &[("s.toml", &socks)]).unwrap_err().to_string();
+        assert!(e.contains("only http://"), "{e}");
+        let sim = TargetSpec {
+            ca_file: Some("ca.pem".into()),
+            ..Default::default()
+        };
+        let e = resolve("sim-gpu", &[("s.toml", &sim)])
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("real endpoints only"), "{e}");
     }
 
     #[test]

@@ -320,6 +320,7 @@ fn plan(o: &SyntheticOptions) -> Plan {
         request_timeout: Duration::from_secs(300),
         stall_timeout: Duration::from_secs(30),
         transports: TransportKind::ALL.to_vec(),
+        net: Default::default(),
     };
     let targets = [
         target("sim-gpu", "gpu", "GPU (simulated)"),

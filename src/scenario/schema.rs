@@ -163,6 +163,14 @@ pub struct TargetSpec {
     pub transports: Option<Vec<TransportKind>>,
     /// This target's prefix-cache mode (overrides `[load] cache`).
     pub cache: Option<crate::plan::CacheMode>,
+    /// PEM file of extra CA certificates (relative to this file's folder).
+    pub ca_file: Option<String>,
+    /// PEM client certificate chain for mutual TLS (relative to this file's folder).
+    pub client_cert: Option<String>,
+    /// PEM private key of `client_cert` (relative to this file's folder).
+    pub client_key: Option<String>,
+    /// `"http://host:port"` or `"none"`; overrides `HTTPS_PROXY`/`HTTP_PROXY`/`NO_PROXY`.
+    pub proxy: Option<String>,
 }
 
 /// A `--targets FILE`: only `[targets.NAME]` tables.

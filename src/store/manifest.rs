@@ -120,6 +120,11 @@ pub struct Manifest {
     /// How the cells shared servers and treated prefix caches (absent in older runs).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub load: Option<LoadRecord>,
+    /// Per real-endpoint target: what its TLS client trusted and presented, and the proxy
+    /// it went through (`http://host:port`, or `direct`). File names only: no key material,
+    /// no proxy credentials.
+    #[serde(default, skip_serializing_if = "std::collections::BTreeMap::is_empty")]
+    pub network: std::collections::BTreeMap<String, String>,
 }
 
 /// `manifest.json` → `load`: the schedule that ran, which cells shared a server, and each
@@ -200,6 +205,7 @@ impl Manifest {
             command_line: command_line.to_vec(),
             timestamps: None,
             load: Some(LoadRecord::of(plan)),
+            network: Default::default(),
         }
     }
 

@@ -30,6 +30,7 @@ pub(crate) fn test_plan() -> Plan {
         request_timeout: Duration::from_secs(300),
         stall_timeout: Duration::from_secs(30),
         transports: TransportKind::ALL.to_vec(),
+        net: Default::default(),
     };
     Plan {
         scenario_name: "smoke test".into(),

@@ -152,6 +152,12 @@ impl RunWriter {
         self.manifest.timestamps = Some(how);
     }
 
+    /// Records how a real-endpoint target was reached (see [`Manifest::network`]); written
+    /// with the manifest when the run ends.
+    pub fn set_network(&mut self, target: &str, how: String) {
+        self.manifest.network.insert(target.to_string(), how);
+    }
+
     /// Appends one session to `sessions.csv`.
     pub fn write_session(&mut self, s: &SessionRecord) -> Result<()> {
         let path = self.dir.join(SESSIONS_FILE);

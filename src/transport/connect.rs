@@ -1,5 +1,5 @@
 //! Opening one connection, each phase timed on its own: DNS, TCP connect (with the emulated
-//! SYN round trip), TLS. The WebSocket upgrade is timed in [`super::ws`].
+//! SYN round trip), the proxy's `CONNECT` tunnel, TLS. The WebSocket upgrade is timed in [`super::ws`].
 //!
 //! Owns: the socket options (`TCP_NODELAY`, so Nagle never adds ~40 ms to a small request),
 //! where the link emulation sits (between TCP and TLS, so the handshake pays the RTT), and
@@ -8,7 +8,7 @@
 
 use std::io;
 use std::pin::Pin;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicU64, AtomicU8, Ordering};
 use std::sync::Arc;
 use std::task::{ready, Context, Poll};
 use std::time::Instant;
@@ -19,6 +19,7 @@ use tokio_rustls::TlsConnector;
 
 use super::io::{IoStats, MeteredIo};
 use super::probe::SockProbe;
+use super::proxy::Proxy;
 use super::{Clock, Endpoint, Setup};
 use crate::link::{BoxIo, Link};
 
@@ -53,10 +54,13 @@ pub enum DialError {
 }
 
 /// Opens a connection to `ep`: DNS (skipped for IP literals), TCP connect + one emulated RTT,
-/// the link delay line, then TLS when `tls` is given.
+/// the link delay line, the `CONNECT` tunnel when `proxy` is given, then TLS when `tls` is
+/// given. Through a proxy, DNS and TCP connect are those of the proxy (the proxy resolves
+/// the target's name) and TLS runs inside the tunnel.
 pub async fn dial(
     ep: &Endpoint,
     tls: Option<&TlsConnector>,
+    proxy: Option<&Proxy>,
     link: &Link,
     clock: Clock,
     seed: u64,
@@ -66,24 +70,32 @@ pub async fn dial(
         connection_id,
         ..Setup::default()
     };
-    let addr = if let Ok(ip) = ep.host.parse::<std::net::IpAddr>() {
-        std::net::SocketAddr::new(ip, ep.port)
+    let (host, port) = match proxy {
+        Some(p) => (p.host(), p.port()),
+        None => (ep.host.as_str(), ep.port),
+    };
+    let via = |what: &str| match proxy {
+        Some(p) => format!("{what} (proxy {})", p.url()),
+        None => what.to_string(),
+    };
+    let addr = if let Ok(ip) = host.parse::<std::net::IpAddr>() {
+        std::net::SocketAddr::new(ip, port)
     } else {
         let t0 = Instant::now();
-        let mut addrs = tokio::net::lookup_host((ep.host.as_str(), ep.port))
+        let mut addrs = tokio::net::lookup_host((host, port))
             .await
-            .map_err(|e| DialError::Connect(format!("DNS lookup of {}: {e}", ep.host)))?;
+            .map_err(|e| DialError::Connect(format!("DNS lookup of {}: {e}", via(host))))?;
         let addr = addrs.next().ok_or_else(|| {
-            DialError::Connect(format!("DNS lookup of {} returned no address", ep.host))
+            DialError::Connect(format!("DNS lookup of {} returned no address", via(host)))
         })?;
         setup.dns_ns = Some(t0.elapsed().as_nanos() as u64);
         addr
     };
 
     let t0 = Instant::now();
-    let tcp = tokio::net::TcpStream::connect(addr)
-        .await
-        .map_err(|e| DialError::Connect(format!("TCP connect to {addr}: {e}")))?;
+    let tcp = tokio::net::TcpStream::connect(addr).await.map_err(|e| {
+        DialError::Connect(format!("TCP connect to {}: {e}", via(&addr.to_string())))
+    })?;
     tcp.set_nodelay(true)
         .map_err(|e| DialError::Connect(format!("setting TCP_NODELAY: {e}")))?;
     link.connect_delay().await;
@@ -98,19 +110,45 @@ pub async fn dial(
         )
         .map_err(|e| DialError::Connect(format!("setting up the emulated link: {e}")))?;
 
+    let io = match proxy {
+        None => io,
+        Some(p) => {
+            let mut io = io;
+            let t0 = Instant::now();
+            super::proxy::tunnel(&mut io, p, &ep.host, ep.port)
+                .await
+                .map_err(DialError::Connect)?;
+            setup.proxy_connect_ns = Some(t0.elapsed().as_nanos() as u64);
+            io
+        }
+    };
+
+    let mut cert_asked = 0;
     let io: BoxIo = match tls {
         None => io,
         Some(connector) => {
             let name = rustls::pki_types::ServerName::try_from(ep.host.clone()).map_err(|e| {
                 DialError::Tls(format!("invalid TLS server name {:?}: {e}", ep.host))
             })?;
+            // This connection's own resolver in front of the configured one notes whether
+            // the server asked for a client certificate that is not there.
+            let probe = Arc::new(CertRequestProbe {
+                inner: connector.config().client_auth_cert_resolver.clone(),
+                asked: AtomicU8::new(0),
+            });
+            let mut cfg = (**connector.config()).clone();
+            cfg.client_auth_cert_resolver = probe.clone();
+            let connector = TlsConnector::from(Arc::new(cfg));
             let t0 = Instant::now();
             let stream = connector.connect(name, io).await.map_err(|e| {
                 let hint = if e.to_string().contains("NoApplicationProtocol") {
                     "; the server accepts none of the offered ALPN protocols \
                          (the http2 transport offers only h2: use http-pooled for this target)"
+                        .to_string()
                 } else {
-                    ""
+                    client_cert_refusal(&e)
+                        .map(|m| format!("; {m}"))
+                        .unwrap_or_default()
                 };
                 DialError::Tls(format!("TLS handshake with {}: {e}{hint}", ep.host))
             })?;
@@ -120,16 +158,81 @@ pub async fn dial(
                 .alpn_protocol()
                 .map(|p| String::from_utf8_lossy(p).into_owned());
             setup.tls_version = conn.protocol_version().map(|v| format!("{v:?}"));
+            cert_asked = probe.asked.load(Ordering::Relaxed);
             Box::pin(RecordAtATime(stream))
         }
     };
     let (io, stats) = MeteredIo::new(io, clock, Some(arrivals));
+    stats.client_cert_asked.store(cert_asked, Ordering::Relaxed);
     Ok(Dialed {
         io,
         stats,
         setup,
         probe,
     })
+}
+
+/// Notes whether the server asked for a client certificate, and whether one was sent
+/// (see [`IoStats::client_cert_asked`]).
+#[derive(Debug)]
+struct CertRequestProbe {
+    inner: Arc<dyn rustls::client::ResolvesClientCert>,
+    asked: AtomicU8,
+}
+
+impl rustls::client::ResolvesClientCert for CertRequestProbe {
+    fn resolve(
+        &self,
+        root_hint_subjects: &[&[u8]],
+        sigschemes: &[rustls::SignatureScheme],
+    ) -> Option<Arc<rustls::sign::CertifiedKey>> {
+        let got = self.inner.resolve(root_hint_subjects, sigschemes);
+        self.asked
+            .store(if got.is_some() { 2 } else { 1 }, Ordering::Relaxed);
+        got
+    }
+
+    fn only_raw_public_keys(&self) -> bool {
+        self.inner.only_raw_public_keys()
+    }
+
+    fn has_certs(&self) -> bool {
+        self.inner.has_certs()
+    }
+}
+
+/// When `err` or one of its causes is a TLS alert about the client's certificate, what it
+/// means and what to do. A TLS 1.3 server checks the client certificate after the client
+/// finished its handshake, so its refusal arrives with the first read, as a request error.
+pub fn client_cert_refusal(err: &(dyn std::error::Error + 'static)) -> Option<String> {
+    use rustls::AlertDescription as A;
+    let mut cur = Some(err);
+    while let Some(e) = cur {
+        let tls = e.downcast_ref::<rustls::Error>().or_else(|| {
+            e.downcast_ref::<io::Error>()
+                .and_then(|io| io.get_ref())
+                .and_then(|inner| inner.downcast_ref::<rustls::Error>())
+        });
+        if let Some(rustls::Error::AlertReceived(alert)) = tls {
+            return match alert {
+                A::CertificateRequired => Some(format!(
+                    "the server sent TLS alert {alert:?}: it requires a client certificate; set client_cert and client_key for this target"
+                )),
+                A::BadCertificate
+                | A::UnknownCA
+                | A::CertificateUnknown
+                | A::UnsupportedCertificate
+                | A::CertificateExpired
+                | A::CertificateRevoked
+                | A::AccessDenied => Some(format!(
+                    "the server sent TLS alert {alert:?}: it refused the client certificate; check client_cert and client_key and that the server trusts their CA"
+                )),
+                _ => None,
+            };
+        }
+        cur = e.source();
+    }
+    None
 }
 
 /// A client TLS stream read one record's plaintext at a time.

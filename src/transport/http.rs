@@ -396,7 +396,12 @@ where
             out.unsent = e.unsent;
             out.refused = refused_unprocessed(&e.error);
             out.reset = super::io::is_reset(&e.error);
-            out.ending = Ending::Io(format!("sending the request: {}", e.error));
+            let refusal =
+                super::connect::client_cert_refusal(&e.error).or_else(|| stats.tls_refusal());
+            out.ending = match refusal {
+                Some(why) => Ending::Tls(format!("sending the request: {}: {why}", e.error)),
+                None => Ending::Io(format!("sending the request: {}", e.error)),
+            };
             return out;
         }
     };

@@ -37,6 +37,33 @@ pub struct IoStats {
     /// Which read delivered which response byte, when the HTTP layer set one up (before
     /// its first read).
     pub byte_clock: OnceLock<Arc<ByteClock>>,
+    /// Set when a read failed with a TLS alert refusing the client certificate (see
+    /// [`super::connect::client_cert_refusal`]): requests failing on this connection say so
+    /// even when their own error lost the cause.
+    pub client_cert_refusal: OnceLock<String>,
+    /// What the server asked of the client during the handshake: 0 no certificate, 1 a
+    /// certificate that none was configured for, 2 a certificate that was sent.
+    pub client_cert_asked: std::sync::atomic::AtomicU8,
+}
+
+impl IoStats {
+    /// Why requests on this connection failed, when the server's side of TLS says so: an
+    /// alert refusing the client certificate, or a certificate asked for, none sent, and the
+    /// connection failing before any response byte (the alert itself can be lost when the
+    /// server's close resets the connection).
+    pub fn tls_refusal(&self) -> Option<String> {
+        if let Some(why) = self.client_cert_refusal.get() {
+            return Some(why.clone());
+        }
+        if self.read() > 0 {
+            return None;
+        }
+        match self.client_cert_asked.load(Ordering::Relaxed) {
+            1 => Some("the server asked for a client certificate, none is configured, and the connection failed before any response; set client_cert and client_key for this target".to_string()),
+            2 => Some("the server asked for a client certificate and the connection failed before any response: it likely refused the certificate; check client_cert and client_key and that the server trusts their CA".to_string()),
+            _ => None,
+        }
+    }
 }
 
 impl IoStats {
@@ -112,6 +139,11 @@ impl AsyncRead for MeteredIo {
                 if let Some(bc) = self.stats.byte_clock.get() {
                     bc.feed(&buf.filled()[before..], at);
                 }
+            }
+        }
+        if let Poll::Ready(Err(e)) = &r {
+            if let Some(why) = super::connect::client_cert_refusal(e) {
+                let _ = self.stats.client_cert_refusal.set(why);
             }
         }
         r

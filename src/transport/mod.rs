@@ -17,6 +17,7 @@ pub mod connect;
 pub mod http;
 pub mod io;
 pub mod probe;
+pub mod proxy;
 pub mod session;
 pub mod sse;
 pub mod ws;
@@ -171,10 +172,13 @@ impl Endpoint {
 pub enum Trust {
     /// Exactly the embedded simulator's certificate.
     Sim(crate::tls::SelfSigned),
-    /// The public webpki roots (real endpoints).
+    /// The bundled public webpki roots only (`run` uses [`Trust::Endpoint`] for real endpoints).
     PublicRoots,
     /// The certificates in a PEM file (`--cacert`).
     PemFile(PathBuf),
+    /// A real endpoint: the system's store, the bundled roots, the target's `ca_file`, and
+    /// its client certificate (see [`crate::tls::EndpointTrust`]).
+    Endpoint(std::sync::Arc<crate::tls::EndpointTrust>),
 }
 
 impl Trust {
@@ -186,6 +190,7 @@ impl Trust {
         match self {
             Trust::Sim(cert) => cert.client_config(alpn),
             Trust::PublicRoots => crate::tls::public_client_config(alpn),
+            Trust::Endpoint(t) => t.client_config(alpn),
             Trust::PemFile(path) => {
                 let pem = std::fs::read(path).map_err(|e| {
                     anyhow::anyhow!(

@@ -22,6 +22,7 @@ use tokio_util::sync::CancellationToken;
 use super::connect::{dial, DialError, Dialed};
 use super::http::{self as h, H1Conn, H2Conn, HttpRequest};
 use super::probe::Idle;
+use super::proxy::Proxy;
 use super::ws::{self, WsConn};
 use super::{Clock, Ending, Endpoint, Exchanged, Flow, Limits, Scheme, Setup, Trust, WireEvent};
 use crate::link::Link;
@@ -32,6 +33,7 @@ pub struct Connector {
     kind: TransportKind,
     endpoint: Endpoint,
     tls: Option<TlsConnector>,
+    proxy: Option<Proxy>,
     link: Link,
     clock: Clock,
     seed: u64,
@@ -80,12 +82,19 @@ impl Connector {
             kind: transport,
             endpoint,
             tls,
+            proxy: None,
             link,
             clock,
             seed,
             pool: Mutex::new(Vec::new()),
             h2: tokio::sync::Mutex::new(None),
         })
+    }
+
+    /// Connections go through `proxy`'s `CONNECT` tunnel (every transport, plain http too).
+    pub fn with_proxy(mut self, proxy: Option<Proxy>) -> Self {
+        self.proxy = proxy;
+        self
     }
 
     /// A per-session handle.
@@ -120,6 +129,7 @@ impl Connector {
         dial(
             &self.endpoint,
             self.tls.as_ref(),
+            self.proxy.as_ref(),
             &self.link,
             self.clock,
             self.seed,
@@ -516,9 +526,7 @@ impl SessionTransport {
         let opened = race(
             async {
                 let d = c.dial().await?;
-                ws::upgrade(d, &url, headers)
-                    .await
-                    .map_err(|(status, msg)| Ending::Upgrade(status, msg))
+                ws::upgrade(d, &url, headers).await
             },
             limits,
             cancel,

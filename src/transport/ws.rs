@@ -73,14 +73,15 @@ pub fn ws_config() -> tungstenite::protocol::WebSocketConfig {
     tungstenite::protocol::WebSocketConfig::default().read_buffer_size(16 * 1024)
 }
 
-/// Performs the upgrade on `d`. Errors carry the HTTP status when the server answered.
+/// Performs the upgrade on `d`. Errors carry the HTTP status when the server answered; a
+/// TLS refusal of the client certificate (TLS 1.3 sends it after the handshake) is a TLS error.
 pub async fn upgrade(
     d: Dialed,
     url: &str,
     headers: &[(http::HeaderName, http::HeaderValue)],
-) -> Result<WsConn, (Option<u16>, String)> {
+) -> Result<WsConn, Ending> {
     let mut req = url.into_client_request().map_err(|e| {
-        (
+        Ending::Upgrade(
             None,
             format!("building the WebSocket request for {url}: {e}"),
         )
@@ -88,6 +89,7 @@ pub async fn upgrade(
     for (k, v) in headers {
         req.headers_mut().insert(k.clone(), v.clone());
     }
+    let stats = d.stats.clone();
     let t0 = Instant::now();
     let (ws, _resp) = tokio_tungstenite::client_async_with_config(req, d.io, Some(ws_config()))
         .await
@@ -99,12 +101,17 @@ pub async fn upgrade(
                     .as_deref()
                     .map(|b| String::from_utf8_lossy(&b[..b.len().min(512)]).into_owned())
                     .unwrap_or_default();
-                (
+                Ending::Upgrade(
                     Some(status),
                     format!("WebSocket upgrade to {url} refused with HTTP {status}: {body}"),
                 )
             }
-            other => (None, format!("WebSocket upgrade to {url}: {other}")),
+            other => {
+                match super::connect::client_cert_refusal(&other).or_else(|| stats.tls_refusal()) {
+                    Some(why) => Ending::Tls(format!("WebSocket upgrade to {url}: {other}: {why}")),
+                    None => Ending::Upgrade(None, format!("WebSocket upgrade to {url}: {other}")),
+                }
+            }
         })?;
     let mut setup = d.setup;
     setup.ws_upgrade_ns = Some(t0.elapsed().as_nanos() as u64);

@@ -33,6 +33,7 @@ fn target(api: ApiFlavour) -> Target {
         request_timeout: Duration::from_secs(30),
         stall_timeout: Duration::from_secs(10),
         transports: TransportKind::ALL.to_vec(),
+        net: Default::default(),
     }
 }
 

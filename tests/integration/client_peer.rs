@@ -310,6 +310,7 @@ fn target(peer: &Peer, api: ApiFlavour) -> Target {
         request_timeout: Duration::from_secs(10),
         stall_timeout: Duration::from_secs(5),
         transports: TransportKind::ALL.to_vec(),
+        net: Default::default(),
     }
 }
 

@@ -60,6 +60,7 @@ fn plan(scenario_hash: &str, link: &str, transports: &[TransportKind]) -> Plan {
         request_timeout: Duration::from_secs(60),
         stall_timeout: Duration::from_secs(10),
         transports: TransportKind::ALL.to_vec(),
+        net: Default::default(),
     };
     let mut gate = BTreeMap::new();
     gate.insert("overhead".to_string(), "+1ms".to_string());

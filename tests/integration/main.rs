@@ -11,6 +11,7 @@ mod load_schedule;
 mod report;
 mod run_e2e;
 mod run_faults;
+mod run_net;
 mod run_support;
 mod sim_cli;
 mod sim_client;

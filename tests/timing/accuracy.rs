@@ -66,6 +66,7 @@ pub(crate) fn target(sim: &SimHandle) -> Target {
         request_timeout: Duration::from_secs(30),
         stall_timeout: Duration::from_secs(10),
         transports: TransportKind::ALL.to_vec(),
+        net: Default::default(),
     }
 }
 

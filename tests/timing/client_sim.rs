@@ -40,6 +40,7 @@ fn target(sim: &SimHandle, api: ApiFlavour) -> Target {
         request_timeout: Duration::from_secs(20),
         stall_timeout: Duration::from_secs(10),
         transports: TransportKind::ALL.to_vec(),
+        net: Default::default(),
     }
 }
 
