@@ -14,6 +14,7 @@
 //! return only, never per chunk.
 
 use std::future::Future;
+use std::sync::atomic::{AtomicU8, Ordering};
 use std::sync::{Arc, Mutex};
 
 use tokio_rustls::TlsConnector;
@@ -28,6 +29,22 @@ use super::{Clock, Ending, Endpoint, Exchanged, Flow, Limits, Scheme, Setup, Tru
 use crate::link::Link;
 use crate::recorder::TransportKind;
 
+/// Some servers close every keep-alive connection right after a streamed response without
+/// saying so (llama.cpp's server sends its FIN ~40 µs after the last chunk while advertising
+/// `Keep-Alive: timeout=5`). A request written in that instant reaches a server that is
+/// closing; when its close is a plain FIN there is no proof the request went unread, so it
+/// could only be a `stale-connection` failure. So until a cell has seen what its server
+/// does, an idle connection is taken from the pool only once it has been idle this long (the
+/// request waits the rest, counted in its latency from the intended start; only the first
+/// reuses of a cell) and is still open. Closed: the server "closes after responses" and the
+/// cell stops pooling (each request opens a connection, as it would have to anyway). Open:
+/// the server "keeps" and reuse is immediate from then on.
+pub const SETTLE: std::time::Duration = std::time::Duration::from_millis(5);
+
+const HABIT_UNKNOWN: u8 = 0;
+const HABIT_KEEPS: u8 = 1;
+const HABIT_CLOSES: u8 = 2;
+
 /// Per-cell connection owner.
 pub struct Connector {
     kind: TransportKind,
@@ -38,6 +55,9 @@ pub struct Connector {
     clock: Clock,
     seed: u64,
     pool: Mutex<Vec<H1Conn>>,
+    /// What this cell's server does with a keep-alive connection after a response:
+    /// [`HABIT_UNKNOWN`], [`HABIT_KEEPS`] or [`HABIT_CLOSES`] (see [`Connector::pool_return`]).
+    habit: AtomicU8,
     h2: tokio::sync::Mutex<Option<H2Conn>>,
 }
 
@@ -87,6 +107,7 @@ impl Connector {
             clock,
             seed,
             pool: Mutex::new(Vec::new()),
+            habit: AtomicU8::new(HABIT_UNKNOWN),
             h2: tokio::sync::Mutex::new(None),
         })
     }
@@ -141,6 +162,37 @@ impl Connector {
         })
     }
 
+    /// Puts a connection whose response ended cleanly back in the pool, unless this cell's
+    /// server was seen closing connections right after responses (see [`SETTLE`]).
+    fn pool_return(c: &Arc<Connector>, mut conn: H1Conn) {
+        if c.habit.load(Ordering::Relaxed) == HABIT_CLOSES {
+            return;
+        }
+        conn.idle_since = Some(std::time::Instant::now());
+        if let Ok(mut p) = c.pool.lock() {
+            p.push(conn);
+        }
+    }
+
+    fn learn(&self, keeps: bool) {
+        if keeps {
+            self.habit.store(HABIT_KEEPS, Ordering::Relaxed);
+        } else {
+            let _ = self.habit.compare_exchange(
+                HABIT_UNKNOWN,
+                HABIT_CLOSES,
+                Ordering::Relaxed,
+                Ordering::Relaxed,
+            );
+        }
+    }
+
+    /// Whether this cell's server was seen closing keep-alive connections right after a
+    /// response without announcing it (and never seen keeping one).
+    pub fn server_closes_after_response(&self) -> bool {
+        self.habit.load(Ordering::Relaxed) == HABIT_CLOSES
+    }
+
     /// An idle pooled connection fit for a request, or `None` (open a new one). Drops the
     /// ones the server closed, that hold bytes nobody asked for, or that the server's
     /// `Connection: close` / `Keep-Alive` said not to reuse by now. (The request then runs
@@ -152,8 +204,15 @@ impl Connector {
             if !idle.keep_alive.reusable_after(idle_for) {
                 continue;
             }
+            let unknown = self.habit.load(Ordering::Relaxed) == HABIT_UNKNOWN;
+            if unknown && idle_for < SETTLE {
+                tokio::time::sleep(SETTLE - idle_for).await;
+            }
             let server_closed = idle.sender.is_closed()
                 || idle.probe.as_ref().is_some_and(|p| p.idle() != Idle::Open);
+            if unknown {
+                self.learn(!server_closed);
+            }
             if server_closed {
                 continue;
             }
@@ -382,17 +441,16 @@ impl SessionTransport {
                 protocol: "HTTP/1.1",
                 reconnects,
             };
-            if pooled
+            let keep = pooled
                 && pumped.clean
                 && out.ending == Ending::Finished
-                && !conn.sender.is_closed()
-                && pumped.keep_alive.reusable_after(std::time::Duration::ZERO)
-            {
+                && pumped.keep_alive.reusable_after(std::time::Duration::ZERO);
+            if keep && conn.sender.is_closed() {
+                // Closed already, though the server did not announce it.
+                c.learn(false);
+            } else if keep {
                 conn.keep_alive = pumped.keep_alive;
-                conn.idle_since = Some(std::time::Instant::now());
-                if let Ok(mut p) = c.pool.lock() {
-                    p.push(conn);
-                }
+                Connector::pool_return(&c, conn);
             }
             return out;
         }
