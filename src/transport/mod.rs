@@ -303,6 +303,19 @@ pub struct Setup {
     pub connection_id: u64,
 }
 
+impl Setup {
+    /// What a later request on the same connection pays: nothing, on connection `self`.
+    pub fn reused(&self) -> Setup {
+        Setup {
+            reused: true,
+            connection_id: self.connection_id,
+            alpn: self.alpn.clone(),
+            tls_version: self.tls_version.clone(),
+            ..Setup::default()
+        }
+    }
+}
+
 /// How the transport part of a request ended.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Ending {

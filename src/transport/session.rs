@@ -225,13 +225,7 @@ impl Connector {
             if !ok {
                 continue;
             }
-            idle.setup = Setup {
-                reused: true,
-                connection_id: idle.setup.connection_id,
-                alpn: idle.setup.alpn.clone(),
-                tls_version: idle.setup.tls_version.clone(),
-                ..Setup::default()
-            };
+            idle.setup = idle.setup.reused();
             return Some(idle);
         }
         None
@@ -479,13 +473,7 @@ impl SessionTransport {
                     if let Some(conn) = slot.as_ref() {
                         if !conn.sender.is_closed() {
                             let mut shared = conn.clone();
-                            shared.setup = Setup {
-                                reused: true,
-                                connection_id: conn.setup.connection_id,
-                                alpn: conn.setup.alpn.clone(),
-                                tls_version: conn.setup.tls_version.clone(),
-                                ..Setup::default()
-                            };
+                            shared.setup = conn.setup.reused();
                             return Ok(shared);
                         }
                     }
@@ -621,13 +609,7 @@ impl SessionTransport {
                 Ending::Io("internal: no WebSocket open".into()),
             );
         };
-        let setup = setup.unwrap_or_else(|| Setup {
-            reused: true,
-            connection_id: w.setup.connection_id,
-            alpn: w.setup.alpn.clone(),
-            tls_version: w.setup.tls_version.clone(),
-            ..Setup::default()
-        });
+        let setup = setup.unwrap_or_else(|| w.setup.reused());
         let reused = setup.reused;
         let probe = w.probe.clone();
         let mut t = ws::turn(w, text, clock, limits, cancel, sink).await;
