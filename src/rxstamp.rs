@@ -240,6 +240,43 @@ fn recv_stamped(
     Ok((n as usize, stamp))
 }
 
+/// One non-blocking `sendmsg` of `bufs` on `tcp`'s socket: `Pending` when the kernel would
+/// block (the caller's tokio poll registered the waker), never `SIGPIPE`.
+#[cfg(target_os = "linux")]
+fn send_now(tcp: &TcpStream, bufs: &[io::IoSlice<'_>]) -> Poll<io::Result<usize>> {
+    use std::os::fd::AsRawFd;
+    let bufs = &bufs[..bufs.len().min(libc::UIO_MAXIOV as usize)];
+    // SAFETY: all-zero is a valid `msghdr` (no name, no control data).
+    let mut msg: libc::msghdr = unsafe { std::mem::zeroed() };
+    // `IoSlice` is ABI-compatible with `iovec` on Unix; sendmsg only reads through it.
+    msg.msg_iov = bufs.as_ptr() as *mut libc::iovec;
+    msg.msg_iovlen = bufs.len() as _;
+    loop {
+        // SAFETY: `msg` points at `bufs`, which outlive the call; the socket is non-blocking.
+        let n = unsafe {
+            libc::sendmsg(
+                tcp.as_raw_fd(),
+                &msg,
+                libc::MSG_DONTWAIT | libc::MSG_NOSIGNAL,
+            )
+        };
+        if n >= 0 {
+            return Poll::Ready(Ok(n as usize));
+        }
+        let e = io::Error::last_os_error();
+        match e.kind() {
+            io::ErrorKind::Interrupted => continue,
+            io::ErrorKind::WouldBlock => return Poll::Pending,
+            _ => return Poll::Ready(Err(e)),
+        }
+    }
+}
+
+#[cfg(not(target_os = "linux"))]
+fn send_now(_: &TcpStream, _: &[io::IoSlice<'_>]) -> Poll<io::Result<usize>> {
+    Poll::Pending
+}
+
 impl AsyncRead for KernelStamped {
     #[cfg(target_os = "linux")]
     fn poll_read(
@@ -302,13 +339,24 @@ impl AsyncRead for KernelStamped {
     }
 }
 
+/// Writes go to tokio first; where tokio answers `Pending`, the socket itself is asked
+/// (non-blocking). tokio knows a socket is writable only once its reactor has reported it, so
+/// on a socket it has not seen an event for yet (every new connection: see
+/// [`crate::transport::tcp`]) its first write would wait for a trip through the reactor and a
+/// task wake-up, with the request unsent: tens of microseconds on an idle machine and
+/// milliseconds on a busy one, in the request's TTFT. The kernel's answer is the truth; a
+/// `Pending` after it (a full send buffer) still has tokio's waker registered.
 impl AsyncWrite for KernelStamped {
     fn poll_write(
         self: Pin<&mut Self>,
         cx: &mut Context<'_>,
         buf: &[u8],
     ) -> Poll<io::Result<usize>> {
-        Pin::new(&mut self.get_mut().tcp).poll_write(cx, buf)
+        let this = self.get_mut();
+        match Pin::new(&mut this.tcp).poll_write(cx, buf) {
+            Poll::Pending => send_now(&this.tcp, &[io::IoSlice::new(buf)]),
+            r => r,
+        }
     }
 
     fn poll_write_vectored(
@@ -316,7 +364,11 @@ impl AsyncWrite for KernelStamped {
         cx: &mut Context<'_>,
         bufs: &[io::IoSlice<'_>],
     ) -> Poll<io::Result<usize>> {
-        Pin::new(&mut self.get_mut().tcp).poll_write_vectored(cx, bufs)
+        let this = self.get_mut();
+        match Pin::new(&mut this.tcp).poll_write_vectored(cx, bufs) {
+            Poll::Pending => send_now(&this.tcp, bufs),
+            r => r,
+        }
     }
 
     fn is_write_vectored(&self) -> bool {

@@ -93,7 +93,7 @@ pub async fn dial(
     };
 
     let t0 = Instant::now();
-    let tcp = tokio::net::TcpStream::connect(addr).await.map_err(|e| {
+    let tcp = super::tcp::connect(addr).await.map_err(|e| {
         DialError::Connect(format!("TCP connect to {}: {e}", via(&addr.to_string())))
     })?;
     tcp.set_nodelay(true)

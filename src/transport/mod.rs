@@ -20,6 +20,7 @@ pub mod probe;
 pub mod proxy;
 pub mod session;
 pub mod sse;
+pub mod tcp;
 pub mod ws;
 
 use std::path::PathBuf;

@@ -357,20 +357,26 @@ impl SessionTransport {
             } else {
                 None
             };
-            let mut conn = match idle {
-                Some(conn) => conn,
+            // A connection that carries one request (`http`) runs its I/O in this task.
+            let (mut conn, driver) = match idle {
+                Some(conn) => (conn, None),
                 None => {
                     let opened = race(
                         async {
                             let d = c.dial().await?;
-                            h::h1_handshake(d).await.map_err(Ending::Io)
+                            if pooled {
+                                h::h1_handshake(d).await.map(|c| (c, None))
+                            } else {
+                                h::h1_handshake_local(d).await.map(|(c, d)| (c, Some(d)))
+                            }
+                            .map_err(Ending::Io)
                         },
                         limits,
                         cancel,
                     )
                     .await;
                     match opened {
-                        Ok(conn) => conn,
+                        Ok(opened) => opened,
                         Err(e) => {
                             let mut out = self.failed(Setup::default(), e);
                             out.reconnects = reconnects;
@@ -390,15 +396,18 @@ impl SessionTransport {
             let stats = conn.stats.clone();
             let attribution = h::Attribution::H1(conn.byte_clock.clone(), conn.next_response);
             conn.next_response += 1;
-            let pumped = h::pump(
-                conn.sender.try_send_request(hreq),
-                attribution,
-                &stats,
-                c.clock,
-                limits,
-                cancel,
-                pooled,
-                sink,
+            let pumped = h::drive(
+                driver,
+                h::pump(
+                    conn.sender.try_send_request(hreq),
+                    attribution,
+                    &stats,
+                    c.clock,
+                    limits,
+                    cancel,
+                    pooled,
+                    sink,
+                ),
             )
             .await;
             let mut ending = pumped.ending;

@@ -126,9 +126,12 @@ fn assert_all_ok(rows: &[&Row]) {
     );
 }
 
-/// (a) `--concurrency 1`: across the whole run (every transport cell) no request starts
-/// before the previous one ended. Needs the run schedule that does not overlap cells sharing
-/// a real endpoint (`[load] schedule`, default `interleaved` for such cells).
+/// (a) `--concurrency 1` with the three HTTP transports: across the whole run (every transport
+/// cell) no request starts before the previous one ended. Needs the run schedule that does
+/// not overlap cells sharing a real endpoint (`[load] schedule`, default `interleaved` for
+/// such cells). llama-server does not speak HTTP/2 (it answers the h2c preface with an
+/// HTTP/1.1 400), so the `http2` cell's requests fail: they are data, recorded with a kind,
+/// and they take their turn on the server like the others.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 #[ignore]
 async fn llama_concurrency_1_never_overlaps_requests() {
@@ -145,7 +148,7 @@ concurrency = 1
 
 [matrix]
 targets = ["llama"]
-transports = ["http", "http-pooled"]
+transports = ["http", "http-pooled", "http2"]
 
 [[turns]]
 prompt = "Write a haiku about sockets."
@@ -157,7 +160,20 @@ prompt = "Now one about queues."
     )
     .await;
     let rows = user_rows(&rows);
-    assert_eq!(rows.len(), 2 * 3 * 2, "2 transports x 3 sessions x 2 turns");
+    let (h1, h2): (Vec<&Row>, Vec<&Row>) = rows.iter().partition(|r| r["transport"] != "http2");
+    assert_eq!(
+        h1.len(),
+        2 * 3 * 2,
+        "2 HTTP/1.1 transports x 3 sessions x 2 turns"
+    );
+    assert!(
+        h2.len() >= 3,
+        "every http2 session sent at least its first turn"
+    );
+    for r in &h2 {
+        assert_ne!(r["outcome"], "ok", "llama-server has no HTTP/2: {r:?}");
+        assert!(!r["error"].is_empty(), "a failure says why: {r:?}");
+    }
     let mut spans: Vec<(u64, u64, &str)> = rows
         .iter()
         .map(|r| {
@@ -193,7 +209,11 @@ prompt = "Now one about queues."
         spans.len(),
         overlaps.join("\n")
     );
-    assert_all_ok(&rows);
+    println!(
+        "http2 rows: {:?}",
+        h2.iter().map(|r| r["outcome"].as_str()).collect::<Vec<_>>()
+    );
+    assert_all_ok(&h1);
 }
 
 /// (b) `http-pooled`, 200+ requests at concurrency 4. llama-server closes the connection
@@ -603,3 +623,4 @@ async fn llama_http_ttft_matches_a_raw_socket_client() {
         "spark-bench http TTFT p50 {p_spark:.3} ms vs raw socket {p_raw:.3} ms"
     );
 }
+
