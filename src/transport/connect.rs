@@ -21,7 +21,7 @@ use super::io::{IoStats, MeteredIo};
 use super::probe::SockProbe;
 use super::proxy::Proxy;
 use super::{Clock, Endpoint, Setup};
-use crate::link::{BoxIo, Link};
+use crate::link::{BoxIo, Emulator, Link};
 
 static NEXT_CONNECTION_ID: AtomicU64 = AtomicU64::new(1);
 
@@ -56,12 +56,14 @@ pub enum DialError {
 /// Opens a connection to `ep`: DNS (skipped for IP literals), TCP connect + one emulated RTT,
 /// the link delay line, the `CONNECT` tunnel when `proxy` is given, then TLS when `tls` is
 /// given. Through a proxy, DNS and TCP connect are those of the proxy (the proxy resolves
-/// the target's name) and TLS runs inside the tunnel.
+/// the target's name) and TLS runs inside the tunnel. The link's delay line runs on
+/// `emulator`, and the connection counts into its run's provenance counters.
 pub async fn dial(
     ep: &Endpoint,
     tls: Option<&TlsConnector>,
     proxy: Option<&Proxy>,
     link: &Link,
+    emulator: &Emulator,
     clock: Clock,
     seed: u64,
 ) -> Result<Dialed, DialError> {
@@ -105,6 +107,7 @@ pub async fn dial(
     // the bytes arrive on the emulated path.
     let (io, arrivals) = link
         .wrap_tcp(
+            emulator,
             tcp,
             seed ^ connection_id.wrapping_mul(0x9e37_79b9_7f4a_7c15),
         )
@@ -164,6 +167,7 @@ pub async fn dial(
     };
     let (io, stats) = MeteredIo::new(io, clock, Some(arrivals));
     stats.client_cert_asked.store(cert_asked, Ordering::Relaxed);
+    let _ = stats.counters.set(emulator.counters().clone());
     Ok(Dialed {
         io,
         stats,
