@@ -32,6 +32,7 @@ use std::fmt;
 use std::io;
 use std::pin::Pin;
 use std::str::FromStr;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::task::{Context, Poll, Waker};
 use std::time::{Duration, Instant};
@@ -280,15 +281,17 @@ impl Link {
 
 /// The client side's link emulation for one run (or one standalone connector): the runtime
 /// of its delay lines, one worker thread started on first use and stopped when the emulator
-/// is dropped, and the run's provenance counters that its stamped sockets add to. Every
-/// connection of a run shares it (one delay-line thread per run, as the cells start
-/// together).
+/// is dropped; the run's provenance counters that its stamped sockets add to; and the
+/// numbering of the run's connections. Every connection of a run goes through it (one
+/// delay-line thread per run, as the cells start together).
 #[derive(Default)]
 pub struct Emulator {
     /// Built under this lock, so concurrent first connections cannot race to build two (a
     /// spare runtime could not even be dropped there: this is called from async code).
     rt: Mutex<Option<tokio::runtime::Runtime>>,
     counters: Arc<Counters>,
+    /// Connections numbered so far.
+    dialed: AtomicU64,
 }
 
 impl Emulator {
@@ -297,7 +300,13 @@ impl Emulator {
         Emulator {
             rt: Mutex::new(None),
             counters,
+            dialed: AtomicU64::new(0),
         }
+    }
+
+    /// A fresh id for a new connection, unique within the run (the first is 1).
+    pub fn next_connection_id(&self) -> u64 {
+        self.dialed.fetch_add(1, Ordering::Relaxed) + 1
     }
 
     /// The counters its connections add to.

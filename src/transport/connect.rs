@@ -3,12 +3,12 @@
 //!
 //! Owns: the socket options (`TCP_NODELAY`, so Nagle never adds ~40 ms to a small request),
 //! where the link emulation sits (between TCP and TLS, so the handshake pays the RTT), and
-//! connection ids.
+//! giving each connection its id (numbered per run by the run's [`crate::link::Emulator`]).
 //! Does not own: deadlines and cancellation (the caller races this future against them).
 
 use std::io;
 use std::pin::Pin;
-use std::sync::atomic::{AtomicU64, AtomicU8, Ordering};
+use std::sync::atomic::{AtomicU8, Ordering};
 use std::sync::Arc;
 use std::task::{ready, Context, Poll};
 use std::time::Instant;
@@ -22,13 +22,6 @@ use super::probe::SockProbe;
 use super::proxy::Proxy;
 use super::{Clock, Endpoint, Setup};
 use crate::link::{BoxIo, Emulator, Link};
-
-static NEXT_CONNECTION_ID: AtomicU64 = AtomicU64::new(1);
-
-/// A fresh id for a new connection, unique within the process.
-pub fn next_connection_id() -> u64 {
-    NEXT_CONNECTION_ID.fetch_add(1, Ordering::Relaxed)
-}
 
 /// An open connection, before any HTTP or WebSocket protocol ran on it.
 pub struct Dialed {
@@ -67,7 +60,7 @@ pub async fn dial(
     clock: Clock,
     seed: u64,
 ) -> Result<Dialed, DialError> {
-    let connection_id = next_connection_id();
+    let connection_id = emulator.next_connection_id();
     let mut setup = Setup {
         connection_id,
         ..Setup::default()
