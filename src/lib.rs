@@ -5,7 +5,9 @@
 //!
 //! * [`scenario`]: TOML scenario files, data only (`deny_unknown_fields`, errors with file:line:col).
 //! * [`plan`]: scenario + CLI overrides → a validated, seeded [`plan::Plan`].
-//! * [`driver`]: runs a plan: sessions, concurrency, pacing, cancellation; one record per request.
+//! * [`runner`]: executes a plan: embedded simulators, the driver, the recorder task, the
+//!   results files; returns the run's outcome and [`provenance`] as values.
+//! * [`driver`]: drives the plan's cells: sessions, concurrency, pacing, cancellation; one record per request.
 //! * [`transport`]: connections, TLS, HTTP/1.1, HTTP/2, SSE and WebSocket framing; the only
 //!   client-side code that reads the clock, and it does so when bytes arrive.
 //! * [`backend`]: protocol adapters (chat completions, responses): request bodies out,
@@ -16,8 +18,12 @@
 //! * [`compare`]: the CI gate.
 //! * [`sim`]: the embedded simulator; imports no client code.
 //!
+//! [`commands`] is the glue of the subcommands: arguments in, a runner or a report called,
+//! results printed.
+//!
 //! Shared infrastructure: [`link`] (user-space WAN emulation), [`timer`] (sub-ms sleeps),
-//! [`tls`], [`rng`], [`units`], [`kclock`] (kernel timestamps on the monotonic clock).
+//! [`tls`], [`rng`], [`units`], [`kclock`] (kernel timestamps on the monotonic clock),
+//! [`provenance`] (one run's counts of how its timestamps were taken).
 
 /// `println!` that never panics: when stdout is closed (`spark-bench run … | head`), the line
 /// is dropped and the run goes on (its results are in files).
@@ -56,9 +62,11 @@ pub mod link;
 pub mod plan;
 pub mod priority;
 pub mod progress;
+pub mod provenance;
 pub mod recorder;
 pub mod report;
 pub mod rng;
+pub mod runner;
 pub mod rxstamp;
 pub mod scenario;
 pub mod sim;

@@ -32,6 +32,7 @@ use std::fmt;
 use std::io;
 use std::pin::Pin;
 use std::str::FromStr;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::task::{Context, Poll, Waker};
 use std::time::{Duration, Instant};
@@ -42,6 +43,7 @@ use tokio::net::TcpStream;
 use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
 
+use crate::provenance::Counters;
 use crate::rng::Rng;
 use crate::rxstamp::{Arrivals, KernelStamped};
 use crate::timer;
@@ -205,23 +207,28 @@ impl Link {
     }
 
     /// Wraps a client's freshly connected TCP stream: its reads carry the kernel's receive
-    /// stamps ([`KernelStamped`]), and with an emulated link the delay line runs on its own
-    /// thread (its own runtime and socket reactor), so that the harness's and the simulator's
-    /// tasks never delay the emulator's reads. Returns the stream to use and the arrival
-    /// clock of its reads.
-    pub fn wrap_tcp(&self, tcp: TcpStream, seed: u64) -> io::Result<(BoxIo, Arrivals)> {
+    /// stamps ([`KernelStamped`], counted in the run's counters), and with an emulated link
+    /// the delay line runs on the `emulator`'s own thread (its own runtime and socket
+    /// reactor), so that the harness's and the simulator's tasks never delay the emulator's
+    /// reads. Returns the stream to use and the arrival clock of its reads.
+    pub fn wrap_tcp(
+        &self,
+        emulator: &Emulator,
+        tcp: TcpStream,
+        seed: u64,
+    ) -> io::Result<(BoxIo, Arrivals)> {
         if self.is_none() {
-            let (tcp, arrivals) = KernelStamped::new(tcp);
+            let (tcp, arrivals) = KernelStamped::new(tcp, emulator.counters.clone());
             return Ok((Box::pin(tcp), arrivals));
         }
-        let rt = &link_runtime()?;
+        let rt = &emulator.runtime()?;
         let std = tcp.into_std()?;
         let tcp = {
             // Registers the socket with the link thread's reactor.
             let _entered = rt.enter();
             TcpStream::from_std(std)?
         };
-        let (tcp, kernel) = KernelStamped::new(tcp);
+        let (tcp, kernel) = KernelStamped::new(tcp, emulator.counters.clone());
         let (io, arrivals) = self.spawn_pumps(rt, Box::pin(tcp), seed, Some(kernel));
         Ok((io, arrivals.unwrap_or_default()))
     }
@@ -272,24 +279,73 @@ impl Link {
     }
 }
 
-/// The runtime of the client-side delay lines: one worker thread, started on first use.
-/// Built under a lock, so concurrent first connections cannot race to build two (a spare
-/// runtime could not even be dropped here: this is called from async code).
-fn link_runtime() -> io::Result<tokio::runtime::Handle> {
-    static RT: Mutex<Option<tokio::runtime::Runtime>> = Mutex::new(None);
-    let mut slot = RT.lock().unwrap_or_else(|e| e.into_inner());
-    if let Some(rt) = slot.as_ref() {
-        return Ok(rt.handle().clone());
+/// The client side's link emulation for one run (or one standalone connector): the runtime
+/// of its delay lines, one worker thread started on first use and stopped when the emulator
+/// is dropped; the run's provenance counters that its stamped sockets add to; and the
+/// numbering of the run's connections. Every connection of a run goes through it (one
+/// delay-line thread per run, as the cells start together).
+#[derive(Default)]
+pub struct Emulator {
+    /// Built under this lock, so concurrent first connections cannot race to build two (a
+    /// spare runtime could not even be dropped there: this is called from async code).
+    rt: Mutex<Option<tokio::runtime::Runtime>>,
+    counters: Arc<Counters>,
+    /// Connections numbered so far.
+    dialed: AtomicU64,
+}
+
+impl Emulator {
+    /// An emulator whose sockets count into `counters`.
+    pub fn new(counters: Arc<Counters>) -> Self {
+        Emulator {
+            rt: Mutex::new(None),
+            counters,
+            dialed: AtomicU64::new(0),
+        }
     }
-    let rt = tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(1)
-        .thread_name("spark-bench-link")
-        .on_thread_start(crate::priority::on_emulator_thread_start)
-        .enable_all()
-        .build()?;
-    let handle = rt.handle().clone();
-    *slot = Some(rt);
-    Ok(handle)
+
+    /// A fresh id for a new connection, unique within the run (the first is 1).
+    pub fn next_connection_id(&self) -> u64 {
+        self.dialed.fetch_add(1, Ordering::Relaxed) + 1
+    }
+
+    /// The counters its connections add to.
+    pub fn counters(&self) -> &Arc<Counters> {
+        &self.counters
+    }
+
+    /// The delay lines' runtime, started on first use. Its threads ask for real-time
+    /// priority when the process wants it ([`crate::priority`]), and a refusal is counted.
+    fn runtime(&self) -> io::Result<tokio::runtime::Handle> {
+        let mut slot = self.rt.lock().unwrap_or_else(|e| e.into_inner());
+        if let Some(rt) = slot.as_ref() {
+            return Ok(rt.handle().clone());
+        }
+        let counters = self.counters.clone();
+        let rt = tokio::runtime::Builder::new_multi_thread()
+            .worker_threads(1)
+            .thread_name("spark-bench-link")
+            .on_thread_start(move || {
+                if crate::priority::on_emulator_thread_start() == Some(false) {
+                    counters.realtime_refused();
+                }
+            })
+            .enable_all()
+            .build()?;
+        let handle = rt.handle().clone();
+        *slot = Some(rt);
+        Ok(handle)
+    }
+}
+
+impl Drop for Emulator {
+    fn drop(&mut self) {
+        // Dropping a runtime blocks, which async code may not do; its tasks (the delay
+        // lines of connections already closed) are dropped without waiting.
+        if let Some(rt) = self.rt.get_mut().unwrap_or_else(|e| e.into_inner()).take() {
+            rt.shutdown_background();
+        }
+    }
 }
 
 /// Where a delay line delivers: a byte stream (outbound, and the server side), or the
@@ -520,11 +576,14 @@ where
     let writer: Pump = Box::pin(async move {
         while let Some(seg) = rx.recv().await {
             match seg {
-                Segment::Data([read_at, returned], at, bytes) => {
+                Segment::Data(read, at, bytes) => {
                     timer::sleep_until(at).await;
+                    #[cfg(any(test, feature = "test-support"))]
                     if matches!(dst, Dest::Near(_)) {
-                        probe::record([read_at, returned], at, Instant::now(), bytes.len());
+                        probe::record(read, at, Instant::now(), bytes.len());
                     }
+                    #[cfg(not(any(test, feature = "test-support")))]
+                    let _ = read;
                     if !dst.deliver(at, bytes).await {
                         return;
                     }
@@ -543,70 +602,10 @@ where
     [reader, writer]
 }
 
-/// Diagnostics for tests and benchmarks: when started, every segment the delay line hands to
-/// the wrapped (application) side is logged with when it was read from the socket, when it
-/// was due, and when it was handed over, so an error against ground truth can be split into
-/// the link's own lateness and the reader's.
-#[doc(hidden)]
-pub mod probe {
-    use std::sync::atomic::{AtomicBool, Ordering};
-    use std::sync::Mutex;
-    use std::time::Instant;
-
-    /// One inbound segment.
-    #[derive(Debug, Clone, Copy)]
-    pub struct SegmentTiming {
-        /// When it reached the socket (the kernel's stamp when available, else the read).
-        pub read: Instant,
-        /// When the delay line's read of it returned.
-        pub returned: Instant,
-        /// When it was due at the application side (read + one-way delay).
-        pub due: Instant,
-        /// When the delay line woke to hand it to the application side.
-        pub delivered: Instant,
-        /// Its length in bytes.
-        pub len: usize,
-    }
-
-    static ON: AtomicBool = AtomicBool::new(false);
-    static LOG: Mutex<Vec<SegmentTiming>> = Mutex::new(Vec::new());
-
-    /// Starts logging (and clears the log).
-    pub fn start() {
-        LOG.lock().unwrap_or_else(|e| e.into_inner()).clear();
-        ON.store(true, Ordering::SeqCst);
-    }
-
-    /// Stops logging and returns the log.
-    pub fn take() -> Vec<SegmentTiming> {
-        ON.store(false, Ordering::SeqCst);
-        std::mem::take(&mut *LOG.lock().unwrap_or_else(|e| e.into_inner()))
-    }
-
-    /// The log keeps at most this many segments (a `start` without a `take` stays bounded).
-    const CAP: usize = 1 << 20;
-
-    pub(super) fn record(
-        [read, returned]: [Instant; 2],
-        due: Instant,
-        delivered: Instant,
-        len: usize,
-    ) {
-        if ON.load(Ordering::Relaxed) {
-            let mut log = LOG.lock().unwrap_or_else(|e| e.into_inner());
-            if log.len() >= CAP {
-                return;
-            }
-            log.push(SegmentTiming {
-                read,
-                returned,
-                due,
-                delivered,
-                len,
-            });
-        }
-    }
-}
+/// Diagnostics for tests and benchmarks (the delay line's per-segment timing); not in the
+/// shipped binary.
+#[cfg(any(test, feature = "test-support"))]
+pub mod probe;
 
 #[cfg(test)]
 mod tests {
@@ -681,11 +680,13 @@ mod tests {
             }
         });
         let link: Link = "rtt=2ms".parse().unwrap();
+        let emulator = Arc::new(Emulator::default());
         let mut tasks = Vec::new();
         for i in 0..8u64 {
+            let emulator = emulator.clone();
             tasks.push(tokio::spawn(async move {
                 let tcp = TcpStream::connect(addr).await.unwrap();
-                let (mut io, arrivals) = link.wrap_tcp(tcp, i).unwrap();
+                let (mut io, arrivals) = link.wrap_tcp(&emulator, tcp, i).unwrap();
                 io.write_all(b"ping").await.unwrap();
                 let mut b = [0u8; 4];
                 io.read_exact(&mut b).await.unwrap();
@@ -708,7 +709,8 @@ mod tests {
         let link: Link = "rtt=2ms".parse().unwrap();
         let client = tokio::spawn(async move {
             let tcp = TcpStream::connect(addr).await.unwrap();
-            let (mut io, _) = link.wrap_tcp(tcp, 7).unwrap();
+            let emulator = Emulator::default();
+            let (mut io, _) = link.wrap_tcp(&emulator, tcp, 7).unwrap();
             io.write_all(b"ping").await.unwrap();
             let mut b = [0u8; 4];
             io.read_exact(&mut b).await.unwrap();

@@ -17,9 +17,11 @@
 
 use std::sync::atomic::{AtomicBool, Ordering};
 
+/// Whether this process wants its emulator threads real-time: those running when it was asked
+/// and those started later (the process's one timer thread, each run's delay-line threads).
+/// A setting of the process's threads, like `chrt`, not of a run: whether a run's threads got
+/// the priority is counted in that run's provenance counters.
 static WANTED: AtomicBool = AtomicBool::new(false);
-/// Set when an emulator thread asked for the priority and was refused.
-static DENIED: AtomicBool = AtomicBool::new(false);
 
 /// The SCHED_FIFO priority of the emulator's threads.
 pub const EMULATOR_PRIORITY: i32 = 2;
@@ -28,7 +30,8 @@ pub const EMULATOR_PRIORITY: i32 = 2;
 const EMULATOR_THREADS: [&str; 2] = ["spark-bench-lin", "spark-bench-tim"];
 
 /// Asks for real-time priority for the emulator's threads: those running now and those
-/// started later. Returns how many running threads were changed, or why it was refused.
+/// started later. Returns how many running threads were changed, or why it was refused
+/// (not permitted, or refused for some running thread).
 pub fn raise_emulator_threads() -> Result<usize, String> {
     WANTED.store(true, Ordering::SeqCst);
     // Probe on this thread first: if the kernel refuses, say so plainly.
@@ -40,19 +43,20 @@ pub fn raise_emulator_threads() -> Result<usize, String> {
                 .into(),
         );
     }
-    DENIED.store(false, Ordering::SeqCst);
-    Ok(for_each_emulator_thread(|tid| {
+    let refused = AtomicBool::new(false);
+    let n = for_each_emulator_thread(|tid| {
         let ok = set(tid, true);
         if !ok {
-            DENIED.store(true, Ordering::SeqCst);
+            refused.store(true, Ordering::Relaxed);
         }
         ok
-    }))
-}
-
-/// Whether the emulator's threads were asked for, and granted, real-time priority.
-pub fn emulator_realtime() -> bool {
-    WANTED.load(Ordering::SeqCst) && !DENIED.load(Ordering::SeqCst)
+    });
+    if refused.load(Ordering::Relaxed) {
+        return Err(format!(
+            "real-time priority refused for some of the emulator's threads ({n} raised)"
+        ));
+    }
+    Ok(n)
 }
 
 /// Returns the emulator's threads to the normal scheduler (and stops raising new ones).
@@ -61,11 +65,10 @@ pub fn lower_emulator_threads() -> usize {
     for_each_emulator_thread(|tid| set(tid, false))
 }
 
-/// Called by an emulator thread as it starts.
-pub(crate) fn on_emulator_thread_start() {
-    if WANTED.load(Ordering::SeqCst) && !set(0, true) {
-        DENIED.store(true, Ordering::SeqCst);
-    }
+/// Called by an emulator thread as it starts: `None` when real-time priority is not wanted,
+/// else whether the thread got it.
+pub(crate) fn on_emulator_thread_start() -> Option<bool> {
+    WANTED.load(Ordering::SeqCst).then(|| set(0, true))
 }
 
 /// Puts the calling thread under SCHED_FIFO at `priority` (1 is just above every normal

@@ -28,33 +28,7 @@ use std::time::{Duration, Instant};
 use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
 use tokio::net::TcpStream;
 
-/// Connections opened through [`KernelStamped`] in this process, and how many of them the
-/// kernel refused receive stamps for.
-static OPENED: AtomicU64 = AtomicU64::new(0);
-static REFUSED: AtomicU64 = AtomicU64::new(0);
-/// Reads on stamping sockets that came back without a stamp (and used the read time).
-static UNSTAMPED: AtomicU64 = AtomicU64::new(0);
-
-/// How this process's received bytes were stamped, for a run's provenance.
-pub fn stamp_source() -> String {
-    let opened = OPENED.load(Ordering::Relaxed);
-    let refused = REFUSED.load(Ordering::Relaxed);
-    let unstamped = UNSTAMPED.load(Ordering::Relaxed);
-    let how = match (opened, refused) {
-        (0, _) => "no connections".into(),
-        (_, 0) => "kernel receive time (SO_TIMESTAMPNS)".into(),
-        (o, r) if r >= o => "read time (kernel receive stamps unavailable)".into(),
-        (o, r) => format!(
-            "kernel receive time (SO_TIMESTAMPNS) on {} of {o} connections, read time on the rest",
-            o - r
-        ),
-    };
-    if unstamped > 0 && refused < opened {
-        format!("{how}; {unstamped} reads came without a kernel stamp and used the read time")
-    } else {
-        how
-    }
-}
+use crate::provenance::Counters;
 
 /// Keeps the kernel's receive stamping switched on for the life of the process.
 ///
@@ -140,22 +114,22 @@ pub struct KernelStamped {
     tcp: TcpStream,
     arrivals: Arrivals,
     kernel: bool,
+    counters: Arc<Counters>,
 }
 
 impl KernelStamped {
-    /// Turns on receive timestamps for `tcp`. The returned [`Arrivals`] follows its reads.
-    pub fn new(tcp: TcpStream) -> (Self, Arrivals) {
+    /// Turns on receive timestamps for `tcp`. The returned [`Arrivals`] follows its reads;
+    /// the connection and its unstamped reads are counted in the run's `counters`.
+    pub fn new(tcp: TcpStream, counters: Arc<Counters>) -> (Self, Arrivals) {
         let kernel = enable(&tcp);
-        OPENED.fetch_add(1, Ordering::Relaxed);
-        if !kernel {
-            REFUSED.fetch_add(1, Ordering::Relaxed);
-        }
+        counters.connection(kernel);
         let arrivals = Arrivals::new();
         (
             KernelStamped {
                 tcp,
                 arrivals: arrivals.clone(),
                 kernel,
+                counters,
             },
             arrivals,
         )
@@ -308,7 +282,7 @@ impl AsyncRead for KernelStamped {
                             Some(s) => crate::kclock::realtime_to_instant(s),
                             None => {
                                 if this.kernel {
-                                    UNSTAMPED.fetch_add(1, Ordering::Relaxed);
+                                    this.counters.unstamped_read();
                                 }
                                 Instant::now()
                             }
@@ -399,7 +373,7 @@ mod tests {
         let addr = listener.local_addr().unwrap();
         let client = TcpStream::connect(addr).await.unwrap();
         let (mut server, _) = listener.accept().await.unwrap();
-        let (mut client, arrivals) = KernelStamped::new(client);
+        let (mut client, arrivals) = KernelStamped::new(client, Default::default());
         assert!(arrivals.latest().is_none());
 
         server.write_all(b"first").await.unwrap();

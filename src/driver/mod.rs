@@ -65,10 +65,12 @@ pub struct Stop {
 /// server follow the plan's schedule (see [`crate::plan::schedule`]); all other cells run
 /// side by side. Every cell's warm-up sessions (and, for `cache = "warm"`, its
 /// cache-warming sessions) finish before any measured session starts.
-/// Returns when all cells are done or stopped; events go to `tx`.
+/// Returns when all cells are done or stopped; events go to `tx`. Every cell's connections
+/// run their delay lines on `emulator` and count into its (the run's) provenance counters.
 pub async fn run(
     plan: Arc<Plan>,
     endpoints: Vec<Endpoint>,
+    emulator: Arc<crate::link::Emulator>,
     clock: Clock,
     stop: Stop,
     tx: mpsc::Sender<Event>,
@@ -93,7 +95,8 @@ pub async fn run(
             clock,
             cell_seed,
         )?
-        .with_proxy(endpoint.proxy.clone());
+        .with_proxy(endpoint.proxy.clone())
+        .with_emulator(emulator.clone());
         cells.push(CellContext {
             plan: plan.clone(),
             index: index as u32,

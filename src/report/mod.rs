@@ -33,7 +33,7 @@
 
 pub mod charts;
 pub mod data;
-#[doc(hidden)]
+#[cfg(any(test, feature = "test-support"))]
 pub mod fixture;
 pub mod html;
 pub mod markdown;

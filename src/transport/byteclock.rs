@@ -20,7 +20,6 @@
 //! or a claim is ambiguous, lookups return `None` and the caller keeps the latest-read time.
 
 use std::collections::{BTreeMap, VecDeque};
-use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Mutex, MutexGuard};
 
 /// How many body bytes of an HTTP/2 stream are kept to claim it by: the whole first event
@@ -34,37 +33,6 @@ const MAX_RUNS: usize = 4096;
 const MAX_KEYS: usize = 256;
 /// The longest HTTP/1.1 head or chunk-size line accepted (hyper's own limit is ~400 KiB).
 const MAX_HEAD: usize = 512 * 1024;
-
-/// HTTP body frames this process stamped from a log (the read that delivered them).
-static EXACT: AtomicU64 = AtomicU64::new(0);
-/// HTTP body frames that fell back to the connection's latest read.
-static LATEST: AtomicU64 = AtomicU64::new(0);
-
-/// Counts one HTTP body frame by how its arrival was found.
-pub fn count_frame(exact: bool) {
-    if exact { &EXACT } else { &LATEST }.fetch_add(1, Ordering::Relaxed);
-}
-
-/// (frames stamped from the log, frames stamped with the latest read) so far.
-pub fn frame_counts() -> (u64, u64) {
-    (
-        EXACT.load(Ordering::Relaxed),
-        LATEST.load(Ordering::Relaxed),
-    )
-}
-
-/// How this process's HTTP body frames were stamped, for a run's provenance; `None` when it
-/// read none.
-pub fn frame_source() -> Option<String> {
-    match frame_counts() {
-        (0, 0) => None,
-        (_, 0) => Some("HTTP body frames stamped with the read that delivered them".into()),
-        (e, l) => Some(format!(
-            "HTTP body frames stamped with the read that delivered them ({e}), else with the \
-             connection's latest read ({l})"
-        )),
-    }
-}
 
 /// The per-connection log. Shared by the connection's reader (which feeds it) and the
 /// requests on the connection (which ask it).

@@ -3,12 +3,12 @@
 //!
 //! Owns: the socket options (`TCP_NODELAY`, so Nagle never adds ~40 ms to a small request),
 //! where the link emulation sits (between TCP and TLS, so the handshake pays the RTT), and
-//! connection ids.
+//! giving each connection its id (numbered per run by the run's [`crate::link::Emulator`]).
 //! Does not own: deadlines and cancellation (the caller races this future against them).
 
 use std::io;
 use std::pin::Pin;
-use std::sync::atomic::{AtomicU64, AtomicU8, Ordering};
+use std::sync::atomic::{AtomicU8, Ordering};
 use std::sync::Arc;
 use std::task::{ready, Context, Poll};
 use std::time::Instant;
@@ -21,14 +21,7 @@ use super::io::{IoStats, MeteredIo};
 use super::probe::SockProbe;
 use super::proxy::Proxy;
 use super::{Clock, Endpoint, Setup};
-use crate::link::{BoxIo, Link};
-
-static NEXT_CONNECTION_ID: AtomicU64 = AtomicU64::new(1);
-
-/// A fresh id for a new connection, unique within the process.
-pub fn next_connection_id() -> u64 {
-    NEXT_CONNECTION_ID.fetch_add(1, Ordering::Relaxed)
-}
+use crate::link::{BoxIo, Emulator, Link};
 
 /// An open connection, before any HTTP or WebSocket protocol ran on it.
 pub struct Dialed {
@@ -56,16 +49,18 @@ pub enum DialError {
 /// Opens a connection to `ep`: DNS (skipped for IP literals), TCP connect + one emulated RTT,
 /// the link delay line, the `CONNECT` tunnel when `proxy` is given, then TLS when `tls` is
 /// given. Through a proxy, DNS and TCP connect are those of the proxy (the proxy resolves
-/// the target's name) and TLS runs inside the tunnel.
+/// the target's name) and TLS runs inside the tunnel. The link's delay line runs on
+/// `emulator`, and the connection counts into its run's provenance counters.
 pub async fn dial(
     ep: &Endpoint,
     tls: Option<&TlsConnector>,
     proxy: Option<&Proxy>,
     link: &Link,
+    emulator: &Emulator,
     clock: Clock,
     seed: u64,
 ) -> Result<Dialed, DialError> {
-    let connection_id = next_connection_id();
+    let connection_id = emulator.next_connection_id();
     let mut setup = Setup {
         connection_id,
         ..Setup::default()
@@ -105,6 +100,7 @@ pub async fn dial(
     // the bytes arrive on the emulated path.
     let (io, arrivals) = link
         .wrap_tcp(
+            emulator,
             tcp,
             seed ^ connection_id.wrapping_mul(0x9e37_79b9_7f4a_7c15),
         )
@@ -164,6 +160,7 @@ pub async fn dial(
     };
     let (io, stats) = MeteredIo::new(io, clock, Some(arrivals));
     stats.client_cert_asked.store(cert_asked, Ordering::Relaxed);
+    let _ = stats.counters.set(emulator.counters().clone());
     Ok(Dialed {
         io,
         stats,

@@ -553,8 +553,8 @@ where
                     (Some(bc), Some(k)) => bc.body(k, body_end),
                     _ => None,
                 };
-                if byte_clock.is_some() {
-                    super::byteclock::count_frame(exact.is_some());
+                if let (Some(_), Some(c)) = (&byte_clock, stats.counters.get()) {
+                    c.frame(exact.is_some());
                 }
                 let at_ns = exact.unwrap_or_else(|| stats.last_read()).max(last_at);
                 last_at = at_ns;

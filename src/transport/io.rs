@@ -37,6 +37,8 @@ pub struct IoStats {
     /// Which read delivered which response byte, when the HTTP layer set one up (before
     /// its first read).
     pub byte_clock: OnceLock<Arc<ByteClock>>,
+    /// The run's provenance counters this connection adds to (set as it is opened).
+    pub counters: OnceLock<Arc<crate::provenance::Counters>>,
     /// Set when a read failed with a TLS alert refusing the client certificate (see
     /// [`super::connect::client_cert_refusal`]): requests failing on this connection say so
     /// even when their own error lost the cause.

@@ -26,7 +26,7 @@ use super::probe::Idle;
 use super::proxy::Proxy;
 use super::ws::{self, WsConn};
 use super::{Clock, Ending, Endpoint, Exchanged, Flow, Limits, Scheme, Setup, Trust, WireEvent};
-use crate::link::Link;
+use crate::link::{Emulator, Link};
 use crate::recorder::TransportKind;
 
 /// Some servers close every keep-alive connection right after a streamed response without
@@ -52,6 +52,8 @@ pub struct Connector {
     tls: Option<TlsConnector>,
     proxy: Option<Proxy>,
     link: Link,
+    /// The delay lines' runtime and the run's provenance counters.
+    emulator: Arc<Emulator>,
     clock: Clock,
     seed: u64,
     pool: Mutex<Vec<H1Conn>>,
@@ -104,6 +106,7 @@ impl Connector {
             tls,
             proxy: None,
             link,
+            emulator: Arc::new(Emulator::default()),
             clock,
             seed,
             pool: Mutex::new(Vec::new()),
@@ -116,6 +119,19 @@ impl Connector {
     pub fn with_proxy(mut self, proxy: Option<Proxy>) -> Self {
         self.proxy = proxy;
         self
+    }
+
+    /// Connections run their delay lines on `emulator` and count into its provenance
+    /// counters: a run's connectors share the run's. Without this a connector has an
+    /// emulator (and counters) of its own.
+    pub fn with_emulator(mut self, emulator: Arc<Emulator>) -> Self {
+        self.emulator = emulator;
+        self
+    }
+
+    /// The provenance counters this connector's connections add to.
+    pub fn counters(&self) -> &Arc<crate::provenance::Counters> {
+        self.emulator.counters()
     }
 
     /// A per-session handle.
@@ -141,7 +157,8 @@ impl Connector {
         &self.endpoint
     }
 
-    /// Idle HTTP/1.1 connections in the pool (for tests and diagnostics).
+    /// Idle HTTP/1.1 connections in the pool (for tests).
+    #[cfg(any(test, feature = "test-support"))]
     pub fn idle_connections(&self) -> usize {
         self.pool.lock().map(|p| p.len()).unwrap_or(0)
     }
@@ -152,6 +169,7 @@ impl Connector {
             self.tls.as_ref(),
             self.proxy.as_ref(),
             &self.link,
+            &self.emulator,
             self.clock,
             self.seed,
         )

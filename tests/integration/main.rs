@@ -12,6 +12,7 @@ mod report;
 mod run_e2e;
 mod run_faults;
 mod run_net;
+mod run_provenance;
 mod run_support;
 mod sim_cli;
 mod sim_client;

@@ -8,8 +8,8 @@ use std::path::Path;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 
-use spark_bench::commands::run::{load_plan, run_plan, ProgressChoice};
-use spark_bench::progress::Mode;
+use spark_bench::commands::run::load_plan;
+use spark_bench::runner::{self, Options};
 use spark_bench::sim::{self, SimConfig, SimHandle};
 use spark_bench::store::LoadedRun;
 use spark_bench::tls::SelfSigned;
@@ -132,7 +132,7 @@ async fn run(scenario: &Path, out: &Path) -> Result<LoadedRun, String> {
         unreachable!()
     };
     let plan = std::sync::Arc::new(load_plan(&args).map_err(|e| format!("{e:#}"))?);
-    let outcome = run_plan(plan, &args.out, ProgressChoice(Mode::Quiet))
+    let outcome = runner::run(plan, &args.out, Options::quiet())
         .await
         .map_err(|e| format!("{e:#}"))?;
     Ok(LoadedRun::open(&outcome.dir).unwrap())

@@ -5,9 +5,9 @@ use std::path::{Path, PathBuf};
 use std::process::{Output, Stdio};
 use std::time::Duration;
 
-use spark_bench::commands::run::{load_plan, run_plan, ProgressChoice, RunOutcome};
-use spark_bench::progress::Mode;
+use spark_bench::commands::run::load_plan;
 use spark_bench::recorder::RequestRecord;
+use spark_bench::runner::{self, Options, RunOutcome};
 use spark_bench::store::LoadedRun;
 
 /// The most any single binary run in these tests may take before the test fails.
@@ -72,7 +72,7 @@ pub fn only_run(out: &Path) -> PathBuf {
     dirs.into_iter().next().unwrap()
 }
 
-/// Runs a scenario file through the library (`load_plan` + `run_plan`) with extra command
+/// Runs a scenario file through the library (`load_plan` + `runner::run`) with extra command
 /// line arguments, quietly.
 #[allow(dead_code)] // used by the `timing` binary
 pub async fn run_lib(scenario: &Path, out: &Path, extra: &[&str]) -> RunOutcome {
@@ -89,7 +89,7 @@ pub async fn run_lib(scenario: &Path, out: &Path, extra: &[&str]) -> RunOutcome 
         unreachable!()
     };
     let plan = std::sync::Arc::new(load_plan(&args).unwrap());
-    run_plan(plan, &args.out, ProgressChoice(Mode::Quiet))
+    runner::run(plan, &args.out, Options::quiet())
         .await
         .unwrap()
 }

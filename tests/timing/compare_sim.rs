@@ -1,5 +1,5 @@
 //! The CI gate end to end against the real simulator: `spark-bench run`'s library path
-//! (`load_plan` + `run_plan`) drives three embedded simulators — a baseline profile, the
+//! (`load_plan` + `runner::run`) drives three embedded simulators — a baseline profile, the
 //! same with +10 % TTFT, and the same with −10 % decode speed — and the gate compares the
 //! results directories with default settings.
 //!
@@ -14,9 +14,9 @@ use std::time::Duration;
 use clap::Parser;
 use spark_bench::cli::{Cli, Command};
 use spark_bench::commands::compare::{compare_loaded, exit_code};
-use spark_bench::commands::run::{load_plan, run_plan, ProgressChoice};
+use spark_bench::commands::run::load_plan;
 use spark_bench::compare::{GateMetric, Settings, Verdict};
-use spark_bench::progress::Mode;
+use spark_bench::runner::{self, Options};
 use spark_bench::sim::{self, Profile, SimConfig};
 use spark_bench::store::LoadedRun;
 
@@ -100,13 +100,9 @@ async fn run_once(dir: &Path, base_url: &str, seed: u64, tag: &str) -> PathBuf {
         unreachable!("parsed a run command")
     };
     let plan = load_plan(&args).unwrap();
-    let outcome = run_plan(
-        Arc::new(plan),
-        &dir.join("results"),
-        ProgressChoice(Mode::Quiet),
-    )
-    .await
-    .unwrap();
+    let outcome = runner::run(Arc::new(plan), &dir.join("results"), Options::quiet())
+        .await
+        .unwrap();
     assert!(!outcome.interrupted);
     outcome.dir
 }

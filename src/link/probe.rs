@@ -1,0 +1,58 @@
+//! Diagnostics for tests and benchmarks: when started, every segment the delay line hands to
+//! the wrapped (application) side is logged with when it was read from the socket, when it
+//! was due, and when it was handed over, so an error against ground truth can be split into
+//! the link's own lateness and the reader's. Built for the crate's tests and for test
+//! binaries (the `test-support` feature), never into the shipped binary.
+
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Mutex;
+use std::time::Instant;
+
+/// One inbound segment.
+#[derive(Debug, Clone, Copy)]
+pub struct SegmentTiming {
+    /// When it reached the socket (the kernel's stamp when available, else the read).
+    pub read: Instant,
+    /// When the delay line's read of it returned.
+    pub returned: Instant,
+    /// When it was due at the application side (read + one-way delay).
+    pub due: Instant,
+    /// When the delay line woke to hand it to the application side.
+    pub delivered: Instant,
+    /// Its length in bytes.
+    pub len: usize,
+}
+
+static ON: AtomicBool = AtomicBool::new(false);
+static LOG: Mutex<Vec<SegmentTiming>> = Mutex::new(Vec::new());
+
+/// Starts logging (and clears the log).
+pub fn start() {
+    LOG.lock().unwrap_or_else(|e| e.into_inner()).clear();
+    ON.store(true, Ordering::SeqCst);
+}
+
+/// Stops logging and returns the log.
+pub fn take() -> Vec<SegmentTiming> {
+    ON.store(false, Ordering::SeqCst);
+    std::mem::take(&mut *LOG.lock().unwrap_or_else(|e| e.into_inner()))
+}
+
+/// The log keeps at most this many segments (a `start` without a `take` stays bounded).
+const CAP: usize = 1 << 20;
+
+pub(super) fn record([read, returned]: [Instant; 2], due: Instant, delivered: Instant, len: usize) {
+    if ON.load(Ordering::Relaxed) {
+        let mut log = LOG.lock().unwrap_or_else(|e| e.into_inner());
+        if log.len() >= CAP {
+            return;
+        }
+        log.push(SegmentTiming {
+            read,
+            returned,
+            due,
+            delivered,
+            len,
+        });
+    }
+}

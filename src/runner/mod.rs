@@ -1,0 +1,196 @@
+//! Executes a plan: the embedded simulators' lifecycle, the driver, the recorder task, the
+//! results files, and the run's provenance.
+//!
+//! Owns: one run end to end. It checks what the plan cannot (endpoint configuration, trust,
+//! proxies), starts a simulator per simulator cell ([`targets`]), creates the run's link
+//! emulator and provenance counters (handed down to every connection, so two runs in one
+//! process keep their own counts), drives the cells, records and writes the results
+//! ([`record`]), stops the simulators, and returns what it did as a [`RunOutcome`] value,
+//! provenance included.
+//! Does not own: command-line handling and printing the results (`commands::run`), the
+//! plan (`plan`), the measurements (`driver`, `transport`), the file layout (`store`).
+
+use std::path::Path;
+use std::sync::Arc;
+
+use tokio::sync::{mpsc, watch};
+
+use crate::driver::{self, Event, Stop};
+use crate::link::Emulator;
+use crate::plan::Plan;
+use crate::provenance::{Counters, Provenance};
+use crate::recorder::LiveStats;
+use crate::store::{RunStatus, RunWriter};
+use crate::transport::Clock;
+
+pub mod record;
+pub mod targets;
+
+/// How to run a plan, beyond the plan itself.
+#[derive(Debug, Clone, Copy)]
+pub struct Options {
+    /// How to show progress.
+    pub progress: crate::progress::Mode,
+    /// Ask for real-time priority for the link emulator's threads (`--realtime`).
+    pub realtime: bool,
+}
+
+impl Options {
+    /// No progress display, normal scheduling: for runs inside tests and tools.
+    pub fn quiet() -> Self {
+        Options {
+            progress: crate::progress::Mode::Quiet,
+            realtime: false,
+        }
+    }
+}
+
+/// What a finished (or interrupted) run left behind.
+pub struct RunOutcome {
+    /// The results directory.
+    pub dir: std::path::PathBuf,
+    /// The summary written to `summary.json`.
+    pub summary: crate::recorder::Summary,
+    /// True when Ctrl-C stopped the run.
+    pub interrupted: bool,
+    /// How this run's timestamps were taken (the manifest's `timestamps` line says it in
+    /// words).
+    pub provenance: Provenance,
+}
+
+/// Runs a plan end to end: starts embedded simulators for simulator targets (one per cell,
+/// so cells cannot disturb each other), drives every cell, records and writes the results.
+/// The plan's link applies to simulator targets, and to real endpoints only when it came
+/// from `--link`.
+pub async fn run(plan: Arc<Plan>, out: &Path, options: Options) -> anyhow::Result<RunOutcome> {
+    // This run's counts of how its timestamps were taken; only its own connections and
+    // emulator threads add to them.
+    let counters = Arc::new(Counters::default());
+    if options.realtime {
+        match crate::priority::raise_emulator_threads() {
+            Ok(_) => counters.realtime_granted(),
+            Err(why) => errln!("warning: --realtime: {why}"),
+        }
+    }
+    // Configuration the plan cannot check (it reads no environment): fail before any
+    // results directory or request exists.
+    for cell in &plan.cells {
+        crate::backend::request::check_target(&cell.target)?;
+    }
+    // A new key for the cold-cache salts of this run, so a run with the same seed does not
+    // resend an earlier run's salts (the manifest's plan keeps it).
+    let plan = if plan.load.salt_key == 0 {
+        let mut p = (*plan).clone();
+        p.load.salt_key = fresh_salt_key();
+        Arc::new(p)
+    } else {
+        plan
+    };
+    let reach = targets::reach(&plan)?;
+    let (endpoints, sims) = targets::endpoints(&plan, &reach).await?;
+
+    let command_line: Vec<String> = std::env::args().collect();
+    let mut writer = RunWriter::create(out, &plan, &command_line)?;
+    for (name, how) in targets::network_notes(&plan, &reach) {
+        writer.set_network(&name, how);
+    }
+    let dir = writer.dir().to_path_buf();
+    errln!(
+        "spark-bench: {} × {} cells, {} sessions each, link {}; {}; writing {}",
+        plan.scenario_name,
+        plan.cells.len(),
+        plan.load.sessions,
+        plan.link,
+        plan.load_line(),
+        dir.display()
+    );
+
+    let emulator = Arc::new(Emulator::new(counters.clone()));
+    let clock = Clock::start();
+    let stop = Stop::default();
+    let ctrl_c = tokio::spawn(watch_ctrl_c(stop.clone()));
+
+    let (tx, rx) = mpsc::channel::<Event>(4096);
+    let (live_tx, live_rx) = watch::channel((0u64, LiveStats::default()));
+    let total_sessions: u64 = (0..plan.cells.len())
+        .map(|i| plan.sessions_of_cell(i) as u64)
+        .sum();
+    let progress_task = tokio::spawn(crate::progress::show(
+        options.progress,
+        total_sessions,
+        live_rx,
+    ));
+
+    // The recorder task owns the measurements and the incremental files.
+    let recorder_task = record::spawn(writer, rx, live_tx);
+
+    let driven = driver::run(
+        plan.clone(),
+        endpoints,
+        emulator.clone(),
+        clock,
+        stop.clone(),
+        tx,
+    )
+    .await;
+    let (mut writer, recorder, write_error) = recorder_task
+        .await
+        .map_err(|e| anyhow::anyhow!("the recorder task failed: {e}"))?;
+    let _ = progress_task.await;
+    ctrl_c.abort();
+    for s in sims {
+        s.shutdown().await;
+    }
+
+    let interrupted = stop.dispatch.is_cancelled();
+    let status = match (&driven, interrupted) {
+        (Err(_), _) => RunStatus::Failed,
+        (Ok(()), true) => RunStatus::Interrupted,
+        (Ok(()), false) => RunStatus::Complete,
+    };
+    let summary = crate::recorder::Summary::from_recorder(&recorder);
+    let provenance = counters.snapshot();
+    writer.set_timestamps(provenance.timestamps());
+    for w in crate::recorder::cold_cache_warnings(&plan, &summary) {
+        errln!("warning: {w}");
+    }
+    writer.finish(status, &recorder)?;
+    driven?;
+    if let Some(e) = write_error {
+        return Err(e.context("writing the results"));
+    }
+    Ok(RunOutcome {
+        dir,
+        summary,
+        interrupted,
+        provenance,
+    })
+}
+
+/// A salt key that differs from run to run (time, process id and a counter, mixed).
+fn fresh_salt_key() -> u64 {
+    // Not run state: only makes two keys drawn in the same nanosecond differ.
+    static COUNTER: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+    let nanos = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_nanos() as u64);
+    let n = COUNTER.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+    let key = crate::rng::Rng::derive(nanos ^ (u64::from(std::process::id()) << 32), n).next_u64();
+    key.max(1)
+}
+
+/// First Ctrl-C: stop sending new requests and give in-flight ones 2 s to finish.
+/// Second Ctrl-C: cancel in-flight requests at once.
+async fn watch_ctrl_c(stop: Stop) {
+    if tokio::signal::ctrl_c().await.is_err() {
+        return;
+    }
+    errln!("\ninterrupt: stopping; in-flight requests get 2 s (Ctrl-C again to cut them off)");
+    stop.dispatch.cancel();
+    let inflight = stop.inflight.clone();
+    tokio::select! {
+        _ = tokio::time::sleep(std::time::Duration::from_secs(2)) => {}
+        _ = tokio::signal::ctrl_c() => {}
+    }
+    inflight.cancel();
+}

@@ -1,0 +1,68 @@
+//! The run's recorder task: the one owner of the measurements and the incremental files
+//! while the driver runs.
+//!
+//! Owns: folding each driver event into the [`Recorder`] and the results files, flushing
+//! them at least once a second, and the live figures the progress display shows.
+//! Does not own: the final summary and manifest (the run writes them when the task ends).
+
+use tokio::sync::{mpsc, watch};
+use tokio::task::JoinHandle;
+
+use crate::driver::Event;
+use crate::recorder::{LiveStats, Recorder};
+use crate::store::RunWriter;
+
+/// How often the incremental CSV files are flushed even when few rows arrived.
+const FLUSH_INTERVAL: std::time::Duration = std::time::Duration::from_secs(1);
+
+/// What the task hands back when the driver's events end: the writer, the recorder, and
+/// the first error writing the files, if any.
+pub type Recorded = (RunWriter, Recorder, Option<anyhow::Error>);
+
+/// Starts the task: it reads events from `rx` until every sender is gone, and sends
+/// (sessions done, live figures) to `live_tx` after each.
+pub fn spawn(
+    mut writer: RunWriter,
+    mut rx: mpsc::Receiver<Event>,
+    live_tx: watch::Sender<(u64, LiveStats)>,
+) -> JoinHandle<Recorded> {
+    tokio::spawn(async move {
+        let mut recorder = Recorder::new();
+        let mut sessions_done = 0u64;
+        let mut write_error: Option<anyhow::Error> = None;
+        // Rows also reach the files at least once a second, so a killed run loses at most
+        // the last second (plus what the OS had not written).
+        let mut flush_tick = tokio::time::interval(FLUSH_INTERVAL);
+        flush_tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+        loop {
+            let event = tokio::select! {
+                event = rx.recv() => match event {
+                    Some(event) => event,
+                    None => break,
+                },
+                _ = flush_tick.tick() => {
+                    if let Err(e) = writer.flush() {
+                        write_error.get_or_insert(e.into());
+                    }
+                    continue;
+                }
+            };
+            let written = match &event {
+                Event::Request(r) => {
+                    recorder.add_request(r);
+                    writer.write_request(r)
+                }
+                Event::Session(s) => {
+                    sessions_done += 1;
+                    recorder.add_session(s);
+                    writer.write_session(s)
+                }
+            };
+            if let Err(e) = written {
+                write_error.get_or_insert(e.into());
+            }
+            let _ = live_tx.send((sessions_done, recorder.live()));
+        }
+        (writer, recorder, write_error)
+    })
+}

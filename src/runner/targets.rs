@@ -1,0 +1,163 @@
+//! Where each cell of a plan sends its requests: the trust and proxy of every real endpoint,
+//! and an embedded simulator started for each simulator cell.
+//!
+//! Owns: reading certificate files and the environment's proxy variables (once per target,
+//! before any request), the simulators' seeds and certificates, and the notes the manifest
+//! keeps about each target's network.
+//! Does not own: the simulators' shutdown (the run does it when the driver is done).
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+
+use anyhow::Context;
+
+use crate::driver::Endpoint;
+use crate::link::Link;
+use crate::plan::{self, Plan};
+use crate::sim;
+use crate::transport::proxy::{self, Proxy};
+use crate::transport::Trust;
+
+/// The trust and proxy of each real target, by target name.
+pub type Reach<'p> = BTreeMap<&'p str, (Trust, Option<Proxy>)>;
+
+/// Trust and proxy of every real endpoint, checked before any request: certificate files
+/// are read once per target, and the environment's proxy variables are read here and
+/// nowhere else (the library takes the resolved proxy).
+pub fn reach(plan: &Plan) -> anyhow::Result<Reach<'_>> {
+    let mut reach: Reach<'_> = Default::default();
+    for cell in &plan.cells {
+        let t = &cell.target;
+        let Some(url) = &t.base_url else { continue };
+        if reach.contains_key(t.name.as_str()) {
+            continue;
+        }
+        let trust = endpoint_trust(t)?;
+        let endpoint = crate::transport::Endpoint::parse(url)?;
+        let proxy = proxy::choose(t.net.proxy.as_deref(), &endpoint, |name| {
+            std::env::var(name).ok()
+        })
+        .map_err(|why| anyhow::anyhow!("target {}: {why}", t.name))?;
+        let custom = t.net.ca_file.is_some() || t.net.client_cert.is_some();
+        if let Trust::Endpoint(e) = &trust {
+            if custom {
+                errln!("target {}: trusting {}", t.name, e.describe());
+            }
+            for note in e.notes() {
+                errln!("warning: target {}: {note}", t.name);
+            }
+        }
+        if let Some(p) = &proxy {
+            errln!(
+                "target {}: through proxy {} (HTTP CONNECT)",
+                t.name,
+                p.url()
+            );
+        }
+        reach.insert(t.name.as_str(), (trust, proxy));
+    }
+    Ok(reach)
+}
+
+/// One endpoint per cell of the plan, in order: real targets as reached, and for each
+/// simulator cell a simulator of its own (so cells cannot disturb each other), returned
+/// with the endpoints so the run can shut them down. The plan's link applies to simulator
+/// targets, and to real endpoints only when it came from `--link`.
+pub async fn endpoints(
+    plan: &Plan,
+    reach: &Reach<'_>,
+) -> anyhow::Result<(Vec<Endpoint>, Vec<sim::SimHandle>)> {
+    let mut sims = Vec::new();
+    let mut endpoints = Vec::new();
+    for (i, cell) in plan.cells.iter().enumerate() {
+        match (&cell.target.base_url, &cell.target.sim_profile) {
+            (Some(url), _) => {
+                let (trust, proxy) = reach[cell.target.name.as_str()].clone();
+                endpoints.push(Endpoint {
+                    base_url: url.clone(),
+                    trust,
+                    link: if plan.link_for_real_targets {
+                        plan.link
+                    } else {
+                        Link::default()
+                    },
+                    proxy,
+                })
+            }
+            (None, Some(profile_name)) => {
+                let profile = sim::Profile::builtin(profile_name).with_context(|| {
+                    format!(
+                        "target {}: unknown simulator profile {profile_name:?} (known: {})",
+                        cell.target.name,
+                        sim::Profile::builtin_names().join(", ")
+                    )
+                })?;
+                let mut cfg = sim::SimConfig::new(profile);
+                // One seed per target, not per cell: every transport of a target gets the same
+                // answers to the same conversation, so only the transport differs.
+                let target_index = plan
+                    .cells
+                    .iter()
+                    .position(|c| c.target.name == cell.target.name)
+                    .unwrap_or(i);
+                cfg.seed =
+                    crate::rng::Rng::derive(plan.seed, 1000 + target_index as u64).next_u64();
+                let cert = crate::tls::SelfSigned::generate()?;
+                cfg.tls = Some(cert.clone());
+                let handle = sim::spawn(cfg).await?;
+                endpoints.push(Endpoint {
+                    base_url: handle.base_url.clone(),
+                    trust: Trust::Sim(cert),
+                    link: plan.link,
+                    proxy: None,
+                });
+                sims.push(handle);
+            }
+            (None, None) => anyhow::bail!(
+                "target {} has neither base_url nor sim_profile; set one in [targets.{}]",
+                cell.target.name,
+                cell.target.name
+            ),
+        }
+    }
+    Ok((endpoints, sims))
+}
+
+/// What the manifest says about each real target's network: what its TLS trusts and
+/// whether it goes through a proxy, by target name.
+pub fn network_notes(plan: &Plan, reach: &Reach<'_>) -> Vec<(String, String)> {
+    let mut notes = Vec::new();
+    for (name, (trust, proxy)) in reach {
+        let plain = plan.cells.iter().any(|c| {
+            c.target.name == *name
+                && c.target
+                    .base_url
+                    .as_deref()
+                    .is_some_and(|u| u.starts_with("http://"))
+        });
+        let trusted = match trust {
+            _ if plain => "none (plain http)".to_string(),
+            Trust::Endpoint(e) => e.describe().to_string(),
+            _ => "the simulator's certificate".to_string(),
+        };
+        let via = proxy.as_ref().map_or("direct".to_string(), |p| p.url());
+        notes.push((name.to_string(), format!("trust: {trusted}; proxy: {via}")));
+    }
+    notes
+}
+
+/// What a real endpoint's TLS client trusts and presents: the system's store, the bundled
+/// roots, the target's `ca_file` and client certificate. Errors name the target, the key
+/// and the file.
+fn endpoint_trust(t: &plan::Target) -> anyhow::Result<Trust> {
+    use crate::tls::{EndpointTrust, NamedFile};
+    fn named<'a>(key: &'static str, p: &'a Option<std::path::PathBuf>) -> Option<NamedFile<'a>> {
+        p.as_deref().map(|path| NamedFile { key, path })
+    }
+    let ca = named("ca_file", &t.net.ca_file);
+    let client =
+        named("client_cert", &t.net.client_cert).zip(named("client_key", &t.net.client_key));
+    let trust =
+        EndpointTrust::load(ca, client).map_err(|e| anyhow::anyhow!("target {}: {e:#}", t.name))?;
+    Ok(Trust::Endpoint(Arc::new(trust)))
+}
