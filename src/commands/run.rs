@@ -14,8 +14,9 @@ use crate::plan::{self, Plan};
 use crate::recorder::{LiveStats, Recorder};
 use crate::sim;
 use crate::store::{RunStatus, RunWriter};
-use crate::transport::proxy::{self, Proxy};
+use crate::transport::proxy;
 use crate::transport::{Clock, Trust};
+use crate::vocab::Proxy;
 
 use super::{EXIT_INTERRUPTED, EXIT_OK};
 
@@ -161,7 +162,7 @@ pub async fn run_plan(
             continue;
         }
         let trust = endpoint_trust(t)?;
-        let endpoint = crate::transport::Endpoint::parse(url)?;
+        let endpoint = crate::vocab::BaseUrl::parse(url)?;
         let proxy = proxy::choose(t.net.proxy.as_deref(), &endpoint, |name| {
             std::env::var(name).ok()
         })

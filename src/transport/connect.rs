@@ -19,9 +19,9 @@ use tokio_rustls::TlsConnector;
 
 use super::io::{IoStats, MeteredIo};
 use super::probe::SockProbe;
-use super::proxy::Proxy;
-use super::{Clock, Endpoint, Setup};
+use super::{Clock, Setup};
 use crate::link::{BoxIo, Link};
+use crate::vocab::{BaseUrl, Proxy};
 
 static NEXT_CONNECTION_ID: AtomicU64 = AtomicU64::new(1);
 
@@ -58,7 +58,7 @@ pub enum DialError {
 /// given. Through a proxy, DNS and TCP connect are those of the proxy (the proxy resolves
 /// the target's name) and TLS runs inside the tunnel.
 pub async fn dial(
-    ep: &Endpoint,
+    ep: &BaseUrl,
     tls: Option<&TlsConnector>,
     proxy: Option<&Proxy>,
     link: &Link,

@@ -27,7 +27,7 @@ use spark_bench::driver::exchange::{
 };
 use spark_bench::link::Link;
 use spark_bench::plan::{Plan, Target};
-use spark_bench::recorder::{OutcomeKind, TransportKind};
+use spark_bench::vocab::{OutcomeKind, TransportKind};
 
 use crate::run_support::*;
 
