@@ -1,8 +1,8 @@
 //! HTTP proxies: which proxy a connection goes through, and the `CONNECT` tunnel.
 //!
-//! Owns: the `NO_PROXY` list with curl's semantics, choosing a proxy for an endpoint from a target's `proxy` key or the
-//! environment's values (handed in by the caller: this module reads no environment), and
-//! opening a `CONNECT` tunnel on a stream.
+//! Owns: the `NO_PROXY` list with curl's semantics, choosing a proxy for an endpoint from a
+//! target's `proxy` key or the environment's values (handed in by the caller: this module
+//! reads no environment), and opening a `CONNECT` tunnel on a stream.
 //! Does not own: parsing proxy URLs ([`crate::vocab::Proxy`]), the TCP connect to the proxy
 //! or the timing of the tunnel (see [`super::connect`]).
 //!
