@@ -50,8 +50,9 @@ use spark_bench::driver::exchange::{
 };
 use spark_bench::link::Link;
 use spark_bench::plan::Target;
-use spark_bench::recorder::{ApiFlavour, Recorder, RequestRecord, TransportKind};
+use spark_bench::recorder::Recorder;
 use spark_bench::sim::{self, Profile, SimConfig, SimHandle};
+use spark_bench::vocab::{ApiFlavour, RequestRecord, TransportKind};
 
 struct Args {
     streams: usize,

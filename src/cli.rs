@@ -5,7 +5,7 @@ use std::path::PathBuf;
 use clap::{Args, Parser, Subcommand};
 
 use crate::link::Link;
-use crate::recorder::TransportKind;
+use crate::vocab::TransportKind;
 
 /// Measure how fast streaming LLM APIs feel: round-trip overhead, time to first token,
 /// per-token time and throughput, over HTTP-SSE, HTTP/2 and the Responses WebSocket mode.
@@ -68,13 +68,13 @@ pub struct RunArgs {
     /// sequential (cell after cell), parallel (all at once, each with its own slots).
     /// Default: parallel when every target is an embedded simulator, else interleaved.
     #[arg(long, value_enum, value_name = "SCHEDULE")]
-    pub schedule: Option<crate::plan::Schedule>,
+    pub schedule: Option<crate::vocab::Schedule>,
     /// The server's prefix cache (overrides `[load] cache` and every target's `cache`):
     /// cold (a unique salt starts every prompt), warm (prompts sent once, untimed, first),
     /// as-is (the scenario verbatim). Default: cold for real endpoints, as-is for the
     /// embedded simulator.
     #[arg(long, value_enum, value_name = "MODE")]
-    pub cache: Option<crate::plan::CacheMode>,
+    pub cache: Option<crate::vocab::CacheMode>,
     /// Results root; the run writes to DIR/RUN_ID/.
     #[arg(long, value_name = "DIR", default_value = "results")]
     pub out: PathBuf,
@@ -139,8 +139,8 @@ pub struct ReportArgs {
     #[arg(required = true)]
     pub results: Vec<PathBuf>,
     /// Formats to write, comma-separated: md, html, svg, png.
-    #[arg(long, value_delimiter = ',', default_value = "md,html,svg,png")]
-    pub format: Vec<String>,
+    #[arg(long, default_value = "md,html,svg,png", value_parser = crate::report::Formats::parse_arg)]
+    pub format: Vec<crate::report::Formats>,
     /// Output directory (default: the results directory, or ./report for several).
     #[arg(long)]
     pub out: Option<PathBuf>,
@@ -159,12 +159,12 @@ pub struct CompareArgs {
     /// Metrics to compare (comma-separated): ttft, tpot, itl, e2e, overhead, output_tok_s,
     /// decode_tok_s, session_wall, error_rate. Default: all but itl (plus any metric a
     /// threshold names).
-    #[arg(long, value_delimiter = ',')]
-    pub metrics: Vec<String>,
+    #[arg(long, value_parser = crate::compare::MetricList::parse)]
+    pub metrics: Vec<crate::compare::MetricList>,
     /// Output format: text (terminal table), md (Markdown for $GITHUB_STEP_SUMMARY or a PR
     /// comment), json (the verdict JSON; see README "CI regression gate").
-    #[arg(long, default_value = "text")]
-    pub format: String,
+    #[arg(long, default_value = "text", value_parser = crate::compare::render::Format::parse)]
+    pub format: crate::compare::render::Format,
     /// Compare even when scenario hash, link model or target sets differ.
     #[arg(long)]
     pub allow_mismatch: bool,

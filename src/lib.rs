@@ -1,21 +1,24 @@
 //! spark-bench: measures how fast streaming LLM APIs feel to a developer, and why.
 //!
 //! # Layout
-//! The module tree is the data-flow diagram; a request goes down this list:
+//! The module tree is the data-flow diagram, bottom layer first: each module builds on the
+//! ones above it in this list, and a run's data flows down it.
 //!
+//! * [`vocab`]: the names and records every layer shares (transport, API and outcome kinds,
+//!   the run's modes, [`vocab::BaseUrl`], [`vocab::RequestRecord`]); imports nothing of ours.
 //! * [`scenario`]: TOML scenario files, data only (`deny_unknown_fields`, errors with file:line:col).
 //! * [`plan`]: scenario + CLI overrides → a validated, seeded [`plan::Plan`].
-//! * [`runner`]: executes a plan: embedded simulators, the driver, the recorder task, the
-//!   results files; returns the run's outcome and [`provenance`] as values.
-//! * [`driver`]: drives the plan's cells: sessions, concurrency, pacing, cancellation; one record per request.
 //! * [`transport`]: connections, TLS, HTTP/1.1, HTTP/2, SSE and WebSocket framing; the only
 //!   client-side code that reads the clock, and it does so when bytes arrive.
 //! * [`backend`]: protocol adapters (chat completions, responses): request bodies out,
 //!   frames → stream events in.
+//! * [`driver`]: runs a plan: sessions, concurrency, pacing, cancellation; one record per request.
 //! * [`recorder`]: records → HdrHistograms and summaries (pure).
 //! * [`store`]: the `results/<run-id>/` contract.
 //! * [`report`]: charts, Markdown and HTML (pure).
 //! * [`compare`]: the CI gate.
+//! * [`runner`]: executes a plan: embedded simulators, the driver, the recorder task, the
+//!   results files; returns the run's outcome and [`provenance`] as values.
 //! * [`sim`]: the embedded simulator; imports no client code.
 //!
 //! [`commands`] is the glue of the subcommands: arguments in, a runner or a report called,
@@ -24,6 +27,11 @@
 //! Shared infrastructure: [`link`] (user-space WAN emulation), [`timer`] (sub-ms sleeps),
 //! [`tls`], [`rng`], [`units`], [`kclock`] (kernel timestamps on the monotonic clock),
 //! [`provenance`] (one run's counts of how its timestamps were taken).
+//!
+//! A module imports only its own layer and the ones listed above it (shared infrastructure
+//! sits below `plan`), the simulator imports no client code, and no two top-level modules
+//! import each other: `tests/integration/architecture.rs` checks this, and
+//! `scripts/module_graph.py` prints the graph (`docs/architecture/`).
 
 /// `println!` that never panics: when stdout is closed (`spark-bench run … | head`), the line
 /// is dropped and the run goes on (its results are in files).
@@ -75,3 +83,4 @@ pub mod timer;
 pub mod tls;
 pub mod transport;
 pub mod units;
+pub mod vocab;

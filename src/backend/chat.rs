@@ -13,8 +13,8 @@ use serde::Deserialize;
 
 use super::timing::{CerebrasTimeInfo, GroqUsageTimes, LlamaTimings};
 use super::{error_message, ContentKind, StreamEvent, ToolCall};
-use crate::recorder::OutcomeKind;
 use crate::transport::WireEvent;
+use crate::vocab::OutcomeKind;
 
 /// Decoder state for one chat completion.
 #[derive(Debug, Default)]

@@ -12,7 +12,7 @@
 //!
 //! Does not own: JSON (see [`super::request`]) or I/O.
 
-use crate::recorder::{ApiFlavour, Chaining, TransportKind};
+use crate::vocab::{ApiFlavour, Chaining, TransportKind};
 
 use super::ToolCall;
 

@@ -18,8 +18,8 @@ use serde::{Deserialize, Serialize};
 
 pub use conversation::{Conversation, Item};
 
-use crate::recorder::{ApiFlavour, OutcomeKind, ServerTiming};
 use crate::transport::WireEvent;
+use crate::vocab::{ApiFlavour, OutcomeKind, ServerTiming};
 
 /// Which function the model is asked to call.
 #[derive(Debug, Clone, PartialEq, Eq, Default)]
@@ -84,6 +84,9 @@ pub enum StreamEvent {
     ServerTiming(ServerTiming),
     /// The response id.
     ResponseId(String),
+    /// The server will close the connection after this response (a WebSocket error envelope
+    /// with code `websocket_connection_limit_reached`): the next request needs a new one.
+    ConnectionExpired,
     /// Terminal event.
     Done {
         /// True for a successful completion (`incomplete` for a token limit counts as ok).
@@ -208,6 +211,9 @@ pub(crate) fn error_from_body(status: u16, data: &[u8]) -> StreamEvent {
         message,
     }
 }
+
+/// The error code that says the server ends a WebSocket at its connection lifetime.
+pub const WS_CONNECTION_LIMIT: &str = "websocket_connection_limit_reached";
 
 /// `message` (and `code`) of an OpenAI-style error object, or the JSON itself.
 pub(crate) fn error_message(v: &serde_json::Value) -> String {

@@ -12,8 +12,8 @@ use serde_json::{json, Map, Value};
 
 use super::{Conversation, Item, ToolChoice};
 use crate::plan::Target;
-use crate::recorder::{ApiFlavour, RequestKind};
 use crate::transport::http::HttpRequest;
+use crate::vocab::{ApiFlavour, RequestKind};
 
 /// What one request asks for.
 #[derive(Debug, Clone, Default)]
@@ -289,7 +289,7 @@ fn chat_body(target: &Target, conv: &Conversation, spec: &RequestSpec) -> Value 
 #[cfg(test)]
 pub(crate) mod tests {
     use super::*;
-    use crate::recorder::TransportKind;
+    use crate::vocab::TransportKind;
     use std::time::Duration;
 
     pub(crate) fn target(api: ApiFlavour) -> Target {

@@ -20,8 +20,8 @@ use serde::Deserialize;
 
 use super::timing::WsTimingMetrics;
 use super::{error_message, ContentKind, StreamEvent, ToolCall};
-use crate::recorder::OutcomeKind;
 use crate::transport::WireEvent;
+use crate::vocab::OutcomeKind;
 
 /// Decoder state for one response.
 #[derive(Debug, Default)]
@@ -131,6 +131,14 @@ impl ResponsesDecoder {
                 self.first(out);
                 self.finished = true;
                 let status = ev.status.or(ev.status_code);
+                let code = ev
+                    .error
+                    .as_ref()
+                    .and_then(|e| e.get("code"))
+                    .or(ev.code.as_ref());
+                if code.and_then(|c| c.as_str()) == Some(super::WS_CONNECTION_LIMIT) {
+                    out(StreamEvent::ConnectionExpired);
+                }
                 let message = match (&ev.error, &ev.message) {
                     (Some(e), _) => error_message(e),
                     (None, Some(m)) => match ev.code.as_ref().and_then(|c| c.as_str()) {
@@ -394,6 +402,30 @@ mod tests {
                 message: "ERR_SOMETHING: boom".into()
             })
         );
+    }
+
+    #[test]
+    fn connection_limit_envelope_says_the_socket_expires() {
+        let mut d = ResponsesDecoder::default();
+        let got = ws(
+            &mut d,
+            &[
+                r#"{"type":"error","status":400,"error":{"type":"invalid_request_error","code":"websocket_connection_limit_reached","message":"Responses websocket connection limit reached (60 minutes)."}}"#,
+            ],
+        );
+        let n = got.len();
+        assert!(n >= 2, "{got:?}");
+        assert_eq!(got[n - 2], StreamEvent::ConnectionExpired);
+        assert!(
+            matches!(&got[n - 1], StreamEvent::Error { status: Some(400), message, .. } if message.starts_with("websocket_connection_limit_reached: "))
+        );
+        // Another code is only an error.
+        let mut d = ResponsesDecoder::default();
+        let got = ws(
+            &mut d,
+            &[r#"{"type":"error","code":"ERR_SOMETHING","message":"boom"}"#],
+        );
+        assert!(!got.contains(&StreamEvent::ConnectionExpired));
     }
 
     #[test]

@@ -18,7 +18,7 @@
 
 use serde::Deserialize;
 
-use crate::recorder::ServerTiming;
+use crate::vocab::ServerTiming;
 
 /// Cerebras `time_info` (seconds).
 #[derive(Debug, Deserialize)]

@@ -6,7 +6,7 @@
 //! the total), or one token per chunk (a lower bound, flagged as `chunk-count`).
 //! Pure.
 
-use crate::recorder::TokenSource;
+use crate::vocab::TokenSource;
 
 /// One content chunk as decoded: its text length and any cumulative usage on it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

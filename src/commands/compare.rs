@@ -18,42 +18,14 @@ use crate::compare::{
 use crate::recorder::CellKey;
 use crate::store::{self, LoadedRun};
 
-/// Output format of `compare`.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Format {
-    /// Terminal table.
-    Text,
-    /// Markdown.
-    Markdown,
-    /// Verdict JSON.
-    Json,
-}
-
-impl Format {
-    /// Parses `--format`.
-    pub fn parse(s: &str) -> anyhow::Result<Format> {
-        match s.trim().to_ascii_lowercase().as_str() {
-            "text" | "table" => Ok(Format::Text),
-            "md" | "markdown" => Ok(Format::Markdown),
-            "json" => Ok(Format::Json),
-            other => anyhow::bail!("--format {other:?} is not a format; use text, md or json"),
-        }
-    }
-
-    /// Renders a comparison.
-    pub fn render(self, c: &Comparison) -> String {
-        match self {
-            Format::Text => render::text(c),
-            Format::Markdown => render::markdown(c),
-            Format::Json => render::json(c),
-        }
-    }
-}
-
 /// Executes `spark-bench compare`; returns the exit code.
 pub async fn execute(args: CompareArgs) -> anyhow::Result<u8> {
-    let format = Format::parse(&args.format)?;
-    let metrics = parse_metrics(&args.metrics)?;
+    let format = args.format;
+    let metrics: Vec<GateMetric> = args
+        .metrics
+        .iter()
+        .flat_map(|l| l.0.iter().copied())
+        .collect();
     let cli_thresholds = Thresholds::parse_cli(&args.thresholds)?;
     let candidate_dir = args.candidate.clone();
     let baseline_dir = find_baseline(&args.baseline, &candidate_dir)?;
@@ -240,20 +212,6 @@ fn find_baseline(given: &Path, candidate_dir: &Path) -> anyhow::Result<PathBuf> 
         Ok(p) => Ok(p),
         Err(first) => store::resolve(Path::new("results"), &name).map_err(|_| first.into()),
     }
-}
-
-fn parse_metrics(list: &[String]) -> anyhow::Result<Vec<GateMetric>> {
-    list.iter()
-        .filter(|s| !s.trim().is_empty())
-        .map(|s| {
-            GateMetric::parse(s).ok_or_else(|| {
-                anyhow::anyhow!(
-                    "--metrics: unknown metric {s:?}; use any of: {}",
-                    GateMetric::ALL.map(|m| m.name()).join(", ")
-                )
-            })
-        })
-        .collect()
 }
 
 fn label(run: &LoadedRun) -> RunLabel {

@@ -7,7 +7,7 @@ use crate::report::{render, Formats};
 
 /// Executes `spark-bench report`; returns the exit code.
 pub async fn execute(args: ReportArgs) -> anyhow::Result<u8> {
-    let formats = Formats::parse(&args.format)?;
+    let formats = Formats::union(&args.format)?;
     let out = match (&args.out, args.results.as_slice()) {
         (Some(out), _) => out.clone(),
         (None, [one]) => one.clone(),

@@ -124,6 +124,30 @@ pub enum Kind {
     Proportion,
 }
 
+/// The metrics one `--metrics` value names: a comma-separated list (empty items skipped).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct MetricList(pub Vec<GateMetric>);
+
+impl MetricList {
+    /// Parses one `--metrics` value (clap's value parser); names and aliases as
+    /// [`GateMetric::parse`].
+    pub fn parse(value: &str) -> Result<MetricList, String> {
+        value
+            .split(',')
+            .filter(|s| !s.trim().is_empty())
+            .map(|s| {
+                GateMetric::parse(s).ok_or_else(|| {
+                    format!(
+                        "unknown metric {s:?}; use any of: {}",
+                        GateMetric::ALL.map(|m| m.name()).join(", ")
+                    )
+                })
+            })
+            .collect::<Result<_, _>>()
+            .map(MetricList)
+    }
+}
+
 impl GateMetric {
     /// Every gate metric, in the order tables show them.
     pub const ALL: [GateMetric; 9] = [

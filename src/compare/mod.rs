@@ -18,7 +18,7 @@ pub mod verdict;
 
 use serde::Serialize;
 
-pub use gate::{GateMetric, Statistic, Threshold, ThresholdError, Thresholds};
+pub use gate::{GateMetric, MetricList, Statistic, Threshold, ThresholdError, Thresholds};
 pub use samples::{CellSamples, RunSamples};
 pub use stats::BootstrapConfig;
 pub use verdict::{ChangeUnit, Row, Verdict};

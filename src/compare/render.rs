@@ -13,6 +13,39 @@ use serde::Serialize;
 use super::verdict::{fmt_change, Row, Verdict};
 use super::{Comparison, Counts, RunLabel, VERDICT_SCHEMA_VERSION};
 
+/// Output format of `compare` (`--format`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Format {
+    /// Terminal table.
+    Text,
+    /// Markdown.
+    Markdown,
+    /// Verdict JSON.
+    Json,
+}
+
+impl Format {
+    /// Parses `--format` (clap's value parser): `text` (or `table`), `md` (or `markdown`),
+    /// `json`, case-insensitive.
+    pub fn parse(s: &str) -> Result<Format, String> {
+        match s.trim().to_ascii_lowercase().as_str() {
+            "text" | "table" => Ok(Format::Text),
+            "md" | "markdown" => Ok(Format::Markdown),
+            "json" => Ok(Format::Json),
+            other => Err(format!("{other:?} is not a format; use text, md or json")),
+        }
+    }
+
+    /// Renders a comparison.
+    pub fn render(self, c: &Comparison) -> String {
+        match self {
+            Format::Text => text(c),
+            Format::Markdown => markdown(c),
+            Format::Json => json(c),
+        }
+    }
+}
+
 fn fmt_value(v: Option<f64>, unit: &str) -> String {
     let Some(v) = v else {
         return "-".to_string();
@@ -365,7 +398,7 @@ pub fn json(c: &Comparison) -> String {
 mod tests {
     use super::*;
     use crate::compare::{compare, RunSamples, Settings};
-    use crate::recorder::RequestRecord;
+    use crate::vocab::RequestRecord;
 
     fn run(scale: f64, n: usize) -> RunSamples {
         let mut s = RunSamples::new();
@@ -373,7 +406,7 @@ mod tests {
             let ttft = (20.0 + (i % 7) as f64) * scale;
             s.add_request(&RequestRecord {
                 target: "sim-wafer".into(),
-                transport: "http".into(),
+                transport: crate::vocab::TransportKind::Http,
                 first_token_ns: Some((ttft * 1e6) as u64),
                 ..Default::default()
             });

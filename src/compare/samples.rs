@@ -13,10 +13,8 @@ use std::collections::BTreeMap;
 
 use super::gate::GateMetric;
 use super::stats::Sample;
-use crate::recorder::{
-    request_statistics, session_statistics, CellKey, Metric, OutcomeKind, RequestKind,
-    RequestRecord, SessionRecord,
-};
+use crate::recorder::{request_statistics, session_statistics, CellKey, Metric};
+use crate::vocab::{OutcomeKind, RequestKind, RequestRecord, SessionRecord};
 
 /// Samples of one cell, in natural units (ms, tok/s).
 #[derive(Debug, Clone, Default)]
@@ -111,7 +109,7 @@ impl RunSamples {
     /// Adds one request to its cell.
     pub fn add_request(&mut self, r: &RequestRecord) {
         self.cells
-            .entry(CellKey::new(&r.target, &r.transport))
+            .entry(CellKey::new(&r.target, r.transport.as_str()))
             .or_default()
             .add_request(r);
     }
@@ -119,7 +117,7 @@ impl RunSamples {
     /// Adds one session to its cell.
     pub fn add_session(&mut self, s: &SessionRecord) {
         self.cells
-            .entry(CellKey::new(&s.target, &s.transport))
+            .entry(CellKey::new(&s.target, s.transport.as_str()))
             .or_default()
             .add_session(s);
     }
@@ -128,13 +126,13 @@ impl RunSamples {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::recorder::Chunk;
+    use crate::vocab::Chunk;
 
     fn req(outcome: OutcomeKind, warmup: bool) -> RequestRecord {
         let ms = 1_000_000;
         RequestRecord {
             target: "t".into(),
-            transport: "http".into(),
+            transport: crate::vocab::TransportKind::Http,
             warmup,
             intended_ns: 0,
             dispatch_ns: 0,
@@ -175,14 +173,14 @@ mod tests {
         );
         s.add_session(&SessionRecord {
             target: "t".into(),
-            transport: "http".into(),
+            transport: crate::vocab::TransportKind::Http,
             start_ns: 0,
             end_ns: 2_000_000_000,
             ..Default::default()
         });
         s.add_session(&SessionRecord {
             target: "t".into(),
-            transport: "http".into(),
+            transport: crate::vocab::TransportKind::Http,
             failed: 1,
             ..Default::default()
         });

@@ -26,35 +26,18 @@ use super::stats::{self, BootstrapConfig, Interval, Stat};
 use crate::recorder::CellKey;
 use crate::rng::Rng;
 
-/// The outcome for one metric × statistic × cell.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize)]
-#[serde(rename_all = "kebab-case")]
-pub enum Verdict {
-    /// Worse beyond the band, with confidence.
-    Regressed,
-    /// Undecided: the interval straddles a band edge, or there are too few samples.
-    Inconclusive,
-    /// Better beyond the band, with confidence.
-    Improved,
-    /// Within the band, with confidence.
-    NoChange,
-}
-
-impl Verdict {
-    /// `regressed`, `inconclusive`, `improved`, `no-change`.
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Verdict::Regressed => "regressed",
-            Verdict::Inconclusive => "inconclusive",
-            Verdict::Improved => "improved",
-            Verdict::NoChange => "no-change",
-        }
-    }
-}
-
-impl std::fmt::Display for Verdict {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str(self.as_str())
+crate::vocab::names! {
+    /// The outcome for one metric × statistic × cell.
+    #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+    pub enum Verdict ("verdict") {
+        /// Worse beyond the band, with confidence.
+        Regressed = "regressed",
+        /// Undecided: the interval straddles a band edge, or there are too few samples.
+        Inconclusive = "inconclusive",
+        /// Better beyond the band, with confidence.
+        Improved = "improved",
+        /// Within the band, with confidence.
+        NoChange = "no-change",
     }
 }
 
@@ -409,7 +392,7 @@ mod tests {
     }
 
     fn cell_with(ttft: &[f64], failed: u64, counted: u64) -> CellSamples {
-        use crate::recorder::RequestRecord;
+        use crate::vocab::RequestRecord;
         let mut c = CellSamples::default();
         for t in ttft {
             c.add_request(&RequestRecord {

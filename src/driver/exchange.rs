@@ -15,10 +15,10 @@ use crate::backend::request::{self, RequestSpec as Spec};
 use crate::backend::tokens::{self, ChunkInfo};
 use crate::backend::{Decoder, StreamEvent};
 use crate::plan::Target;
-use crate::recorder::{
-    Chunk, OutcomeKind, RequestKind, RequestRecord, ServerTiming, TransportKind,
-};
 use crate::transport::{Ending, Exchanged, Flow, Limits, WireEvent};
+use crate::vocab::{
+    Chunk, OutcomeKind, RequestKind, RequestRecord, ServerTiming, TransportKind, WireProtocol,
+};
 
 pub use crate::backend::conversation::{Conversation, Reply};
 pub use crate::backend::request::RequestSpec;
@@ -61,6 +61,8 @@ struct Acc {
     response_id: Option<String>,
     tool_calls: Vec<ToolCall>,
     terminal: Option<StreamEvent>,
+    /// The server said it closes the connection after this response.
+    connection_expired: bool,
 }
 
 impl Acc {
@@ -101,6 +103,7 @@ impl Acc {
                 }
             }
             StreamEvent::ResponseId(id) => self.response_id = Some(id),
+            StreamEvent::ConnectionExpired => self.connection_expired = true,
             ev @ (StreamEvent::Done { .. } | StreamEvent::Error { .. }) => {
                 if self.terminal.is_none() {
                     self.end_ns = Some(at_ns);
@@ -134,7 +137,7 @@ pub async fn exchange(
     let mut rec = RequestRecord {
         id: meta.id,
         target: target.name.clone(),
-        transport: kind.as_str().to_string(),
+        transport: kind,
         session: meta.session,
         turn: meta.turn,
         request: meta.request,
@@ -144,11 +147,10 @@ pub async fn exchange(
         intended_ns: meta.intended_ns,
         dispatch_ns,
         protocol: match kind {
-            TransportKind::Http | TransportKind::HttpPooled => "HTTP/1.1",
-            TransportKind::Http2 => "HTTP/2",
-            TransportKind::Ws => "WebSocket",
-        }
-        .to_string(),
+            TransportKind::Http | TransportKind::HttpPooled => WireProtocol::Http1,
+            TransportKind::Http2 => WireProtocol::Http2,
+            TransportKind::Ws => WireProtocol::WebSocket,
+        },
         ..RequestRecord::default()
     };
 
@@ -243,7 +245,7 @@ pub async fn exchange(
             rec.connection_reused = x.setup.reused;
             rec.connection_id = x.setup.connection_id;
             rec.alpn = x.setup.alpn.clone();
-            rec.protocol = x.protocol.to_string();
+            rec.protocol = x.protocol;
             rec.request_written_ns = x.request_written_ns;
             rec.bytes_sent = x.bytes_sent;
             rec.bytes_received = x.bytes_received;
@@ -286,12 +288,7 @@ pub async fn exchange(
         tool_calls: acc.tool_calls,
         text: decoder.take_text(),
     };
-    if kind == TransportKind::Ws
-        && rec
-            .error
-            .as_deref()
-            .is_some_and(|e| e.contains("websocket_connection_limit_reached"))
-    {
+    if kind == TransportKind::Ws && acc.connection_expired {
         // The server closes the socket after this envelope (60-minute limit): reconnect on
         // the next turn instead of failing it on a dead socket.
         conn.close_ws();

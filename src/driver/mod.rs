@@ -25,9 +25,10 @@ use tokio_util::sync::CancellationToken;
 
 use crate::backend::{Conversation, ToolChoice};
 use crate::plan::salt::{self, RequestPos};
-use crate::plan::{schedule, CacheMode, Cell, Plan, Schedule, SessionPlan, Target};
-use crate::recorder::{RequestKind, RequestRecord, SessionRecord, TransportKind};
+use crate::plan::{schedule, Cell, Plan, SessionPlan, Target};
 use crate::transport::{Clock, Trust};
+use crate::vocab::{CacheMode, Schedule};
+use crate::vocab::{RequestKind, RequestRecord, SessionRecord, TransportKind};
 use exchange::{exchange, Connector, RecordMeta, Reply, RequestSpec, SessionTransport};
 
 /// What the driver emits.
@@ -49,7 +50,7 @@ pub struct Endpoint {
     /// Client-side link emulation for this cell.
     pub link: crate::link::Link,
     /// The HTTP proxy every connection of the cell tunnels through (`None`: direct).
-    pub proxy: Option<crate::transport::proxy::Proxy>,
+    pub proxy: Option<crate::vocab::Proxy>,
 }
 
 /// Cancellation for a run: the first Ctrl-C stops dispatch, the second aborts in-flight requests.
@@ -450,7 +451,7 @@ async fn run_session(ctx: &CellContext, session: &SessionPlan, intended_start: u
         .tx
         .send(Event::Session(SessionRecord {
             target: target.name.clone(),
-            transport: ctx.cell.transport.as_str().to_string(),
+            transport: ctx.cell.transport,
             session: session.index,
             warmup: session.warmup,
             start_ns: intended_start,

@@ -11,14 +11,13 @@ use sha2::{Digest, Sha256};
 
 use super::schedule::{default_schedule, shared_servers};
 use super::targets::{self, dedup, BUILTIN_TARGETS};
-use super::{
-    arrival, salt, CacheMode, Cell, Load, Plan, Schedule, SessionPlan, Target, ToolCallPlan,
-    TurnPlan,
-};
+use super::{arrival, salt, Cell, Load, Plan, SessionPlan, Target, ToolCallPlan, TurnPlan};
+use super::{STREAM_AGENT, STREAM_ARRIVALS, STREAM_CONTEXT};
 use crate::link::Link;
-use crate::recorder::TransportKind;
 use crate::rng::Rng;
 use crate::scenario::{suggest, Scenario, TargetSpec, TargetsFile, TurnSpec};
+use crate::vocab::TransportKind;
+use crate::vocab::{CacheMode, Schedule};
 
 /// A plan that cannot be built; the message names the key or flag and the fix.
 #[derive(Debug, thiserror::Error)]
@@ -71,11 +70,6 @@ pub const MAX_OUTPUT_TOKENS_LIMIT: u32 = 131_072;
 pub const DEFAULT_TOOL_OUTPUT_BYTES: u32 = 1024;
 /// Default link for simulator targets.
 pub const DEFAULT_LINK: &str = "rtt=40ms";
-
-// Seed streams, so adding randomness in one place never shifts another.
-pub(super) const STREAM_ARRIVALS: u64 = 1;
-const STREAM_CONTEXT: u64 = 2;
-const STREAM_AGENT: u64 = 1 << 20;
 
 /// Builds the plan. `source_path` and `source_bytes` are the scenario file's path and exact
 /// bytes (hashed into `scenario_hash`, kept for the manifest).
@@ -145,13 +139,12 @@ pub fn build(
                 });
                 continue;
             }
-            let why = if t.api == crate::recorder::ApiFlavour::ChatCompletions
-                && *k == TransportKind::Ws
-            {
-                "it speaks chat-completions, which has no WebSocket mode".to_string()
-            } else {
-                format!("its `transports` are {}", names(&t.transports))
-            };
+            let why =
+                if t.api == crate::vocab::ApiFlavour::ChatCompletions && *k == TransportKind::Ws {
+                    "it speaks chat-completions, which has no WebSocket mode".to_string()
+                } else {
+                    format!("its `transports` are {}", names(&t.transports))
+                };
             if target_from_cli && !overrides.transports.is_empty() {
                 return Err(PlanError::new(format!(
                     "--target {} --transport {k}: {} cannot use {k} because {why}; drop `--transport {k}` or pick a Responses API target",

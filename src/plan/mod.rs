@@ -11,7 +11,7 @@ use std::time::Duration;
 use serde::{Deserialize, Serialize};
 
 use crate::link::Link;
-use crate::recorder::{ApiFlavour, TransportKind};
+use crate::vocab::{ApiFlavour, CacheMode, Schedule, TransportKind};
 
 pub mod arrival;
 mod build;
@@ -20,8 +20,12 @@ pub mod schedule;
 pub mod targets;
 
 pub use build::{build, Overrides, PlanError};
-pub use salt::CacheMode;
-pub use schedule::{Schedule, SharedServer};
+
+// Seed streams of the plan's RNG, so adding randomness in one place never shifts another.
+const STREAM_ARRIVALS: u64 = 1;
+const STREAM_CONTEXT: u64 = 2;
+const STREAM_AGENT: u64 = 1 << 20;
+pub use schedule::SharedServer;
 
 /// Everything the driver needs to run, fully resolved.
 #[derive(Debug, Clone, Serialize, Deserialize)]

@@ -1,4 +1,4 @@
-//! The server's prefix cache, by choice: `cold` (every request's prompt starts with a salt
+//! The server's prefix cache, by choice ([`CacheMode`](crate::vocab::CacheMode)): `cold` (every request's prompt starts with a salt
 //! no other request of the run has), `warm` (the prompts are sent once, untimed, before the
 //! measured sessions) or `as-is` (the scenario verbatim).
 //!
@@ -14,39 +14,6 @@
 //! run (new key) gets new ones.
 //!
 //! Pure: no I/O, no clock.
-
-use serde::{Deserialize, Serialize};
-
-/// What a cell does about the server's prefix cache.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize, clap::ValueEnum)]
-#[serde(rename_all = "kebab-case")]
-pub enum CacheMode {
-    /// Every request's prompt starts with a unique salt: nothing can come from the cache.
-    Cold,
-    /// The prompts are sent once, untimed, first, so the first turns find them cached.
-    Warm,
-    /// The scenario's prompts verbatim.
-    #[default]
-    #[value(name = "as-is")]
-    AsIs,
-}
-
-impl CacheMode {
-    /// `cold`, `warm`, `as-is`.
-    pub fn as_str(self) -> &'static str {
-        match self {
-            CacheMode::Cold => "cold",
-            CacheMode::Warm => "warm",
-            CacheMode::AsIs => "as-is",
-        }
-    }
-}
-
-impl std::fmt::Display for CacheMode {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str(self.as_str())
-    }
-}
 
 /// The salt's words: 64 common four-letter English words (each one token, with or without
 /// a leading space, in GPT-style and Llama-3-style BPE vocabularies).

@@ -16,36 +16,7 @@ use std::time::Duration;
 use serde::{Deserialize, Serialize};
 
 use super::{arrival, Cell, Plan};
-
-/// How cells that share a server use it.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize, clap::ValueEnum)]
-#[serde(rename_all = "kebab-case")]
-pub enum Schedule {
-    /// Sessions alternate between the cells, through one pool of `concurrency` slots.
-    Interleaved,
-    /// Cell after cell, each with `concurrency` slots.
-    Sequential,
-    /// Every cell at once, each with its own `concurrency` slots.
-    #[default]
-    Parallel,
-}
-
-impl Schedule {
-    /// `interleaved`, `sequential`, `parallel`.
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Schedule::Interleaved => "interleaved",
-            Schedule::Sequential => "sequential",
-            Schedule::Parallel => "parallel",
-        }
-    }
-}
-
-impl std::fmt::Display for Schedule {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str(self.as_str())
-    }
-}
+use crate::vocab::{BaseUrl, Schedule, Scheme};
 
 /// Cells that reach the same server.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -63,10 +34,10 @@ pub struct SharedServer {
 /// simulator cell gets its own instance) or an unparsable URL (rejected later anyway).
 pub fn server_of(cell: &Cell) -> Option<String> {
     let url = cell.target.base_url.as_deref()?;
-    let e = crate::transport::Endpoint::parse(url).ok()?;
+    let e = BaseUrl::parse(url).ok()?;
     let scheme = match e.scheme {
-        crate::transport::Scheme::Http => "http",
-        crate::transport::Scheme::Https => "https",
+        Scheme::Http => "http",
+        Scheme::Https => "https",
     };
     let host = if e.host.contains(':') {
         format!("[{}]", e.host.to_ascii_lowercase())
@@ -158,7 +129,7 @@ pub fn interleaved_offsets(
     gap: Duration,
 ) -> Vec<Vec<Duration>> {
     let n = sessions.saturating_mul(cells as u32);
-    let seed = crate::rng::Rng::derive(plan_seed, super::build::STREAM_ARRIVALS).next_u64();
+    let seed = crate::rng::Rng::derive(plan_seed, super::STREAM_ARRIVALS).next_u64();
     let all = arrival::poisson(seed, n, gap);
     all.chunks(cells.max(1)).map(<[Duration]>::to_vec).collect()
 }

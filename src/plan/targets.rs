@@ -10,8 +10,8 @@ use std::time::Duration;
 
 use super::PlanError;
 use crate::plan::Target;
-use crate::recorder::{ApiFlavour, TransportKind};
 use crate::scenario::TargetSpec;
+use crate::vocab::{ApiFlavour, TransportKind};
 
 /// Names of the built-in targets (embedded simulator profiles).
 pub const BUILTIN_TARGETS: [&str; 3] = ["sim-gpu", "sim-wafer", "sim-cpu"];
@@ -251,7 +251,7 @@ fn validate_net(t: &Target, origin: &str) -> Result<(), PlanError> {
         _ => {}
     }
     if let Some(p) = &net.proxy {
-        crate::transport::proxy::parse_target_setting(p)
+        crate::vocab::Proxy::from_target_setting(p)
             .map_err(|why| PlanError::new(format!("[targets.{name}] proxy in {origin}: {why}")))?;
     }
     Ok(())

@@ -13,8 +13,8 @@ use hdrhistogram::Histogram;
 use serde::{Deserialize, Serialize};
 
 use super::metrics::Metric;
-use super::record::{OutcomeKind, RequestKind, RequestRecord, SessionRecord};
 use super::timeline::SessionTimeline;
+use crate::vocab::{OutcomeKind, RequestKind, RequestRecord, SessionRecord};
 
 /// Significant decimal digits kept by every histogram (0.1 % value resolution).
 pub const SIGNIFICANT_DIGITS: u8 = 3;
@@ -232,7 +232,7 @@ impl Recorder {
     pub fn add_request(&mut self, r: &RequestRecord) {
         let cell = self
             .cells
-            .entry(CellKey::new(&r.target, &r.transport))
+            .entry(CellKey::new(&r.target, r.transport.as_str()))
             .or_default();
         if r.warmup {
             cell.warmup_requests += 1;
@@ -240,7 +240,7 @@ impl Recorder {
         }
         let tl = self
             .timelines
-            .entry(CellKey::new(&r.target, &r.transport))
+            .entry(CellKey::new(&r.target, r.transport.as_str()))
             .or_insert_with(|| SessionTimeline::first_of(r));
         if tl.session == r.session {
             tl.push(r);
@@ -288,7 +288,7 @@ impl Recorder {
     pub fn add_session(&mut self, s: &SessionRecord) {
         let cell = self
             .cells
-            .entry(CellKey::new(&s.target, &s.transport))
+            .entry(CellKey::new(&s.target, s.transport.as_str()))
             .or_default();
         if s.warmup {
             cell.warmup_sessions += 1;
@@ -296,7 +296,7 @@ impl Recorder {
         }
         if let Some(tl) = self
             .timelines
-            .get_mut(&CellKey::new(&s.target, &s.transport))
+            .get_mut(&CellKey::new(&s.target, s.transport.as_str()))
             .filter(|tl| tl.session == s.session)
         {
             tl.record = Some(s.clone());
@@ -394,7 +394,7 @@ fn live_of<'a>(cells: impl IntoIterator<Item = &'a CellStats>) -> LiveStats {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::recorder::{Chunk, TokenSource};
+    use crate::vocab::{Chunk, TokenSource};
 
     pub(crate) fn ok_request(
         target: &str,
@@ -407,7 +407,7 @@ mod tests {
         let last = first + u64::from(tokens.saturating_sub(1)) * 10 * ms;
         RequestRecord {
             target: target.into(),
-            transport: transport.into(),
+            transport: transport.parse().unwrap(),
             intended_ns: 0,
             dispatch_ns: 0,
             first_event_ns: Some(first / 2),
@@ -469,7 +469,7 @@ mod tests {
         let mut rec = Recorder::new();
         let warm = RequestRecord {
             target: "sim".into(),
-            transport: "ws".into(),
+            transport: crate::vocab::TransportKind::Ws,
             kind: RequestKind::Warmup,
             tcp_connect_ns: Some(40_000_000),
             ws_upgrade_ns: Some(40_000_000),
@@ -494,7 +494,7 @@ mod tests {
         let mut rec = Recorder::new();
         let s = SessionRecord {
             target: "t".into(),
-            transport: "ws".into(),
+            transport: crate::vocab::TransportKind::Ws,
             start_ns: 10,
             end_ns: 2_000_010,
             requests: 3,

@@ -8,7 +8,7 @@
 
 use serde::{Deserialize, Serialize};
 
-use super::record::{RequestRecord, SessionRecord};
+use crate::vocab::{RequestRecord, SessionRecord};
 
 /// One measured quantity. Histograms store `u64`; see [`Metric::storage`] for the scaling.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
@@ -341,7 +341,7 @@ impl std::str::FromStr for Metric {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::recorder::Chunk;
+    use crate::vocab::Chunk;
 
     #[test]
     fn names_round_trip_and_serde_matches() {

@@ -1,6 +1,5 @@
-//! Measurement: request records in, HdrHistograms and summaries out. Pure: no clocks, no I/O.
+//! Measurement: request records ([`crate::vocab::RequestRecord`]) in, HdrHistograms and summaries out. Pure: no clocks, no I/O.
 //!
-//! * [`record`]: the per-request and per-session records (the driver's output).
 //! * [`metrics`]: the metric catalogue (names, units, sample extraction).
 //! * [`histograms`]: the [`Recorder`]: one histogram per metric × cell, counters, merge.
 //! * [`summary`]: percentiles in natural units, "vs http" changes, the terminal table.
@@ -8,12 +7,10 @@
 
 pub mod histograms;
 pub mod metrics;
-pub mod record;
 pub mod summary;
 pub mod timeline;
 
 pub use histograms::*;
 pub use metrics::*;
-pub use record::*;
 pub use summary::*;
 pub use timeline::*;

@@ -340,7 +340,7 @@ pub const COLD_CACHE_WARN_SHARE: f64 = 0.10;
 pub fn cold_cache_warnings(plan: &crate::plan::Plan, summary: &Summary) -> Vec<String> {
     plan.cells
         .iter()
-        .filter(|c| c.cache == crate::plan::CacheMode::Cold)
+        .filter(|c| c.cache == crate::vocab::CacheMode::Cold)
         .filter_map(|c| {
             let s = summary.cell(&c.target.name, c.transport.as_str())?;
             let share = s.cached_input_share?;
@@ -408,7 +408,7 @@ fn num(v: f64) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::recorder::{Chunk, OutcomeKind, RequestRecord, SessionRecord, TokenSource};
+    use crate::vocab::{Chunk, OutcomeKind, RequestRecord, SessionRecord, TokenSource};
 
     /// A request with exact integer-ms phases on an `intended = dispatch = 0` origin.
     fn req(
@@ -429,7 +429,7 @@ mod tests {
         let last = chunks.last().map_or(0, |c| c.at_ns);
         RequestRecord {
             target: "sim".into(),
-            transport: transport.into(),
+            transport: transport.parse().unwrap(),
             first_event_ns: Some(first_event_ms * ms),
             first_token_ns: Some(ttft_ms * ms),
             last_token_ns: Some(last),
@@ -483,7 +483,7 @@ mod tests {
         });
         rec.add_session(&SessionRecord {
             target: "sim".into(),
-            transport: "ws".into(),
+            transport: crate::vocab::TransportKind::Ws,
             start_ns: 0,
             end_ns: 3_000_000_000,
             requests: 2,
@@ -571,7 +571,7 @@ mod tests {
         let plan = crate::plan::build(&scenario, "s.toml", text.as_bytes(), &o).unwrap();
         // As-is asked for nothing: no warning.
         assert!(cold_cache_warnings(&plan, &s).is_empty());
-        o.cache = Some(crate::plan::CacheMode::Cold);
+        o.cache = Some(crate::vocab::CacheMode::Cold);
         let plan = crate::plan::build(&scenario, "s.toml", text.as_bytes(), &o).unwrap();
         let w = cold_cache_warnings(&plan, &s);
         assert_eq!(w.len(), 1, "{w:?}");

@@ -8,7 +8,7 @@
 
 use serde::{Deserialize, Serialize};
 
-use super::record::{RequestRecord, SessionRecord};
+use crate::vocab::{RequestRecord, SessionRecord};
 
 /// At most this many requests are kept per cell; later ones set `truncated`.
 pub const TIMELINE_MAX_REQUESTS: usize = 256;
@@ -37,7 +37,7 @@ impl SessionTimeline {
     fn new(r: &RequestRecord) -> Self {
         SessionTimeline {
             target: r.target.clone(),
-            transport: r.transport.clone(),
+            transport: r.transport.as_str().to_string(),
             session: r.session,
             requests: Vec::new(),
             record: None,
@@ -92,13 +92,14 @@ impl SessionTimeline {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::recorder::{CellKey, Chunk, Recorder};
+    use crate::recorder::{CellKey, Recorder};
+    use crate::vocab::Chunk;
 
     fn req(session: u32, turn: u32, chunks: usize) -> RequestRecord {
         RequestRecord {
             id: u64::from(session * 1000 + turn),
             target: "t".into(),
-            transport: "ws".into(),
+            transport: crate::vocab::TransportKind::Ws,
             session,
             turn,
             intended_ns: u64::from(turn) * 1_000,
@@ -127,7 +128,7 @@ mod tests {
         rec.add_request(&req(2, 0, 3));
         rec.add_session(&SessionRecord {
             target: "t".into(),
-            transport: "ws".into(),
+            transport: crate::vocab::TransportKind::Ws,
             session: 2,
             start_ns: 0,
             end_ns: 1_700,

@@ -15,12 +15,13 @@ use std::time::Duration;
 
 use crate::link::Link;
 use crate::plan::{Cell, Load, Plan, Target};
-use crate::recorder::{
-    ApiFlavour, Chaining, Chunk, OutcomeKind, Recorder, RequestKind, RequestRecord, ServerTiming,
-    SessionRecord, TokenSource, TransportKind,
-};
+use crate::recorder::Recorder;
 use crate::rng::Rng;
 use crate::store::{RunStatus, RunWriter};
+use crate::vocab::{
+    ApiFlavour, Chaining, Chunk, OutcomeKind, RequestKind, RequestRecord, ServerTiming,
+    SessionRecord, TokenSource, TransportKind, WireProtocol,
+};
 
 /// Knobs of a synthetic run.
 #[derive(Debug, Clone)]
@@ -128,7 +129,7 @@ pub fn synthetic_run_with(dir: &Path, o: &SyntheticOptions) -> anyhow::Result<Pa
                 }
                 let s = SessionRecord {
                     target: target.into(),
-                    transport: transport.as_str().into(),
+                    transport,
                     session,
                     warmup,
                     start_ns: start,
@@ -221,7 +222,7 @@ fn request(
     let mut r = RequestRecord {
         id,
         target: target.into(),
-        transport: transport.as_str().into(),
+        transport,
         session,
         // One scenario turn per session: a user request, then tool results.
         turn: 0,
@@ -256,11 +257,10 @@ fn request(
         connection_reused: !pays_setup,
         connection_id: id,
         protocol: match transport {
-            TransportKind::Ws => "WebSocket",
-            TransportKind::Http2 => "HTTP/2",
-            _ => "HTTP/1.1",
-        }
-        .into(),
+            TransportKind::Ws => WireProtocol::WebSocket,
+            TransportKind::Http2 => WireProtocol::Http2,
+            _ => WireProtocol::Http1,
+        },
         alpn: Some(
             if transport == TransportKind::Http2 {
                 "h2"

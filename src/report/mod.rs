@@ -79,26 +79,42 @@ impl Formats {
         }
     }
 
-    /// Parses `--format` values (`md`, `html`, `svg`, `png`; each may be comma-separated).
-    pub fn parse(list: &[String]) -> anyhow::Result<Formats> {
+    /// Parses one `--format` value (clap's value parser): a comma-separated list of `md`
+    /// (or `markdown`), `html`, `svg`, `png`, case-insensitive; empty items are skipped.
+    pub fn parse_arg(value: &str) -> Result<Formats, String> {
         let mut f = Formats {
             md: false,
             html: false,
             svg: false,
             png: false,
         };
-        for item in list.iter().flat_map(|s| s.split(',')) {
+        for item in value.split(',') {
             match item.trim().to_ascii_lowercase().as_str() {
                 "md" | "markdown" => f.md = true,
                 "html" => f.html = true,
                 "svg" => f.svg = true,
                 "png" => f.png = true,
                 "" => {}
-                other => anyhow::bail!(
-                    "unknown report format {other:?} in --format; use a comma-separated list of md, html, svg, png"
-                ),
+                other => {
+                    return Err(format!(
+                        "unknown report format {other:?}; use a comma-separated list of md, html, svg, png"
+                    ))
+                }
             }
         }
+        Ok(f)
+    }
+
+    /// Every format any of the `--format` values names; an error when they name none.
+    pub fn union(values: &[Formats]) -> anyhow::Result<Formats> {
+        let f = values
+            .iter()
+            .fold(Formats::parse_arg("").unwrap(), |a, b| Formats {
+                md: a.md || b.md,
+                html: a.html || b.html,
+                svg: a.svg || b.svg,
+                png: a.png || b.png,
+            });
         anyhow::ensure!(
             f.md || f.html || f.svg || f.png,
             "--format is empty; use a comma-separated list of md, html, svg, png"

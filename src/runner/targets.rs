@@ -15,8 +15,9 @@ use crate::driver::Endpoint;
 use crate::link::Link;
 use crate::plan::{self, Plan};
 use crate::sim;
-use crate::transport::proxy::{self, Proxy};
+use crate::transport::proxy;
 use crate::transport::Trust;
+use crate::vocab::Proxy;
 
 /// The trust and proxy of each real target, by target name.
 pub type Reach<'p> = BTreeMap<&'p str, (Trust, Option<Proxy>)>;
@@ -33,7 +34,7 @@ pub fn reach(plan: &Plan) -> anyhow::Result<Reach<'_>> {
             continue;
         }
         let trust = endpoint_trust(t)?;
-        let endpoint = crate::transport::Endpoint::parse(url)?;
+        let endpoint = crate::vocab::BaseUrl::parse(url)?;
         let proxy = proxy::choose(t.net.proxy.as_deref(), &endpoint, |name| {
             std::env::var(name).ok()
         })

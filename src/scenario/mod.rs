@@ -230,10 +230,7 @@ mod tests {
             .split("```")
             .next()
             .unwrap();
-        let s = parse("README example", example).unwrap();
-        let plan =
-            crate::plan::build(&s, "README", example.as_bytes(), &Default::default()).unwrap();
-        assert_eq!(plan.cells.len(), 6);
-        assert_eq!(plan.sessions.len(), 5);
+        // That it also builds into a plan is checked in `plan::build`'s tests.
+        parse("README example", example).unwrap();
     }
 }

@@ -13,7 +13,7 @@ use serde::de::{self, Deserializer, Visitor};
 use serde::Deserialize;
 
 use crate::link::Link;
-use crate::recorder::{ApiFlavour, TransportKind};
+use crate::vocab::{ApiFlavour, TransportKind};
 
 /// A scenario file.
 #[derive(Debug, Clone, Deserialize)]
@@ -67,10 +67,10 @@ pub struct LoadSpec {
     pub session_interval: Option<Dur>,
     /// How cells that share a server take turns: `interleaved`, `sequential`, `parallel`.
     /// Default: `parallel` when every target is an embedded simulator, else `interleaved`.
-    pub schedule: Option<crate::plan::Schedule>,
+    pub schedule: Option<crate::vocab::Schedule>,
     /// The server's prefix cache: `cold`, `warm`, `as-is`. Default: `cold` for real
     /// endpoints, `as-is` for the embedded simulator.
-    pub cache: Option<crate::plan::CacheMode>,
+    pub cache: Option<crate::vocab::CacheMode>,
 }
 
 /// `[matrix]`.
@@ -162,7 +162,7 @@ pub struct TargetSpec {
     /// `chat-completions`).
     pub transports: Option<Vec<TransportKind>>,
     /// This target's prefix-cache mode (overrides `[load] cache`).
-    pub cache: Option<crate::plan::CacheMode>,
+    pub cache: Option<crate::vocab::CacheMode>,
     /// PEM file of extra CA certificates (relative to this file's folder).
     pub ca_file: Option<String>,
     /// PEM client certificate chain for mutual TLS (relative to this file's folder).

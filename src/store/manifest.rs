@@ -12,29 +12,18 @@ use crate::plan::Plan;
 /// Version of the results-directory layout and `manifest.json` shape.
 pub const MANIFEST_SCHEMA_VERSION: u32 = 1;
 
-/// How far the run got.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "lowercase")]
-pub enum RunStatus {
-    /// Still running (or the process died without finishing: treat as incomplete).
-    Running,
-    /// Every planned session ran.
-    Complete,
-    /// Stopped by Ctrl-C or a deadline; what completed is written.
-    Interrupted,
-    /// Stopped by an error.
-    Failed,
-}
-
-impl RunStatus {
-    /// `running`, `complete`, `interrupted`, `failed`.
-    pub fn as_str(self) -> &'static str {
-        match self {
-            RunStatus::Running => "running",
-            RunStatus::Complete => "complete",
-            RunStatus::Interrupted => "interrupted",
-            RunStatus::Failed => "failed",
-        }
+crate::vocab::names! {
+    /// How far the run got.
+    #[derive(Debug, Clone, Copy, PartialEq, Eq)]
+    pub enum RunStatus ("run status") {
+        /// Still running (or the process died without finishing: treat as incomplete).
+        Running = "running",
+        /// Every planned session ran.
+        Complete = "complete",
+        /// Stopped by Ctrl-C or a deadline; what completed is written.
+        Interrupted = "interrupted",
+        /// Stopped by an error.
+        Failed = "failed",
     }
 }
 
@@ -152,7 +141,7 @@ impl LoadRecord {
         let cold = plan
             .cells
             .iter()
-            .any(|c| c.cache == crate::plan::CacheMode::Cold);
+            .any(|c| c.cache == crate::vocab::CacheMode::Cold);
         LoadRecord {
             schedule: plan.load.schedule.as_str().to_string(),
             concurrency: plan.load.concurrency,

@@ -18,9 +18,9 @@ use super::{
 };
 use crate::plan::Plan;
 use crate::recorder::{
-    request_statistics, session_statistics, CellKey, Chunk, Metric, Recorder, RequestRecord,
-    SessionRecord, SessionTimeline, Summary,
+    request_statistics, session_statistics, CellKey, Metric, Recorder, SessionTimeline, Summary,
 };
+use crate::vocab::{Chunk, RequestRecord, SessionRecord};
 
 /// Version of the `timeline.json` shape.
 pub const TIMELINE_SCHEMA_VERSION: u32 = 1;
@@ -218,16 +218,19 @@ impl LoadedRun {
     pub fn samples(&self) -> Result<BTreeMap<(CellKey, Metric), Vec<u64>>> {
         let mut out: BTreeMap<(CellKey, Metric), Vec<u64>> = BTreeMap::new();
         for r in self.records()? {
-            let key = CellKey::new(&r.target, &r.transport);
+            let key = CellKey::new(&r.target, r.transport.as_str());
             for (m, v) in request_statistics(&r) {
                 out.entry((key.clone(), m)).or_default().push(v);
             }
         }
         for s in self.sessions()? {
             if let Some(v) = session_statistics(&s) {
-                out.entry((CellKey::new(&s.target, &s.transport), Metric::SessionWall))
-                    .or_default()
-                    .push(v);
+                out.entry((
+                    CellKey::new(&s.target, s.transport.as_str()),
+                    Metric::SessionWall,
+                ))
+                .or_default()
+                .push(v);
             }
         }
         Ok(out)

@@ -5,9 +5,9 @@
 
 use serde::{Deserialize, Serialize};
 
-use crate::recorder::{
+use crate::vocab::{
     Chaining, Chunk, OutcomeKind, OverheadSource, RequestKind, RequestRecord, ServerTiming,
-    SessionRecord, TokenSource,
+    SessionRecord, TokenSource, TransportKind, WireProtocol,
 };
 
 /// The columns of `requests.csv`, in order (the fields of [`RequestRow`]).
@@ -91,7 +91,7 @@ pub struct RequestRow {
     /// Target name.
     pub target: String,
     /// Transport name.
-    pub transport: String,
+    pub transport: TransportKind,
     /// Session index within its cell.
     pub session: u32,
     /// The scenario turn the request belongs to (the same on every transport).
@@ -147,7 +147,7 @@ pub struct RequestRow {
     #[serde(default)]
     pub reconnects: u32,
     /// `HTTP/1.1`, `HTTP/2` or `WebSocket`.
-    pub protocol: String,
+    pub protocol: WireProtocol,
     /// Negotiated ALPN.
     pub alpn: Option<String>,
     /// Request bytes written.
@@ -203,7 +203,7 @@ impl From<&RequestRecord> for RequestRow {
         RequestRow {
             id: r.id,
             target: r.target.clone(),
-            transport: r.transport.clone(),
+            transport: r.transport,
             session: r.session,
             turn: r.turn,
             request: r.request,
@@ -228,7 +228,7 @@ impl From<&RequestRecord> for RequestRow {
             connection_reused: r.connection_reused,
             connection_id: r.connection_id,
             reconnects: r.reconnects,
-            protocol: r.protocol.clone(),
+            protocol: r.protocol,
             alpn: r.alpn.clone(),
             bytes_sent: r.bytes_sent,
             bytes_received: r.bytes_received,
@@ -349,7 +349,7 @@ pub struct SessionRow {
     /// Target name.
     pub target: String,
     /// Transport name.
-    pub transport: String,
+    pub transport: TransportKind,
     /// Session index within its cell.
     pub session: u32,
     /// Warm-up session (excluded from statistics).
@@ -373,7 +373,7 @@ impl From<&SessionRecord> for SessionRow {
     fn from(s: &SessionRecord) -> Self {
         SessionRow {
             target: s.target.clone(),
-            transport: s.transport.clone(),
+            transport: s.transport,
             session: s.session,
             warmup: s.warmup,
             start_ns: s.start_ns,

@@ -9,9 +9,10 @@ use serde_json::Value;
 use super::*;
 use crate::link::Link;
 use crate::plan::{Cell, Load, Plan, Target};
-use crate::recorder::{
-    ApiFlavour, Chunk, Metric, OutcomeKind, Recorder, RequestKind, RequestRecord, ServerTiming,
-    SessionRecord, Summary, TokenSource, TransportKind,
+use crate::recorder::{Metric, Recorder, Summary};
+use crate::vocab::{
+    ApiFlavour, Chunk, OutcomeKind, RequestKind, RequestRecord, ServerTiming, SessionRecord,
+    TokenSource, TransportKind,
 };
 
 pub(crate) fn test_plan() -> Plan {
@@ -77,7 +78,7 @@ fn records() -> Vec<RequestRecord> {
         out.push(RequestRecord {
             id: i,
             target: "sim-wafer".into(),
-            transport: transport.into(),
+            transport: transport.parse().unwrap(),
             session: (i / 2) as u32,
             turn: (i % 2) as u32,
             kind: if i % 2 == 0 {
@@ -107,9 +108,9 @@ fn records() -> Vec<RequestRecord> {
             connection_reused: i >= 2,
             connection_id: i % 2,
             protocol: if transport == "ws" {
-                "WebSocket".into()
+                crate::vocab::WireProtocol::WebSocket
             } else {
-                "HTTP/1.1".into()
+                crate::vocab::WireProtocol::Http1
             },
             alpn: Some("http/1.1".into()),
             bytes_sent: 1000 + i,
@@ -134,7 +135,7 @@ fn records() -> Vec<RequestRecord> {
     out.push(RequestRecord {
         id: 4,
         target: "sim-wafer".into(),
-        transport: "http".into(),
+        transport: crate::vocab::TransportKind::Http,
         outcome: OutcomeKind::HttpStatus,
         http_status: Some(500),
         error: Some("status 500: \"boom\", then\nnewline".into()),
@@ -143,7 +144,7 @@ fn records() -> Vec<RequestRecord> {
     out.push(RequestRecord {
         id: 5,
         target: "sim-wafer".into(),
-        transport: "ws".into(),
+        transport: crate::vocab::TransportKind::Ws,
         warmup: true,
         kind: RequestKind::Warmup,
         ..Default::default()
@@ -155,7 +156,7 @@ fn sessions() -> Vec<SessionRecord> {
     vec![
         SessionRecord {
             target: "sim-wafer".into(),
-            transport: "http".into(),
+            transport: crate::vocab::TransportKind::Http,
             session: 0,
             warmup: false,
             start_ns: 0,
@@ -166,7 +167,7 @@ fn sessions() -> Vec<SessionRecord> {
         },
         SessionRecord {
             target: "sim-wafer".into(),
-            transport: "ws".into(),
+            transport: crate::vocab::TransportKind::Ws,
             session: 0,
             warmup: false,
             start_ns: 0,

@@ -17,8 +17,9 @@ use super::{
     REQUESTS_FILE, SESSIONS_FILE, SUMMARY_FILE, TIMELINE_FILE,
 };
 use crate::plan::Plan;
-use crate::recorder::{Recorder, RequestRecord, SessionRecord, Summary};
+use crate::recorder::{Recorder, Summary};
 use crate::rng::Rng;
+use crate::vocab::{RequestRecord, SessionRecord};
 
 /// CSV files are flushed to the OS after this many rows (and at [`RunWriter::flush`] and
 /// [`RunWriter::finish`]), so a killed process loses at most this many rows.

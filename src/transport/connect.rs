@@ -19,9 +19,9 @@ use tokio_rustls::TlsConnector;
 
 use super::io::{IoStats, MeteredIo};
 use super::probe::SockProbe;
-use super::proxy::Proxy;
-use super::{Clock, Endpoint, Setup};
+use super::{Clock, Setup};
 use crate::link::{BoxIo, Emulator, Link};
+use crate::vocab::{BaseUrl, Proxy};
 
 /// An open connection, before any HTTP or WebSocket protocol ran on it.
 pub struct Dialed {
@@ -52,7 +52,7 @@ pub enum DialError {
 /// the target's name) and TLS runs inside the tunnel. The link's delay line runs on
 /// `emulator`, and the connection counts into its run's provenance counters.
 pub async fn dial(
-    ep: &Endpoint,
+    ep: &BaseUrl,
     tls: Option<&TlsConnector>,
     proxy: Option<&Proxy>,
     link: &Link,

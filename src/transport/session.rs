@@ -23,11 +23,10 @@ use tokio_util::sync::CancellationToken;
 use super::connect::{dial, DialError, Dialed};
 use super::http::{self as h, H1Conn, H2Conn, HttpRequest};
 use super::probe::Idle;
-use super::proxy::Proxy;
 use super::ws::{self, WsConn};
-use super::{Clock, Ending, Endpoint, Exchanged, Flow, Limits, Scheme, Setup, Trust, WireEvent};
+use super::{Clock, Ending, Exchanged, Flow, Limits, Setup, Trust, WireEvent};
 use crate::link::{Emulator, Link};
-use crate::recorder::TransportKind;
+use crate::vocab::{ApiFlavour, BaseUrl, Proxy, Scheme, TransportKind, WireProtocol};
 
 /// Some servers close every keep-alive connection right after a streamed response without
 /// saying so (llama.cpp's server sends its FIN ~40 µs after the last chunk while advertising
@@ -48,7 +47,7 @@ const HABIT_CLOSES: u8 = 2;
 /// Per-cell connection owner.
 pub struct Connector {
     kind: TransportKind,
-    endpoint: Endpoint,
+    endpoint: BaseUrl,
     tls: Option<TlsConnector>,
     proxy: Option<Proxy>,
     link: Link,
@@ -83,11 +82,11 @@ impl Connector {
             )
         })?;
         anyhow::ensure!(
-            !(transport == TransportKind::Ws && target.api == crate::recorder::ApiFlavour::ChatCompletions),
+            !(transport == TransportKind::Ws && target.api == ApiFlavour::ChatCompletions),
             "target {:?} speaks chat completions, which has no WebSocket mode; drop ws from its transports",
             target.name
         );
-        let endpoint = Endpoint::parse(base)?;
+        let endpoint = BaseUrl::parse(base)?;
         let tls = match endpoint.scheme {
             Scheme::Http => None,
             Scheme::Https => {
@@ -153,7 +152,7 @@ impl Connector {
     }
 
     /// The parsed base URL.
-    pub fn endpoint(&self) -> &Endpoint {
+    pub fn endpoint(&self) -> &BaseUrl {
         &self.endpoint
     }
 
@@ -249,11 +248,11 @@ impl Connector {
         None
     }
 
-    fn protocol(&self) -> &'static str {
+    fn protocol(&self) -> WireProtocol {
         match self.kind {
-            TransportKind::Http | TransportKind::HttpPooled => "HTTP/1.1",
-            TransportKind::Http2 => "HTTP/2",
-            TransportKind::Ws => "WebSocket",
+            TransportKind::Http | TransportKind::HttpPooled => WireProtocol::Http1,
+            TransportKind::Http2 => WireProtocol::Http2,
+            TransportKind::Ws => WireProtocol::WebSocket,
         }
     }
 }
@@ -459,7 +458,7 @@ impl SessionTransport {
                 bytes_sent: stats.written() - w0,
                 bytes_received: stats.read() - r0,
                 ending,
-                protocol: "HTTP/1.1",
+                protocol: WireProtocol::Http1,
                 reconnects,
             };
             let keep = pooled
@@ -570,7 +569,7 @@ impl SessionTransport {
                 bytes_sent: if pumped.unsent { 0 } else { sent_estimate },
                 bytes_received: pumped.header_bytes + pumped.body_bytes,
                 ending: pumped.ending,
-                protocol: "HTTP/2",
+                protocol: WireProtocol::Http2,
                 reconnects: u32::from(retried),
             };
         }
@@ -679,7 +678,7 @@ impl SessionTransport {
             bytes_sent: t.bytes_sent,
             bytes_received: t.bytes_received,
             ending: t.ending,
-            protocol: "WebSocket",
+            protocol: WireProtocol::WebSocket,
             reconnects: 0,
         }
     }

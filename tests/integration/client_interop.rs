@@ -12,7 +12,7 @@ use spark_bench::driver::exchange::{
 };
 use spark_bench::link::Link;
 use spark_bench::plan::Target;
-use spark_bench::recorder::{ApiFlavour, Chaining, OutcomeKind, RequestRecord, TransportKind};
+use spark_bench::vocab::{ApiFlavour, Chaining, OutcomeKind, RequestRecord, TransportKind};
 
 fn target(api: ApiFlavour) -> Target {
     let base = std::env::var("SPARK_BENCH_LLMSIM_URL").expect(

@@ -22,10 +22,10 @@ use spark_bench::driver::exchange::{
 };
 use spark_bench::link::Link;
 use spark_bench::plan::Target;
-use spark_bench::recorder::{
+use spark_bench::tls::SelfSigned;
+use spark_bench::vocab::{
     ApiFlavour, Chaining, OutcomeKind, RequestRecord, TokenSource, TransportKind,
 };
-use spark_bench::tls::SelfSigned;
 
 /// What the peer saw and did.
 #[derive(Default)]
@@ -387,7 +387,7 @@ async fn http_opens_a_new_tls_connection_for_every_request() {
         assert!(r.tcp_connect_ns.is_some() && r.tls_handshake_ns.is_some());
         assert_eq!(r.dns_ns, None, "IP literal: no DNS");
         assert_eq!(r.alpn.as_deref(), Some("http/1.1"));
-        assert_eq!(r.protocol, "HTTP/1.1");
+        assert_eq!(r.protocol.as_str(), "HTTP/1.1");
         assert!(r.response_headers_ns.is_some() && r.request_written_ns.is_some());
         assert_eq!(r.chaining, Chaining::FullHistory);
     }
@@ -417,7 +417,7 @@ async fn http_pooled_and_http2_reuse_one_connection() {
         } else {
             ("HTTP/1.1", "http/1.1")
         };
-        assert_eq!(recs[0].protocol, proto);
+        assert_eq!(recs[0].protocol.as_str(), proto);
         assert_eq!(recs[0].alpn.as_deref(), Some(alpn));
         assert_eq!(peer.log.lock().unwrap().connections, 1, "{kind}");
     }
@@ -433,7 +433,7 @@ async fn ws_pays_the_upgrade_once_and_chains_incrementally() {
         assert_eq!(r.ws_upgrade_ns.is_some(), i == 0, "{r:?}");
         assert_eq!(r.tls_handshake_ns.is_some(), i == 0);
         assert_eq!(r.connection_reused, i > 0);
-        assert_eq!(r.protocol, "WebSocket");
+        assert_eq!(r.protocol.as_str(), "WebSocket");
         assert_eq!(
             r.chaining,
             if i == 0 {
@@ -475,7 +475,7 @@ async fn ws_warmup_then_tool_call_turn() {
     let cancel = CancellationToken::new();
     assert!(!s.ws_warm());
     let warm = RequestSpec {
-        kind: spark_bench::recorder::RequestKind::Warmup,
+        kind: spark_bench::vocab::RequestKind::Warmup,
         ..Default::default()
     };
     let (r, _) = exchange(

@@ -13,12 +13,13 @@ use spark_bench::commands::compare::{compare_loaded, exit_code, load_samples};
 use spark_bench::compare::{self, RunLabel, RunSamples, Settings, Verdict};
 use spark_bench::link::Link;
 use spark_bench::plan::{Cell, Load, Plan, Target};
-use spark_bench::recorder::{
-    ApiFlavour, Chunk, OutcomeKind, Recorder, RequestKind, RequestRecord, SessionRecord,
-    TokenSource, TransportKind,
-};
+use spark_bench::recorder::Recorder;
 use spark_bench::rng::Rng;
 use spark_bench::store::{LoadedRun, RunStatus, RunWriter};
+use spark_bench::vocab::{
+    ApiFlavour, Chunk, OutcomeKind, RequestKind, RequestRecord, SessionRecord, TokenSource,
+    TransportKind,
+};
 
 /// What a synthetic deployment looks like.
 #[derive(Debug, Clone, Copy)]
@@ -167,7 +168,7 @@ fn write_run_with(
                 let r = RequestRecord {
                     id,
                     target: "sim-wafer".into(),
-                    transport: transport.as_str().into(),
+                    transport,
                     session,
                     turn,
                     kind: RequestKind::User,
@@ -179,7 +180,7 @@ fn write_run_with(
                     last_token_ns: (!fails).then_some(last as u64),
                     end_ns: Some(last as u64 + 100_000),
                     chunks: if fails { Vec::new() } else { chunks },
-                    protocol: "HTTP/1.1".into(),
+                    protocol: spark_bench::vocab::WireProtocol::Http1,
                     output_tokens: if fails { 0 } else { tokens },
                     token_source: TokenSource::ServerUsage,
                     outcome: if fails {
@@ -197,7 +198,7 @@ fn write_run_with(
             }
             let s = SessionRecord {
                 target: "sim-wafer".into(),
-                transport: transport.as_str().into(),
+                transport,
                 session,
                 warmup,
                 start_ns: start as u64,

@@ -26,7 +26,7 @@ use spark_bench::driver::exchange::{
 };
 use spark_bench::link::Link;
 use spark_bench::plan::{targets, Target};
-use spark_bench::recorder::{ApiFlavour, OutcomeKind, RequestRecord, TransportKind};
+use spark_bench::vocab::{ApiFlavour, OutcomeKind, RequestRecord, TransportKind};
 
 /// How the HTTP/1.1 server treats its connections.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -419,7 +419,7 @@ async fn a_websocket_closed_between_turns_is_replaced_by_the_next_turn() {
         assert_eq!(r.reconnects, 0, "{s}");
         assert!(!r.connection_reused && r.ws_upgrade_ns.is_some(), "{r:?}");
         // A new socket has no connection-local chain: the full history goes again.
-        assert_eq!(r.chaining, spark_bench::recorder::Chaining::FullHistory);
+        assert_eq!(r.chaining, spark_bench::vocab::Chaining::FullHistory);
     }
     assert_eq!(turns.load(Ordering::SeqCst), 4, "{s}");
 
@@ -446,7 +446,7 @@ async fn a_websocket_turn_the_server_never_read_goes_again_on_a_new_socket() {
     for r in &recs[1..] {
         assert_eq!(r.reconnects, 1, "{s}");
         assert!(!r.connection_reused && r.ws_upgrade_ns.is_some(), "{r:?}");
-        assert_eq!(r.chaining, spark_bench::recorder::Chaining::FullHistory);
+        assert_eq!(r.chaining, spark_bench::vocab::Chaining::FullHistory);
     }
     // Each turn read once: three turns, none twice.
     assert_eq!(turns.load(Ordering::SeqCst), 3, "{s}");

@@ -4,9 +4,10 @@
 use std::path::Path;
 
 use spark_bench::plan::{self, Overrides};
-use spark_bench::recorder::{Chunk, Metric, Recorder, RequestRecord, SessionRecord, TokenSource};
+use spark_bench::recorder::{Metric, Recorder};
 use spark_bench::scenario;
 use spark_bench::store::{self, LoadedRun, RunStatus, RunWriter};
+use spark_bench::vocab::{Chunk, RequestRecord, SessionRecord, TokenSource};
 
 #[test]
 fn smoke_scenario_to_results_directory_and_back() {
@@ -40,7 +41,7 @@ fn smoke_scenario_to_results_directory_and_back() {
                 let r = RequestRecord {
                     id,
                     target: cell.target.name.clone(),
-                    transport: cell.transport.to_string(),
+                    transport: cell.transport,
                     session: s.index,
                     turn: turn as u32,
                     intended_ns: start,
@@ -66,7 +67,7 @@ fn smoke_scenario_to_results_directory_and_back() {
             }
             let sr = SessionRecord {
                 target: cell.target.name.clone(),
-                transport: cell.transport.to_string(),
+                transport: cell.transport,
                 session: s.index,
                 warmup: s.warmup,
                 start_ns: 0,

@@ -27,7 +27,7 @@ use spark_bench::driver::exchange::{
 };
 use spark_bench::link::Link;
 use spark_bench::plan::{Plan, Target};
-use spark_bench::recorder::{OutcomeKind, TransportKind};
+use spark_bench::vocab::{OutcomeKind, TransportKind};
 
 use crate::run_support::*;
 
@@ -623,4 +623,3 @@ async fn llama_http_ttft_matches_a_raw_socket_client() {
         "spark-bench http TTFT p50 {p_spark:.3} ms vs raw socket {p_raw:.3} ms"
     );
 }
-

@@ -203,7 +203,7 @@ fn session_order(run: &LoadedRun) -> Vec<(String, u32)> {
     recs.sort_by_key(|r| r.dispatch_ns);
     let mut order: Vec<(String, u32)> = Vec::new();
     for r in recs {
-        let key = (r.transport.clone(), r.session);
+        let key = (r.transport.as_str().to_string(), r.session);
         if !order.contains(&key) {
             order.push(key);
         }
@@ -308,7 +308,7 @@ async fn interleaved_open_loop_offers_the_server_one_arrival_process() {
     let sessions = run.sessions().unwrap();
     let start = sessions.iter().map(|s| s.start_ns).min().unwrap();
     for s in &sessions {
-        let cell = usize::from(s.transport == "http-pooled");
+        let cell = usize::from(s.transport.as_str() == "http-pooled");
         let want = offsets[s.session as usize][cell].as_nanos() as u64;
         assert_eq!(
             s.start_ns - start,

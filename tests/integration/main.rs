@@ -1,5 +1,6 @@
 //! The single integration-test binary.
 
+mod architecture;
 mod client_interop;
 mod client_peer;
 mod common;

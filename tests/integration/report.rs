@@ -197,7 +197,7 @@ fn png_charts_have_rasterised_text() {
     let tmp = tempfile::tempdir().unwrap();
     let dir = synthetic_run(tmp.path(), 32, 1).unwrap();
     let out = tmp.path().join("png-only");
-    let written = render(&[dir], &Formats::parse(&["png".into()]).unwrap(), &out).unwrap();
+    let written = render(&[dir], &Formats::parse_arg("png").unwrap(), &out).unwrap();
     assert!(
         written.iter().all(|p| p.extension().unwrap() == "png"),
         "{written:?}"
@@ -269,7 +269,7 @@ fn report_command_writes_and_lists_files() {
     assert!(!out.join("report.html").exists());
     assert!(!out.join("charts/waterfall.png").exists());
 
-    let err = Formats::parse(&["md,pdf".into()]).unwrap_err().to_string();
+    let err = Formats::parse_arg("md,pdf").unwrap_err();
     assert!(
         err.contains("\"pdf\"") && err.contains("md, html, svg, png"),
         "{err}"

@@ -576,13 +576,13 @@ repeat = 300
         "the run was not stopped: {} requests",
         recs.len()
     );
-    use spark_bench::recorder::OutcomeKind;
+    use spark_bench::vocab::OutcomeKind;
     for r in &recs {
         assert!(
             matches!(r.outcome, OutcomeKind::Ok | OutcomeKind::Cancelled),
             "{r:?}"
         );
-        if r.is_ok() && r.kind != spark_bench::recorder::RequestKind::Warmup {
+        if r.is_ok() && r.kind != spark_bench::vocab::RequestKind::Warmup {
             assert!(r.first_token_ns.is_some() && !r.chunks.is_empty(), "{r:?}");
         }
     }

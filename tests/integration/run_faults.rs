@@ -1,8 +1,9 @@
 //! `spark-bench run` with injected faults: each failure is recorded with the right kind, the
 //! session goes on, the run succeeds, and failures stay out of the latency statistics.
 
-use spark_bench::recorder::{Metric, OutcomeKind, RequestKind};
+use spark_bench::recorder::Metric;
 use spark_bench::store::{read_hlog, LoadedRun, RunStatus};
+use spark_bench::vocab::{OutcomeKind, RequestKind};
 
 use crate::run_support::*;
 
@@ -86,7 +87,7 @@ async fn injected_faults_are_recorded_by_kind_and_the_session_goes_on() {
         // The user turns of the one session, in order (ws warm-ups aside).
         let turns: Vec<_> = all
             .iter()
-            .filter(|r| r.transport == transport && r.kind == RequestKind::User)
+            .filter(|r| r.transport.as_str() == transport && r.kind == RequestKind::User)
             .collect();
         assert_eq!(turns.len(), 7, "{transport}: {turns:#?}");
         let outcomes: Vec<_> = turns

@@ -6,9 +6,9 @@ use std::process::{Output, Stdio};
 use std::time::Duration;
 
 use spark_bench::commands::run::load_plan;
-use spark_bench::recorder::RequestRecord;
 use spark_bench::runner::{self, Options, RunOutcome};
 use spark_bench::store::LoadedRun;
+use spark_bench::vocab::RequestRecord;
 
 /// The most any single binary run in these tests may take before the test fails.
 pub const BIN_LIMIT: Duration = Duration::from_secs(120);

@@ -12,8 +12,8 @@ use spark_bench::driver::exchange::{
 };
 use spark_bench::link::Link;
 use spark_bench::plan::{targets, Target};
-use spark_bench::recorder::{ApiFlavour, OutcomeKind, TransportKind};
 use spark_bench::sim::{self, Profile, SimConfig};
+use spark_bench::vocab::{ApiFlavour, OutcomeKind, TransportKind};
 
 const GROUP: usize = 4;
 

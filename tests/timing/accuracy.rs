@@ -38,9 +38,9 @@ use spark_bench::driver::exchange::{
 };
 use spark_bench::link::{Emulator, Link};
 use spark_bench::plan::Target;
-use spark_bench::recorder::{ApiFlavour, OutcomeKind, RequestRecord, TransportKind};
 use spark_bench::sim::{self, Profile, SimConfig, SimHandle};
 use spark_bench::tls::SelfSigned;
+use spark_bench::vocab::{ApiFlavour, OutcomeKind, RequestRecord, TransportKind};
 
 use crate::sim_client::SERIAL;
 

@@ -12,11 +12,11 @@ use spark_bench::driver::exchange::{
 };
 use spark_bench::link::Link;
 use spark_bench::plan::Target;
-use spark_bench::recorder::{
-    ApiFlavour, Chaining, OutcomeKind, RequestKind, RequestRecord, TokenSource, TransportKind,
-};
 use spark_bench::sim::{self, Profile, SimConfig, SimHandle};
 use spark_bench::tls::SelfSigned;
+use spark_bench::vocab::{
+    ApiFlavour, Chaining, OutcomeKind, RequestKind, RequestRecord, TokenSource, TransportKind,
+};
 
 async fn start(profile: &str) -> SimHandle {
     let mut cfg = SimConfig::new(Profile::builtin(profile).unwrap());
@@ -162,7 +162,7 @@ async fn every_transport_completes_a_multi_turn_conversation() {
         }
         let proto = ["HTTP/1.1", "HTTP/1.1", "HTTP/2", "WebSocket"]
             [TransportKind::ALL.iter().position(|k| *k == kind).unwrap()];
-        assert_eq!(recs[0].protocol, proto);
+        assert_eq!(recs[0].protocol.as_str(), proto);
         if kind == TransportKind::Http2 {
             assert_eq!(recs[0].alpn.as_deref(), Some("h2"));
         }

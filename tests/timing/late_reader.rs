@@ -23,9 +23,9 @@ use spark_bench::driver::exchange::{
     exchange, Clock, Connector, Conversation, RecordMeta, RequestSpec, Trust,
 };
 use spark_bench::link::Link;
-use spark_bench::recorder::TransportKind;
 use spark_bench::sim::{self, Profile, SimConfig};
 use spark_bench::tls::SelfSigned;
+use spark_bench::vocab::TransportKind;
 
 use crate::accuracy::{errors_against_trace, target, BOUND_NS};
 

@@ -1,8 +1,9 @@
 //! `spark-bench run` on the emulated link: the recorded phases agree with the link model
 //! (every RTT the protocol pays shows up once), and ws beats http on overhead and TTFT.
 
-use spark_bench::recorder::{Metric, RequestKind};
+use spark_bench::recorder::Metric;
 use spark_bench::store::LoadedRun;
+use spark_bench::vocab::RequestKind;
 
 use crate::run_support::*;
 
@@ -61,7 +62,10 @@ prompt = "Add a docstring."
     // http: a new connection per request, each paying TCP connect (1 RTT) and a TLS 1.3
     // handshake (1 RTT); the response headers come 3 RTT after dispatch (connect, handshake,
     // request → response) plus the server's time to headers, which for a stream is ~0.
-    let http: Vec<_> = all.iter().filter(|r| r.transport == "http").collect();
+    let http: Vec<_> = all
+        .iter()
+        .filter(|r| r.transport.as_str() == "http")
+        .collect();
     assert_eq!(http.len(), 3);
     for r in &http {
         let id = r.id;
@@ -96,7 +100,10 @@ prompt = "Add a docstring."
     // ws: one socket per session; its setup (TCP, TLS, upgrade: 1 RTT each) is paid once, by
     // the warm-up that opened it. Later turns: 1 RTT + the simulator's API time to the first
     // event.
-    let ws: Vec<_> = all.iter().filter(|r| r.transport == "ws").collect();
+    let ws: Vec<_> = all
+        .iter()
+        .filter(|r| r.transport.as_str() == "ws")
+        .collect();
     assert_eq!(ws.len(), 4, "a warm-up and three turns: {ws:#?}");
     let warm = ws[0];
     assert_eq!(warm.kind, RequestKind::Warmup);

@@ -73,7 +73,7 @@ fn every_shipped_targets_file_parses_and_resolves() {
         let plan = plan_of(MINIMAL, &o).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
         let t = &plan.cells[0].target;
         assert!(t.base_url.as_deref().unwrap().starts_with("http"), "{name}");
-        let chat = t.api == crate::recorder::ApiFlavour::ChatCompletions;
+        let chat = t.api == crate::vocab::ApiFlavour::ChatCompletions;
         assert_eq!(plan.cells.len(), if chat { 3 } else { 4 }, "{name}");
         // Skipped ws cells are warned about (transports came from defaults, not the CLI).
         assert_eq!(
@@ -494,4 +494,21 @@ fn interleaved_open_loop_offers_the_scenario_rate_to_the_server() {
     assert!(flat.windows(2).all(|w| w[0] <= w[1]));
     let mean = flat.last().unwrap().as_secs_f64() / (flat.len() - 1) as f64;
     assert!((mean - 0.1).abs() < 0.015, "mean gap {mean}");
+}
+
+#[test]
+fn the_scenario_readme_example_builds() {
+    let doc = std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/scenarios/README.md"))
+        .unwrap();
+    let example = doc
+        .split("```toml\n")
+        .nth(1)
+        .unwrap()
+        .split("```")
+        .next()
+        .unwrap();
+    let s = scenario::parse("README example", example).unwrap();
+    let plan = build(&s, "README", example.as_bytes(), &Default::default()).unwrap();
+    assert_eq!(plan.cells.len(), 6);
+    assert_eq!(plan.sessions.len(), 5);
 }

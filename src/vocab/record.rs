@@ -1,8 +1,9 @@
 //! One record per request: the contract between the driver (which fills it from transport
 //! timestamps) and everything downstream (histograms, CSV, reports, the gate).
 //!
-//! Owns: the `RequestRecord` type, its outcome kinds, and the metric definitions derived
-//! from it (TTFT, ITL, TPOT, E2E, overhead). Pure: no clocks, no I/O.
+//! Owns: the `RequestRecord` and `SessionRecord` types and the metric definitions derived
+//! from a record (TTFT, ITL, TPOT, E2E, overhead); the enums they hold are in
+//! [`kinds`](super::kinds). Pure: no clocks, no I/O.
 //!
 //! All timestamps are `u64` nanoseconds since the run's monotonic origin (the `Instant`
 //! taken when the run started); they were taken by the transport when the bytes arrived,
@@ -10,177 +11,9 @@
 
 use serde::{Deserialize, Serialize};
 
-/// How requests reach the target.
-#[derive(
-    Debug,
-    Clone,
-    Copy,
-    PartialEq,
-    Eq,
-    Hash,
-    PartialOrd,
-    Ord,
-    Serialize,
-    Deserialize,
-    clap::ValueEnum,
-)]
-#[serde(rename_all = "kebab-case")]
-pub enum TransportKind {
-    /// A new TCP (+TLS) connection for every request.
-    Http,
-    /// HTTP/1.1 keep-alive: idle connections are reused.
-    HttpPooled,
-    /// HTTP/2: every request of a target multiplexed over one connection.
-    Http2,
-    /// One persistent WebSocket per session (Responses API WebSocket mode).
-    Ws,
-}
-
-impl TransportKind {
-    /// All transports, in the order tables and charts show them.
-    pub const ALL: [TransportKind; 4] = [
-        TransportKind::Http,
-        TransportKind::HttpPooled,
-        TransportKind::Http2,
-        TransportKind::Ws,
-    ];
-
-    /// The name used on the command line, in files and in tables.
-    pub fn as_str(self) -> &'static str {
-        match self {
-            TransportKind::Http => "http",
-            TransportKind::HttpPooled => "http-pooled",
-            TransportKind::Http2 => "http2",
-            TransportKind::Ws => "ws",
-        }
-    }
-}
-
-impl std::fmt::Display for TransportKind {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str(self.as_str())
-    }
-}
-
-impl std::str::FromStr for TransportKind {
-    type Err = String;
-    fn from_str(s: &str) -> Result<Self, String> {
-        TransportKind::ALL
-            .into_iter()
-            .find(|t| t.as_str() == s)
-            .ok_or_else(|| {
-                format!("unknown transport {s:?}; use one of: http, http-pooled, http2, ws")
-            })
-    }
-}
-
-/// The wire API a target speaks.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
-#[serde(rename_all = "kebab-case")]
-pub enum ApiFlavour {
-    /// `POST /v1/chat/completions`, SSE `data:` lines ending in `[DONE]`.
-    ChatCompletions,
-    /// `POST /v1/responses` (SSE) and `GET /v1/responses` upgraded to WebSocket.
-    Responses,
-}
-
-/// Where a request's token counts came from.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, Default)]
-#[serde(rename_all = "kebab-case")]
-pub enum TokenSource {
-    /// The server's `usage` object (preferred).
-    ServerUsage,
-    /// No usage reported: one token per content chunk (a lower bound; flagged in reports).
-    #[default]
-    ChunkCount,
-}
-
-impl TokenSource {
-    /// The name used in files and tables.
-    pub fn as_str(self) -> &'static str {
-        match self {
-            TokenSource::ServerUsage => "server-usage",
-            TokenSource::ChunkCount => "chunk-count",
-        }
-    }
-}
-
-/// How a request ended. Failures are data: counted by kind, never folded into latencies.
-#[derive(
-    Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize, Default,
-)]
-#[serde(rename_all = "kebab-case")]
-pub enum OutcomeKind {
-    /// Completed with a terminal success event.
-    #[default]
-    Ok,
-    /// The server answered with a non-2xx HTTP status (see `http_status`).
-    HttpStatus,
-    /// TCP connect (or DNS) failed.
-    ConnectError,
-    /// The TLS handshake failed.
-    TlsError,
-    /// The WebSocket upgrade was refused.
-    UpgradeError,
-    /// No byte arrived within the stall timeout, or the request exceeded its deadline.
-    Timeout,
-    /// The connection closed or reset before the terminal event.
-    Truncated,
-    /// A reused connection was closed by the server after this request was written and
-    /// before any byte of a response: the server may have seen the request, so it was not
-    /// sent again (a request that provably never reached the server is re-sent on a fresh
-    /// connection instead, and counts in `reconnects`).
-    StaleConnection,
-    /// The server sent an error event, `response.failed`, or a WebSocket error envelope / close 1011.
-    ServerError,
-    /// A frame or event could not be parsed.
-    ProtocolError,
-    /// Cut off by Ctrl-C or the run deadline; not counted against the server.
-    Cancelled,
-}
-
-impl OutcomeKind {
-    /// The name used in files and tables.
-    pub fn as_str(self) -> &'static str {
-        match self {
-            OutcomeKind::Ok => "ok",
-            OutcomeKind::HttpStatus => "http-status",
-            OutcomeKind::ConnectError => "connect-error",
-            OutcomeKind::TlsError => "tls-error",
-            OutcomeKind::UpgradeError => "upgrade-error",
-            OutcomeKind::Timeout => "timeout",
-            OutcomeKind::Truncated => "truncated",
-            OutcomeKind::StaleConnection => "stale-connection",
-            OutcomeKind::ServerError => "server-error",
-            OutcomeKind::ProtocolError => "protocol-error",
-            OutcomeKind::Cancelled => "cancelled",
-        }
-    }
-}
-
-/// What the request was, within its session.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, Default)]
-#[serde(rename_all = "kebab-case")]
-pub enum RequestKind {
-    /// A user prompt (first turn or follow-up edit).
-    #[default]
-    User,
-    /// A request carrying tool outputs back to the model (agent loop).
-    ToolResult,
-    /// A `generate:false` warm-up on a fresh WebSocket (no output).
-    Warmup,
-}
-
-/// How conversation history was sent.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, Default)]
-#[serde(rename_all = "kebab-case")]
-pub enum Chaining {
-    /// The whole history was sent in the request body.
-    #[default]
-    FullHistory,
-    /// `previous_response_id` with only the new input items.
-    PreviousResponseId,
-}
+use super::kinds::{
+    Chaining, OutcomeKind, OverheadSource, RequestKind, TokenSource, TransportKind, WireProtocol,
+};
 
 /// One content chunk: when its bytes arrived and how many tokens it carried.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
@@ -217,8 +50,8 @@ pub struct RequestRecord {
     pub id: u64,
     /// Target name (`sim-wafer`, `openai`, …).
     pub target: String,
-    /// Transport name.
-    pub transport: String,
+    /// How the request travelled.
+    pub transport: TransportKind,
     /// Session index within its cell.
     pub session: u32,
     /// The scenario turn the request belongs to (0-based, after `repeat`): the same on every
@@ -284,7 +117,7 @@ pub struct RequestRecord {
     #[serde(default)]
     pub reconnects: u32,
     /// `HTTP/1.1`, `HTTP/2` or `WebSocket`.
-    pub protocol: String,
+    pub protocol: WireProtocol,
     /// Negotiated ALPN protocol, when TLS was used.
     pub alpn: Option<String>,
     /// Request bytes written (headers + body, or the WS frame payload).
@@ -319,8 +152,8 @@ pub struct RequestRecord {
 pub struct SessionRecord {
     /// Target name.
     pub target: String,
-    /// Transport name.
-    pub transport: String,
+    /// The cell's transport.
+    pub transport: TransportKind,
     /// Session index within its cell (warm-up sessions first).
     pub session: u32,
     /// True for warm-up sessions: recorded, excluded from statistics.
@@ -337,27 +170,6 @@ pub struct SessionRecord {
     /// is not a session time, so it is kept out of `session_wall`.
     #[serde(default)]
     pub interrupted: bool,
-}
-
-/// Where a request's round-trip overhead figure came from.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "kebab-case")]
-pub enum OverheadSource {
-    /// Client TTFT minus the server-reported TTFT.
-    ServerTiming,
-    /// No server timing: time to the first protocol event (connection setup, upload, API
-    /// work and one RTT, but no model time). An estimate; flagged in reports.
-    FirstEventEstimate,
-}
-
-impl OverheadSource {
-    /// The name used in files and tables.
-    pub fn as_str(self) -> &'static str {
-        match self {
-            OverheadSource::ServerTiming => "server-timing",
-            OverheadSource::FirstEventEstimate => "first-event-estimate",
-        }
-    }
 }
 
 impl RequestRecord {
