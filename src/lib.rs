@@ -6,8 +6,8 @@
 //! * [`scenario`]: TOML scenario files, data only (`deny_unknown_fields`, errors with file:line:col).
 //! * [`plan`]: scenario + CLI overrides → a validated, seeded [`plan::Plan`].
 //! * [`driver`]: runs a plan: sessions, concurrency, pacing, cancellation; one record per request.
-//! * [`transport`]: connections, TLS, HTTP/1.1, HTTP/2, SSE and WebSocket framing; the only
-//!   client-side code that reads the clock, and it does so when bytes arrive.
+//! * [`transport`]: connections, TLS, HTTP/1.1, HTTP/2, SSE and WebSocket framing; it stamps
+//!   bytes when they arrive, through [`clock`].
 //! * [`backend`]: protocol adapters (chat completions, responses): request bodies out,
 //!   frames → stream events in.
 //! * [`recorder`]: records → HdrHistograms and summaries (pure).
@@ -16,8 +16,10 @@
 //! * [`compare`]: the CI gate.
 //! * [`sim`]: the embedded simulator; imports no client code.
 //!
-//! Shared infrastructure: [`link`] (user-space WAN emulation), [`timer`] (sub-ms sleeps),
-//! [`tls`], [`rng`], [`units`], [`kclock`] (kernel timestamps on the monotonic clock).
+//! Shared infrastructure: [`clock`] (every timestamp source and its system calls: the run's
+//! clock, kernel receive and transmit stamps, the HTTP byte log, sub-ms sleeps; the only
+//! module that reads the clock), [`link`] (user-space WAN emulation), [`tls`], [`rng`],
+//! [`units`].
 
 /// `println!` that never panics: when stdout is closed (`spark-bench run … | head`), the line
 /// is dropped and the run goes on (its results are in files).
@@ -48,10 +50,10 @@ macro_rules! errln {
 
 pub mod backend;
 pub mod cli;
+pub mod clock;
 pub mod commands;
 pub mod compare;
 pub mod driver;
-pub mod kclock;
 pub mod link;
 pub mod plan;
 pub mod priority;
@@ -59,11 +61,9 @@ pub mod progress;
 pub mod recorder;
 pub mod report;
 pub mod rng;
-pub mod rxstamp;
 pub mod scenario;
 pub mod sim;
 pub mod store;
-pub mod timer;
 pub mod tls;
 pub mod transport;
 pub mod units;

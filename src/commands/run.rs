@@ -8,6 +8,7 @@ use anyhow::Context;
 use tokio::sync::{mpsc, watch};
 
 use crate::cli::RunArgs;
+use crate::clock::Clock;
 use crate::driver::{self, Endpoint, Event, Stop};
 use crate::link::Link;
 use crate::plan::{self, Plan};
@@ -15,7 +16,7 @@ use crate::recorder::{LiveStats, Recorder};
 use crate::sim;
 use crate::store::{RunStatus, RunWriter};
 use crate::transport::proxy::{self, Proxy};
-use crate::transport::{Clock, Trust};
+use crate::transport::Trust;
 
 use super::{EXIT_INTERRUPTED, EXIT_OK};
 
@@ -336,8 +337,8 @@ pub async fn run_plan(
         (Ok(()), false) => RunStatus::Complete,
     };
     let summary = crate::recorder::Summary::from_recorder(&recorder);
-    let mut how = crate::rxstamp::stamp_source();
-    if let Some(frames) = crate::transport::byteclock::frame_source() {
+    let mut how = crate::clock::rx::stamp_source();
+    if let Some(frames) = crate::clock::byteclock::frame_source() {
         how.push_str("; ");
         how.push_str(&frames);
     }

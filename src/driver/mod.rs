@@ -24,10 +24,11 @@ use tokio::sync::{mpsc, Semaphore};
 use tokio_util::sync::CancellationToken;
 
 use crate::backend::{Conversation, ToolChoice};
+use crate::clock::Clock;
 use crate::plan::salt::{self, RequestPos};
 use crate::plan::{schedule, CacheMode, Cell, Plan, Schedule, SessionPlan, Target};
 use crate::recorder::{RequestKind, RequestRecord, SessionRecord, TransportKind};
-use crate::transport::{Clock, Trust};
+use crate::transport::Trust;
 use exchange::{exchange, Connector, RecordMeta, Reply, RequestSpec, SessionTransport};
 
 /// What the driver emits.
@@ -281,7 +282,7 @@ async fn run_lane(cells: &[CellContext], lane: Vec<Slot>) {
 async fn sleep_until_ns(ctx: &CellContext, ns: u64) -> bool {
     let deadline = ctx.clock.instant(ns);
     tokio::select! {
-        _ = crate::timer::sleep_until(deadline) => true,
+        _ = crate::clock::timer::sleep_until(deadline) => true,
         _ = ctx.stop.dispatch.cancelled() => false,
     }
 }

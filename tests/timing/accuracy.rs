@@ -256,7 +256,7 @@ async fn chunk_arrivals_ttft_tokens_and_decode_rate_match_ground_truth() {
     let t = target(&sim);
     let clock = Clock::start();
 
-    let (exact0, latest0) = spark_bench::transport::byteclock::frame_counts();
+    let (exact0, latest0) = spark_bench::clock::byteclock::frame_counts();
     let mut all_errors = Vec::new();
     for kind in TransportKind::ALL {
         let mut attempt = 0;
@@ -295,7 +295,7 @@ async fn chunk_arrivals_ttft_tokens_and_decode_rate_match_ground_truth() {
     assert!(p(0.5).abs() < BOUND_NS / 5, "median error {} ns", p(0.5));
     // Every HTTP body frame (HTTP/1.1 and HTTP/2) was placed on the read that delivered it,
     // not on the connection's latest read.
-    let (exact, latest) = spark_bench::transport::byteclock::frame_counts();
+    let (exact, latest) = spark_bench::clock::byteclock::frame_counts();
     eprintln!(
         "HTTP body frames: {} stamped from the connection's byte log, {} with its latest read",
         exact - exact0,

@@ -19,14 +19,15 @@
 //! Linux, or the option was refused), the time the read returned is used instead.
 
 use std::io;
-use std::pin::Pin;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, OnceLock};
 use std::task::{Context, Poll};
 use std::time::{Duration, Instant};
 
-use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
+use tokio::io::ReadBuf;
 use tokio::net::TcpStream;
+
+use super::tap::{Tap, Tapped};
 
 /// Connections opened through [`KernelStamped`] in this process, and how many of them the
 /// kernel refused receive stamps for.
@@ -136,8 +137,10 @@ impl Arrivals {
 }
 
 /// A TCP stream whose reads carry the kernel's receive timestamp.
-pub struct KernelStamped {
-    tcp: TcpStream,
+pub type KernelStamped = Tapped<Receive>;
+
+/// The tap of a [`KernelStamped`] stream: reads with `recvmsg`, writes pass through.
+pub struct Receive {
     arrivals: Arrivals,
     kernel: bool,
 }
@@ -152,18 +155,20 @@ impl KernelStamped {
         }
         let arrivals = Arrivals::new();
         (
-            KernelStamped {
+            Tapped::wrap(
                 tcp,
-                arrivals: arrivals.clone(),
-                kernel,
-            },
+                Receive {
+                    arrivals: arrivals.clone(),
+                    kernel,
+                },
+            ),
             arrivals,
         )
     }
 
     /// Whether the kernel accepted the option (reads fall back to the read's own time if not).
     pub fn kernel_timestamps(&self) -> bool {
-        self.kernel
+        self.tap().kernel
     }
 }
 
@@ -174,17 +179,12 @@ fn enable(tcp: &TcpStream) -> bool {
 
 #[cfg(target_os = "linux")]
 fn enable_fd(socket: &impl std::os::fd::AsRawFd) -> bool {
-    let on: libc::c_int = 1;
-    // SAFETY: a plain setsockopt on a socket we own, with a correctly sized int.
-    unsafe {
-        libc::setsockopt(
-            socket.as_raw_fd(),
-            libc::SOL_SOCKET,
-            libc::SO_TIMESTAMPNS,
-            (&on as *const libc::c_int).cast(),
-            std::mem::size_of::<libc::c_int>() as libc::socklen_t,
-        ) == 0
-    }
+    super::sys::set_int_option(
+        socket.as_raw_fd(),
+        libc::SOL_SOCKET,
+        libc::SO_TIMESTAMPNS,
+        1,
+    )
 }
 
 #[cfg(not(target_os = "linux"))]
@@ -199,84 +199,57 @@ fn recv_stamped(
     fd: std::os::fd::RawFd,
     buf: &mut [std::mem::MaybeUninit<u8>],
 ) -> io::Result<(usize, Option<Duration>)> {
-    let mut iov = libc::iovec {
-        iov_base: buf.as_mut_ptr().cast(),
-        iov_len: buf.len(),
-    };
-    // Room for one or two control messages; u64 elements keep it aligned for cmsghdr.
+    // Room for one or two control messages.
     let mut control = [0u64; 16];
-    // SAFETY: msghdr is a plain C struct; all-zero is a valid empty value.
-    let mut msg: libc::msghdr = unsafe { std::mem::zeroed() };
-    msg.msg_iov = &mut iov;
-    msg.msg_iovlen = 1;
-    msg.msg_control = control.as_mut_ptr().cast();
-    msg.msg_controllen = std::mem::size_of_val(&control) as _;
-    // SAFETY: the iovec points at `buf` (valid for writes of its length) and the control
-    // buffer at `control`; both outlive the call.
-    let n = unsafe { libc::recvmsg(fd, &mut msg, libc::MSG_DONTWAIT) };
-    if n < 0 {
-        return Err(io::Error::last_os_error());
-    }
     let mut stamp = None;
-    // SAFETY: the kernel filled `msg`'s control area; CMSG_* walk it within its length, and
-    // the timespec is read unaligned from a control message of the right level and type.
-    unsafe {
-        let mut cmsg = libc::CMSG_FIRSTHDR(&msg);
-        while !cmsg.is_null() {
-            if (*cmsg).cmsg_level == libc::SOL_SOCKET
-                && (*cmsg).cmsg_type == libc::SCM_TIMESTAMPNS
-                && (*cmsg).cmsg_len as usize
-                    >= libc::CMSG_LEN(std::mem::size_of::<libc::timespec>() as u32) as usize
-            {
-                let ts: libc::timespec =
-                    std::ptr::read_unaligned(libc::CMSG_DATA(cmsg).cast::<libc::timespec>());
+    let n = super::sys::recvmsg(fd, Some(buf), libc::MSG_DONTWAIT, &mut control, |cmsg| {
+        if cmsg.level == libc::SOL_SOCKET && cmsg.kind == libc::SCM_TIMESTAMPNS {
+            if let Some(ts) = cmsg.read::<libc::timespec>() {
                 if ts.tv_sec > 0 && ts.tv_nsec >= 0 {
                     stamp = Some(Duration::new(ts.tv_sec as u64, ts.tv_nsec as u32));
                 }
             }
-            cmsg = libc::CMSG_NXTHDR(&msg, cmsg);
         }
-    }
-    Ok((n as usize, stamp))
+    })?;
+    Ok((n, stamp))
 }
 
-impl AsyncRead for KernelStamped {
+impl Tap for Receive {
+    type Io = TcpStream;
+
     #[cfg(target_os = "linux")]
     fn poll_read(
-        self: Pin<&mut Self>,
+        &mut self,
+        tcp: &mut TcpStream,
         cx: &mut Context<'_>,
         buf: &mut ReadBuf<'_>,
     ) -> Poll<io::Result<()>> {
         use std::os::fd::AsRawFd;
-        let this = self.get_mut();
         if buf.remaining() == 0 {
             return Poll::Ready(Ok(()));
         }
         loop {
-            std::task::ready!(this.tcp.poll_read_ready(cx))?;
-            let fd = this.tcp.as_raw_fd();
+            std::task::ready!(tcp.poll_read_ready(cx))?;
+            let fd = tcp.as_raw_fd();
             // SAFETY: recvmsg only writes initialised bytes into the unfilled part, and we mark
             // exactly the `n` it reports as initialised and filled.
             let unfilled = unsafe { buf.unfilled_mut() };
-            match this
-                .tcp
-                .try_io(tokio::io::Interest::READABLE, || recv_stamped(fd, unfilled))
-            {
+            match tcp.try_io(tokio::io::Interest::READABLE, || recv_stamped(fd, unfilled)) {
                 Ok((n, stamp)) => {
                     // SAFETY: the kernel wrote `n` bytes into the unfilled part.
                     unsafe { buf.assume_init(n) };
                     buf.advance(n);
                     if n > 0 {
                         let at = match stamp {
-                            Some(s) => crate::kclock::realtime_to_instant(s),
+                            Some(s) => super::realtime_to_instant(s),
                             None => {
-                                if this.kernel {
+                                if self.kernel {
                                     UNSTAMPED.fetch_add(1, Ordering::Relaxed);
                                 }
                                 Instant::now()
                             }
                         };
-                        this.arrivals.note(at);
+                        self.arrivals.note(at);
                     }
                     return Poll::Ready(Ok(()));
                 }
@@ -288,47 +261,19 @@ impl AsyncRead for KernelStamped {
 
     #[cfg(not(target_os = "linux"))]
     fn poll_read(
-        self: Pin<&mut Self>,
+        &mut self,
+        tcp: &mut TcpStream,
         cx: &mut Context<'_>,
         buf: &mut ReadBuf<'_>,
     ) -> Poll<io::Result<()>> {
-        let this = self.get_mut();
+        use std::pin::Pin;
+        use tokio::io::AsyncRead;
         let before = buf.filled().len();
-        let r = Pin::new(&mut this.tcp).poll_read(cx, buf);
+        let r = Pin::new(tcp).poll_read(cx, buf);
         if matches!(r, Poll::Ready(Ok(()))) && buf.filled().len() > before {
-            this.arrivals.note(Instant::now());
+            self.arrivals.note(Instant::now());
         }
         r
-    }
-}
-
-impl AsyncWrite for KernelStamped {
-    fn poll_write(
-        self: Pin<&mut Self>,
-        cx: &mut Context<'_>,
-        buf: &[u8],
-    ) -> Poll<io::Result<usize>> {
-        Pin::new(&mut self.get_mut().tcp).poll_write(cx, buf)
-    }
-
-    fn poll_write_vectored(
-        self: Pin<&mut Self>,
-        cx: &mut Context<'_>,
-        bufs: &[io::IoSlice<'_>],
-    ) -> Poll<io::Result<usize>> {
-        Pin::new(&mut self.get_mut().tcp).poll_write_vectored(cx, bufs)
-    }
-
-    fn is_write_vectored(&self) -> bool {
-        self.tcp.is_write_vectored()
-    }
-
-    fn poll_flush(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
-        Pin::new(&mut self.get_mut().tcp).poll_flush(cx)
-    }
-
-    fn poll_shutdown(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
-        Pin::new(&mut self.get_mut().tcp).poll_shutdown(cx)
     }
 }
 

@@ -1,0 +1,131 @@
+//! The system calls behind the kernel's timestamps, each written once (Linux only).
+//!
+//! Owns: setting an integer socket option (`SO_TIMESTAMPNS` for receive stamps,
+//! `SO_TIMESTAMPING` for transmit stamps), one `recvmsg` with a walk over the control
+//! messages the kernel attached, and the timer thread's timer slack. Every `unsafe` block of
+//! [`super`] outside the one `poll_read` that fills tokio's buffer is here, with its SAFETY
+//! note.
+//! Does not own: which option or message means what (the callers, [`super::rx`] and
+//! [`super::tx`], pick levels and types and decode payloads).
+
+use std::io;
+use std::mem::MaybeUninit;
+use std::os::fd::RawFd;
+
+/// Sets the integer socket option `level`/`name` on `fd` to `value`; true when the kernel
+/// accepted it.
+pub fn set_int_option(
+    fd: RawFd,
+    level: libc::c_int,
+    name: libc::c_int,
+    value: libc::c_int,
+) -> bool {
+    // SAFETY: a plain setsockopt on a socket the caller owns, with a correctly sized int.
+    unsafe {
+        libc::setsockopt(
+            fd,
+            level,
+            name,
+            (&value as *const libc::c_int).cast(),
+            std::mem::size_of::<libc::c_int>() as libc::socklen_t,
+        ) == 0
+    }
+}
+
+/// Sets the calling thread's timer slack to 1 ns (the default is 50 µs), so that its timed
+/// sleeps wake when asked.
+pub fn set_thread_timer_slack_1ns() {
+    // SAFETY: prctl(PR_SET_TIMERSLACK) only changes this thread's timer slack.
+    unsafe {
+        libc::prctl(libc::PR_SET_TIMERSLACK, 1 as libc::c_ulong, 0, 0, 0);
+    }
+}
+
+/// A payload a control message can carry: a plain C struct for which every bit pattern is a
+/// valid value, so it may be copied out of the kernel's bytes.
+///
+/// # Safety
+/// Implement only for `repr(C)` types of integers (no pointers, references, enums or bools).
+pub unsafe trait Payload: Copy {}
+// SAFETY: two integers.
+unsafe impl Payload for libc::timespec {}
+// SAFETY: `scm_timestamping`: three timespecs.
+unsafe impl Payload for [libc::timespec; 3] {}
+// SAFETY: integers only.
+unsafe impl Payload for libc::sock_extended_err {}
+
+/// One control message of a [`recvmsg`], valid while the walk is at it.
+pub struct Cmsg {
+    /// `cmsg_level`.
+    pub level: libc::c_int,
+    /// `cmsg_type`.
+    pub kind: libc::c_int,
+    /// `cmsg_len`: header and payload.
+    len: usize,
+    data: *const libc::c_uchar,
+}
+
+impl Cmsg {
+    /// The payload as a `T`, when the message is long enough to hold one.
+    pub fn read<T: Payload>(&self) -> Option<T> {
+        // SAFETY: CMSG_LEN is arithmetic; the message's length covers a `T` after its header
+        // (checked first), `data` points into the control area the walk borrows, and any bit
+        // pattern is a valid `T` (`Payload`); the read is unaligned.
+        unsafe {
+            if self.len >= libc::CMSG_LEN(std::mem::size_of::<T>() as u32) as usize {
+                Some(std::ptr::read_unaligned(self.data.cast::<T>()))
+            } else {
+                None
+            }
+        }
+    }
+}
+
+/// One `recvmsg(fd, …, flags)`: into `buf` when given (one iovec), with `control` as the
+/// control area (`u64` elements keep it aligned for `cmsghdr`). Calls `each` for every
+/// control message the kernel attached, in order, and returns the byte count.
+pub fn recvmsg(
+    fd: RawFd,
+    buf: Option<&mut [MaybeUninit<u8>]>,
+    flags: libc::c_int,
+    control: &mut [u64],
+    mut each: impl FnMut(&Cmsg),
+) -> io::Result<usize> {
+    // SAFETY: msghdr is a plain C struct; all-zero is a valid empty value.
+    let mut msg: libc::msghdr = unsafe { std::mem::zeroed() };
+    let mut iov;
+    if let Some(buf) = buf {
+        iov = libc::iovec {
+            iov_base: buf.as_mut_ptr().cast(),
+            iov_len: buf.len(),
+        };
+        msg.msg_iov = &mut iov;
+        msg.msg_iovlen = 1;
+    }
+    msg.msg_control = control.as_mut_ptr().cast();
+    msg.msg_controllen = std::mem::size_of_val(control) as _;
+    // SAFETY: the iovec, when set, points at `buf` (valid for writes of its length) and the
+    // control area at `control`; both outlive the call.
+    let n = unsafe { libc::recvmsg(fd, &mut msg, flags) };
+    if n < 0 {
+        return Err(io::Error::last_os_error());
+    }
+    // SAFETY: the kernel filled `msg`'s control area; CMSG_* walk it within its length, and
+    // each header is read in place (CMSG_FIRSTHDR/NXTHDR return aligned headers or null).
+    unsafe {
+        let mut cmsg = libc::CMSG_FIRSTHDR(&msg);
+        while !cmsg.is_null() {
+            // `cmsg_len` is usize on glibc and u32 on musl.
+            #[allow(clippy::unnecessary_cast)]
+            let len = (*cmsg).cmsg_len as usize;
+            each(&Cmsg {
+                level: (*cmsg).cmsg_level,
+                kind: (*cmsg).cmsg_type,
+                len,
+                data: libc::CMSG_DATA(cmsg),
+            });
+            cmsg = libc::CMSG_NXTHDR(&msg, cmsg);
+        }
+    }
+    Ok(n as usize)
+}
