@@ -204,7 +204,7 @@ fn recv_stamped(
     let mut stamp = None;
     let n = super::sys::recvmsg(fd, Some(buf), libc::MSG_DONTWAIT, &mut control, |cmsg| {
         if cmsg.level == libc::SOL_SOCKET && cmsg.kind == libc::SCM_TIMESTAMPNS {
-            if let Some(ts) = cmsg.read::<libc::timespec>() {
+            if let Some(ts) = cmsg.timespec() {
                 if ts.tv_sec > 0 && ts.tv_nsec >= 0 {
                     stamp = Some(Duration::new(ts.tv_sec as u64, ts.tv_nsec as u32));
                 }

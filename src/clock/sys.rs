@@ -3,8 +3,8 @@
 //! Owns: setting an integer socket option (`SO_TIMESTAMPNS` for receive stamps,
 //! `SO_TIMESTAMPING` for transmit stamps), one `recvmsg` with a walk over the control
 //! messages the kernel attached, and the timer thread's timer slack. Every `unsafe` block of
-//! [`super`] outside the one `poll_read` that fills tokio's buffer is here, with its SAFETY
-//! note.
+//! [`super`] is here, with its SAFETY note, except the two in [`super::rx`]'s `poll_read`
+//! that lend tokio's read buffer to `recvmsg`.
 //! Does not own: which option or message means what (the callers, [`super::rx`] and
 //! [`super::tx`], pick levels and types and decode payloads).
 
@@ -41,19 +41,6 @@ pub fn set_thread_timer_slack_1ns() {
     }
 }
 
-/// A payload a control message can carry: a plain C struct for which every bit pattern is a
-/// valid value, so it may be copied out of the kernel's bytes.
-///
-/// # Safety
-/// Implement only for `repr(C)` types of integers (no pointers, references, enums or bools).
-pub unsafe trait Payload: Copy {}
-// SAFETY: two integers.
-unsafe impl Payload for libc::timespec {}
-// SAFETY: `scm_timestamping`: three timespecs.
-unsafe impl Payload for [libc::timespec; 3] {}
-// SAFETY: integers only.
-unsafe impl Payload for libc::sock_extended_err {}
-
 /// One control message of a [`recvmsg`], valid while the walk is at it.
 pub struct Cmsg {
     /// `cmsg_level`.
@@ -66,11 +53,28 @@ pub struct Cmsg {
 }
 
 impl Cmsg {
-    /// The payload as a `T`, when the message is long enough to hold one.
-    pub fn read<T: Payload>(&self) -> Option<T> {
+    /// The payload as a `timespec` (`SCM_TIMESTAMPNS`).
+    pub fn timespec(&self) -> Option<libc::timespec> {
+        self.read()
+    }
+
+    /// The payload as a `scm_timestamping` (`SCM_TIMESTAMPING`): software, (deprecated),
+    /// hardware.
+    pub fn timestamping(&self) -> Option<[libc::timespec; 3]> {
+        self.read()
+    }
+
+    /// The payload as a `sock_extended_err` (`IP_RECVERR`, `IPV6_RECVERR`).
+    pub fn extended_err(&self) -> Option<libc::sock_extended_err> {
+        self.read()
+    }
+
+    /// The payload as a `T`, when the message is long enough to hold one. `T` is one of the
+    /// plain C structs above: integers only, so any bit pattern is a valid value.
+    fn read<T: Copy>(&self) -> Option<T> {
         // SAFETY: CMSG_LEN is arithmetic; the message's length covers a `T` after its header
-        // (checked first), `data` points into the control area the walk borrows, and any bit
-        // pattern is a valid `T` (`Payload`); the read is unaligned.
+        // (checked first), `data` points into the control area the walk borrows, and `T` is
+        // made of integers only (see above); the read is unaligned.
         unsafe {
             if self.len >= libc::CMSG_LEN(std::mem::size_of::<T>() as u32) as usize {
                 Some(std::ptr::read_unaligned(self.data.cast::<T>()))

@@ -155,7 +155,7 @@ fn read_stamp(fd: std::os::fd::RawFd) -> Option<(u32, Instant)> {
             let (level, kind) = (cmsg.level, cmsg.kind);
             if level == libc::SOL_SOCKET && kind == SO_TIMESTAMPING {
                 // scm_timestamping: [software, (deprecated), hardware].
-                if let Some([ts, _, _]) = cmsg.read::<[libc::timespec; 3]>() {
+                if let Some([ts, _, _]) = cmsg.timestamping() {
                     if ts.tv_sec > 0 && ts.tv_nsec >= 0 {
                         stamp = Some(std::time::Duration::new(
                             ts.tv_sec as u64,
@@ -166,7 +166,7 @@ fn read_stamp(fd: std::os::fd::RawFd) -> Option<(u32, Instant)> {
             } else if (level == libc::SOL_IP && kind == libc::IP_RECVERR)
                 || (level == libc::SOL_IPV6 && kind == libc::IPV6_RECVERR)
             {
-                if let Some(e) = cmsg.read::<libc::sock_extended_err>() {
+                if let Some(e) = cmsg.extended_err() {
                     if e.ee_origin == libc::SO_EE_ORIGIN_TIMESTAMPING
                         && e.ee_errno == libc::ENOMSG as u32
                         && e.ee_info == SCM_TSTAMP_SND
