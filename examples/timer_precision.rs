@@ -7,7 +7,7 @@ async fn main() {
     for i in 0..200u64 {
         let d = Duration::from_micros(500 + (i % 10) * 700);
         let deadline = Instant::now() + d;
-        spark_bench::timer::sleep_until(deadline).await;
+        spark_bench::clock::timer::sleep_until(deadline).await;
         late.push(
             Instant::now()
                 .saturating_duration_since(deadline)

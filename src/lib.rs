@@ -8,8 +8,8 @@
 //!   the run's modes, [`vocab::BaseUrl`], [`vocab::RequestRecord`]); imports nothing of ours.
 //! * [`scenario`]: TOML scenario files, data only (`deny_unknown_fields`, errors with file:line:col).
 //! * [`plan`]: scenario + CLI overrides → a validated, seeded [`plan::Plan`].
-//! * [`transport`]: connections, TLS, HTTP/1.1, HTTP/2, SSE and WebSocket framing; the only
-//!   client-side code that reads the clock, and it does so when bytes arrive.
+//! * [`transport`]: connections, TLS, HTTP/1.1, HTTP/2, SSE and WebSocket framing; it stamps
+//!   bytes when they arrive, through [`clock`].
 //! * [`backend`]: protocol adapters (chat completions, responses): request bodies out,
 //!   frames → stream events in.
 //! * [`driver`]: runs a plan: sessions, concurrency, pacing, cancellation; one record per request.
@@ -24,9 +24,11 @@
 //! [`commands`] is the glue of the subcommands: arguments in, a runner or a report called,
 //! results printed.
 //!
-//! Shared infrastructure: [`link`] (user-space WAN emulation), [`timer`] (sub-ms sleeps),
-//! [`tls`], [`rng`], [`units`], [`kclock`] (kernel timestamps on the monotonic clock),
-//! [`provenance`] (one run's counts of how its timestamps were taken).
+//! Shared infrastructure: [`clock`] (every timestamp source and its system calls: the run's
+//! clock, kernel receive and transmit stamps, the HTTP byte log, sub-ms sleeps; the only
+//! module that reads the clock), [`link`] (user-space WAN emulation), [`tls`], [`rng`],
+//! [`units`], [`provenance`] (one run's counts of how its
+//! timestamps were taken).
 //!
 //! A module imports only its own layer and the ones listed above it (shared infrastructure
 //! sits below `plan`), the simulator imports no client code, and no two top-level modules
@@ -62,10 +64,10 @@ macro_rules! errln {
 
 pub mod backend;
 pub mod cli;
+pub mod clock;
 pub mod commands;
 pub mod compare;
 pub mod driver;
-pub mod kclock;
 pub mod link;
 pub mod plan;
 pub mod priority;
@@ -75,11 +77,9 @@ pub mod recorder;
 pub mod report;
 pub mod rng;
 pub mod runner;
-pub mod rxstamp;
 pub mod scenario;
 pub mod sim;
 pub mod store;
-pub mod timer;
 pub mod tls;
 pub mod transport;
 pub mod units;

@@ -43,10 +43,11 @@ use tokio::net::TcpStream;
 use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
 
+use crate::clock::rx::{Arrivals, KernelStamped};
+use crate::clock::tap::{Tap, Tapped};
+use crate::clock::timer;
 use crate::provenance::Counters;
 use crate::rng::Rng;
-use crate::rxstamp::{Arrivals, KernelStamped};
-use crate::timer;
 
 /// Any async byte stream that can be boxed and moved between tasks.
 pub trait Io: AsyncRead + AsyncWrite + Unpin + Send + 'static {}
@@ -195,7 +196,7 @@ impl Link {
     /// A perfect link returns `io` unchanged. `seed` makes the jitter reproducible.
     ///
     /// `below` is the arrival clock of `io`'s reads (the kernel's receive stamps, see
-    /// [`crate::rxstamp`]), used as the instant inbound bytes entered the emulated wire; the
+    /// [`crate::clock::rx`]), used as the instant inbound bytes entered the emulated wire; the
     /// returned [`Arrivals`] gives, for the wrapped side's reads, the instant the bytes arrive
     /// on the emulated path (entry + one-way delay + jitter + serialisation). A perfect link
     /// passes `below` through.
@@ -245,11 +246,13 @@ impl Link {
         let (near_out, far) = tokio::io::duplex(256 * 1024);
         let inbound = Arc::new(Inbound::default());
         let arrivals = Arrivals::new();
-        let near = NearIo {
-            inbound: inbound.clone(),
-            arrivals: arrivals.clone(),
-            out: near_out,
-        };
+        let near = NearIo::wrap(
+            near_out,
+            Near {
+                inbound: inbound.clone(),
+                arrivals: arrivals.clone(),
+            },
+        );
         let (sock_r, sock_w) = tokio::io::split(io);
         let one_way = self.rtt / 2;
         let pumps = [
@@ -421,14 +424,21 @@ impl Inbound {
 /// waiting) still learns each segment's own arrival: TLS pulls the segments one at a time
 /// until a record is complete, and the plaintext is stamped with the segment that completed
 /// it, not with the latest one waiting.
-struct NearIo {
+type NearIo = Tapped<Near>;
+
+/// The tap of a [`NearIo`]: reads come from the inbound segments, writes go into the pipe
+/// to the outbound pump (each through `poll_write`, as before the tap: no vectored writes).
+struct Near {
     inbound: Arc<Inbound>,
     arrivals: Arrivals,
-    out: DuplexStream,
 }
 
-impl Drop for NearIo {
-    fn drop(&mut self) {
+impl Tap for Near {
+    type Io = DuplexStream;
+
+    const VECTORED: bool = false;
+
+    fn on_drop(&mut self, _out: &mut DuplexStream) {
         {
             let mut st = self.inbound.lock();
             st.reader_gone = true;
@@ -436,16 +446,14 @@ impl Drop for NearIo {
         }
         self.inbound.gone.cancel();
     }
-}
 
-impl AsyncRead for NearIo {
     fn poll_read(
-        self: Pin<&mut Self>,
+        &mut self,
+        _out: &mut DuplexStream,
         cx: &mut Context<'_>,
         buf: &mut ReadBuf<'_>,
     ) -> Poll<io::Result<()>> {
-        let this = self.get_mut();
-        let mut st = this.inbound.lock();
+        let mut st = self.inbound.lock();
         if let Some((due, bytes)) = st.segments.front_mut() {
             let n = bytes.len().min(buf.remaining());
             buf.put_slice(&bytes[..n]);
@@ -456,7 +464,7 @@ impl AsyncRead for NearIo {
                 bytes.advance(n);
             }
             drop(st);
-            this.arrivals.note(due);
+            self.arrivals.note(due);
             return Poll::Ready(Ok(()));
         }
         if !st.eof {
@@ -464,24 +472,6 @@ impl AsyncRead for NearIo {
             return Poll::Pending;
         }
         Poll::Ready(Ok(()))
-    }
-}
-
-impl AsyncWrite for NearIo {
-    fn poll_write(
-        self: Pin<&mut Self>,
-        cx: &mut Context<'_>,
-        buf: &[u8],
-    ) -> Poll<io::Result<usize>> {
-        Pin::new(&mut self.get_mut().out).poll_write(cx, buf)
-    }
-
-    fn poll_flush(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
-        Pin::new(&mut self.get_mut().out).poll_flush(cx)
-    }
-
-    fn poll_shutdown(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
-        Pin::new(&mut self.get_mut().out).poll_shutdown(cx)
     }
 }
 
@@ -520,9 +510,9 @@ where
         let mut rng = Rng::new(seed);
         let mut buf = vec![0u8; 64 * 1024];
         // When the (emulated) wire is next free, for bandwidth serialisation.
-        let mut wire_free = Instant::now();
+        let mut wire_free = crate::clock::now();
         // Deliveries never overtake each other.
-        let mut last_delivery = Instant::now();
+        let mut last_delivery = crate::clock::now();
         loop {
             let read = match &stop {
                 Some(stop) => tokio::select! {
@@ -533,14 +523,16 @@ where
             };
             let n = match read {
                 Ok(0) | Err(_) => {
-                    let _ = tx.send(Segment::Eof(last_delivery.max(Instant::now() + one_way)));
+                    let _ = tx.send(Segment::Eof(
+                        last_delivery.max(crate::clock::now() + one_way),
+                    ));
                     return;
                 }
                 Ok(n) => n,
             };
             // When the bytes reached the socket (the kernel's stamp), else when the read
             // returned.
-            let now = Instant::now();
+            let now = crate::clock::now();
             let arrived = src_arrivals
                 .as_ref()
                 .and_then(Arrivals::latest)
@@ -580,7 +572,7 @@ where
                     timer::sleep_until(at).await;
                     #[cfg(any(test, feature = "test-support"))]
                     if matches!(dst, Dest::Near(_)) {
-                        probe::record(read, at, Instant::now(), bytes.len());
+                        probe::record(read, at, crate::clock::now(), bytes.len());
                     }
                     #[cfg(not(any(test, feature = "test-support")))]
                     let _ = read;
@@ -645,16 +637,16 @@ mod tests {
         let link: Link = "rtt=20ms".parse().unwrap();
         let (mut wrapped, _) = link.wrap(Box::pin(a), 1, None);
         let mut b = b;
-        let t0 = Instant::now();
+        let t0 = crate::clock::now();
         wrapped.write_all(b"ping").await.unwrap();
         let mut buf = [0u8; 4];
         b.read_exact(&mut buf).await.unwrap();
-        let up = t0.elapsed();
+        let up = crate::clock::since(t0);
         assert_eq!(&buf, b"ping");
         assert!(up >= Duration::from_millis(10), "uplink took {up:?}");
         b.write_all(b"pong").await.unwrap();
         wrapped.read_exact(&mut buf).await.unwrap();
-        let rtt = t0.elapsed();
+        let rtt = crate::clock::since(t0);
         assert_eq!(&buf, b"pong");
         assert!(rtt >= Duration::from_millis(20), "round trip took {rtt:?}");
         drop(b);
@@ -747,7 +739,7 @@ mod tests {
         // 8 Mbit/s: 100 kB takes 100 ms on the wire.
         let link: Link = "rtt=0ms,bandwidth=8mbit".parse().unwrap();
         let (mut wrapped, _) = link.wrap(Box::pin(a), 1, None);
-        let t0 = Instant::now();
+        let t0 = crate::clock::now();
         let payload = vec![7u8; 100_000];
         tokio::spawn(async move {
             wrapped.write_all(&payload).await.unwrap();
@@ -757,9 +749,9 @@ mod tests {
         b.read_to_end(&mut got).await.unwrap();
         assert_eq!(got.len(), 100_000);
         assert!(
-            t0.elapsed() >= Duration::from_millis(95),
+            crate::clock::since(t0) >= Duration::from_millis(95),
             "{:?}",
-            t0.elapsed()
+            crate::clock::since(t0)
         );
     }
 }

@@ -5,7 +5,7 @@
 //! Does not own: any measurement state (it only reads snapshots from a `watch` channel).
 
 use std::io::IsTerminal;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
 use tokio::sync::watch;
@@ -39,7 +39,7 @@ impl Mode {
 /// Shows progress until the channel closes. The channel carries (sessions done, live stats);
 /// `total_sessions` sizes the bar.
 pub async fn show(mode: Mode, total_sessions: u64, mut rx: watch::Receiver<(u64, LiveStats)>) {
-    let started = Instant::now();
+    let started = crate::clock::now();
     match mode {
         Mode::Quiet => while rx.changed().await.is_ok() {},
         Mode::Bar => {
@@ -62,14 +62,14 @@ pub async fn show(mode: Mode, total_sessions: u64, mut rx: watch::Receiver<(u64,
             bar.finish_and_clear();
         }
         Mode::Lines => {
-            let mut last_print = Instant::now();
+            let mut last_print = crate::clock::now();
             while rx.changed().await.is_ok() {
-                if last_print.elapsed() >= Duration::from_secs(5) {
-                    last_print = Instant::now();
+                if crate::clock::since(last_print) >= Duration::from_secs(5) {
+                    last_print = crate::clock::now();
                     let (done, s) = *rx.borrow_and_update();
                     errln!(
                         "[{:>6.1}s] {}/{} sessions  {}",
-                        started.elapsed().as_secs_f64(),
+                        crate::clock::since(started).as_secs_f64(),
                         done,
                         total_sessions,
                         describe(&s)

@@ -23,7 +23,8 @@ use crate::vocab::{
 pub use crate::backend::conversation::{Conversation, Reply};
 pub use crate::backend::request::RequestSpec;
 pub use crate::backend::{ToolCall, ToolChoice};
-pub use crate::transport::{Clock, Connector, SessionTransport, Trust};
+pub use crate::clock::Clock;
+pub use crate::transport::{Connector, SessionTransport, Trust};
 
 /// Identity and schedule of one request.
 #[derive(Debug, Clone, Copy, Default)]

@@ -24,9 +24,10 @@ use tokio::sync::{mpsc, Semaphore};
 use tokio_util::sync::CancellationToken;
 
 use crate::backend::{Conversation, ToolChoice};
+use crate::clock::Clock;
 use crate::plan::salt::{self, RequestPos};
 use crate::plan::{schedule, Cell, Plan, SessionPlan, Target};
-use crate::transport::{Clock, Trust};
+use crate::transport::Trust;
 use crate::vocab::{CacheMode, Schedule};
 use crate::vocab::{RequestKind, RequestRecord, SessionRecord, TransportKind};
 use exchange::{exchange, Connector, RecordMeta, Reply, RequestSpec, SessionTransport};
@@ -285,7 +286,7 @@ async fn run_lane(cells: &[CellContext], lane: Vec<Slot>) {
 async fn sleep_until_ns(ctx: &CellContext, ns: u64) -> bool {
     let deadline = ctx.clock.instant(ns);
     tokio::select! {
-        _ = crate::timer::sleep_until(deadline) => true,
+        _ = crate::clock::timer::sleep_until(deadline) => true,
         _ = ctx.stop.dispatch.cancelled() => false,
     }
 }

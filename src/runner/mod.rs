@@ -15,13 +15,13 @@ use std::sync::Arc;
 
 use tokio::sync::{mpsc, watch};
 
+use crate::clock::Clock;
 use crate::driver::{self, Event, Stop};
 use crate::link::Emulator;
 use crate::plan::Plan;
 use crate::provenance::{Counters, Provenance};
 use crate::recorder::LiveStats;
 use crate::store::{RunStatus, RunWriter};
-use crate::transport::Clock;
 
 pub mod record;
 pub mod targets;
@@ -171,7 +171,7 @@ pub async fn run(plan: Arc<Plan>, out: &Path, options: Options) -> anyhow::Resul
 fn fresh_salt_key() -> u64 {
     // Not run state: only makes two keys drawn in the same nanosecond differ.
     static COUNTER: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
-    let nanos = std::time::SystemTime::now()
+    let nanos = crate::clock::wall_now()
         .duration_since(std::time::UNIX_EPOCH)
         .map_or(0, |d| d.as_nanos() as u64);
     let n = COUNTER.fetch_add(1, std::sync::atomic::Ordering::Relaxed);

@@ -376,7 +376,7 @@ async fn handle_inner(ctx: Ctx, body: &[u8]) -> Result<Response<Body>, Response<
 pub(crate) fn record_single_write(engine: &model::Engine, id: &str, done: &Done) {
     if let Some(mut t) = engine.trace.get(id) {
         t.chunk_writes = vec![super::trace::ChunkWrite {
-            at: std::time::Instant::now(),
+            at: crate::clock::now(),
             tokens: done.output_tokens,
             text: done.text.clone(),
             sent: None,

@@ -84,7 +84,7 @@ pub struct Bucket {
 
 impl Bucket {
     pub fn new(capacity: u32, rate: f64) -> Self {
-        Bucket { capacity: capacity as f64, tokens: capacity as f64, rate, last: Instant::now() }
+        Bucket { capacity: capacity as f64, tokens: capacity as f64, rate, last: crate::clock::now() }
     }
 
     fn refill(&mut self, now: Instant) {
@@ -95,7 +95,7 @@ impl Bucket {
 
     /// Takes one token, or says how long to wait for the next one.
     pub fn try_take(&mut self) -> Result<(), Duration> {
-        self.refill(Instant::now());
+        self.refill(crate::clock::now());
         if self.tokens >= 1.0 {
             self.tokens -= 1.0;
             Ok(())

@@ -24,8 +24,8 @@ use tokio_util::sync::CancellationToken;
 
 use super::fault::Fault;
 use super::model::{Break, EngineRef, Sink, Written};
-use super::txstamp::{Chain, TxLog};
 use super::BusyPolicy;
+use crate::clock::tx::{Chain, TxLog};
 
 /// Request bodies larger than this are refused (413).
 const MAX_BODY: usize = 32 << 20;
@@ -89,7 +89,9 @@ impl Ctx {
         if let Ok(v) = HeaderValue::from_str(&self.request_id) {
             h.insert("x-request-id", v);
         }
-        let ms = self.received_at.elapsed().as_millis().to_string();
+        let ms = crate::clock::since(self.received_at)
+            .as_millis()
+            .to_string();
         if let Ok(v) = HeaderValue::from_str(&ms) {
             h.insert("openai-processing-ms", v);
         }
@@ -208,7 +210,7 @@ impl hyper::body::Body for ChannelBody {
             o.map(|(b, stamp)| {
                 if let Some(tx) = stamp {
                     let _ = tx.send(Written {
-                        at: Instant::now(),
+                        at: crate::clock::now(),
                         sent: this
                             .tx
                             .as_mut()
@@ -347,7 +349,7 @@ pub(crate) async fn handle(
                 let ctx = Ctx {
                     conn,
                     request_id,
-                    received_at: Instant::now(),
+                    received_at: crate::clock::now(),
                     headers: parts.headers.clone(),
                 };
                 return Ok(ctx.error(
@@ -362,7 +364,7 @@ pub(crate) async fn handle(
     let ctx = Ctx {
         conn,
         request_id,
-        received_at: Instant::now(),
+        received_at: crate::clock::now(),
         headers: parts.headers.clone(),
     };
     if ctx.conn.engine.profile.require_api_key && ctx.header("authorization").is_none() {
@@ -460,7 +462,7 @@ pub(crate) fn opt_bool(
 
 /// Seconds since the Unix epoch.
 pub(crate) fn unix_now() -> f64 {
-    std::time::SystemTime::now()
+    crate::clock::wall_now()
         .duration_since(std::time::UNIX_EPOCH)
         .map(|d| d.as_secs_f64())
         .unwrap_or(0.0)

@@ -21,7 +21,6 @@ mod profile;
 mod responses;
 pub mod text;
 mod trace;
-mod txstamp;
 mod ws;
 
 use std::future::Future;
@@ -30,10 +29,10 @@ use std::pin::Pin;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
 use std::task::{Context, Poll};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use hyper_util::rt::{TokioExecutor, TokioIo};
-use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
+use tokio::io::AsyncWrite;
 use tokio::net::{TcpListener, TcpStream};
 use tokio_util::sync::CancellationToken;
 
@@ -41,6 +40,8 @@ pub use fault::Fault;
 pub use profile::{ChatTiming, FaultRates, Profile};
 pub use trace::{ChunkWrite, ResponseTrace, Trace};
 
+use crate::clock::tap::{Tap, Tapped};
+use crate::clock::tx;
 use crate::link::{BoxIo, Link};
 use crate::tls::SelfSigned;
 
@@ -94,55 +95,51 @@ impl SimConfig {
 /// An accepted TCP socket that closes with a RST when its connection's reset flag is set
 /// (the `reset-after=N` fault): SO_LINGER 0 is set just before the socket is dropped.
 ///
-/// With transmit stamps on, every byte must go through `poll_write` (which counts it):
-/// `poll_write_vectored` is left to its default, which calls `poll_write`.
-struct ConnIo {
-    tcp: TcpStream,
+/// With transmit stamps on, every byte must go through `poll_write` (which counts it): the
+/// tap takes no vectored writes ([`Tap::VECTORED`] is false).
+type ConnIo = Tapped<ConnTap>;
+
+/// The tap of a [`ConnIo`]: counts written bytes and reads their transmit stamps.
+struct ConnTap {
     reset: Arc<AtomicBool>,
     /// Transmit stamps, when switched on.
-    tx: Option<Arc<txstamp::TxLog>>,
+    tx: Option<Arc<tx::TxLog>>,
 }
 
-impl Drop for ConnIo {
-    fn drop(&mut self) {
+impl Tap for ConnTap {
+    type Io = TcpStream;
+
+    const VECTORED: bool = false;
+
+    fn on_drop(&mut self, tcp: &mut TcpStream) {
         if self.reset.load(Ordering::SeqCst) {
-            let _ = self.tcp.set_zero_linger();
+            let _ = tcp.set_zero_linger();
         }
     }
-}
 
-impl AsyncRead for ConnIo {
-    fn poll_read(
-        mut self: Pin<&mut Self>,
-        cx: &mut Context<'_>,
-        buf: &mut ReadBuf<'_>,
-    ) -> Poll<std::io::Result<()>> {
-        Pin::new(&mut self.tcp).poll_read(cx, buf)
-    }
-}
-
-impl AsyncWrite for ConnIo {
     fn poll_write(
-        mut self: Pin<&mut Self>,
+        &mut self,
+        tcp: &mut TcpStream,
         cx: &mut Context<'_>,
         buf: &[u8],
     ) -> Poll<std::io::Result<usize>> {
-        let r = Pin::new(&mut self.tcp).poll_write(cx, buf);
+        let r = Pin::new(&mut *tcp).poll_write(cx, buf);
         if let (Poll::Ready(Ok(n)), Some(log)) = (&r, &self.tx) {
             log.wrote(*n);
-            txstamp::drain(raw_fd(&self.tcp), log);
+            tx::drain(raw_fd(tcp), log);
         }
         r
     }
-    fn poll_flush(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<std::io::Result<()>> {
+    fn poll_flush(
+        &mut self,
+        tcp: &mut TcpStream,
+        cx: &mut Context<'_>,
+    ) -> Poll<std::io::Result<()>> {
         // A stamp the kernel took after its write returned (it sent the bytes later).
         if let Some(log) = &self.tx {
-            txstamp::drain(raw_fd(&self.tcp), log);
+            tx::drain(raw_fd(tcp), log);
         }
-        Pin::new(&mut self.tcp).poll_flush(cx)
-    }
-    fn poll_shutdown(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<std::io::Result<()>> {
-        Pin::new(&mut self.tcp).poll_shutdown(cx)
+        Pin::new(tcp).poll_flush(cx)
     }
 }
 
@@ -163,7 +160,7 @@ pub async fn serve(
     cfg: SimConfig,
     shutdown: impl Future<Output = ()> + Send + 'static,
 ) -> anyhow::Result<()> {
-    let trace = Trace::new(Instant::now());
+    let trace = Trace::new(crate::clock::now());
     serve_with_trace(listener, cfg, shutdown, trace).await
 }
 
@@ -199,8 +196,8 @@ async fn serve_with_trace(
         let _ = tcp.set_nodelay(true);
         // Transmit stamps key on byte offsets at the socket; a server-side delay line between
         // the connection and the socket would hold the bytes back, so they stay off with one.
-        let tx = (cfg.tx_stamps && cfg.link.is_none() && txstamp::enable(raw_fd(&tcp)))
-            .then(|| Arc::new(txstamp::TxLog::default()));
+        let tx = (cfg.tx_stamps && cfg.link.is_none() && tx::enable(raw_fd(&tcp)))
+            .then(|| Arc::new(tx::TxLog::default()));
         let n = conn_no.fetch_add(1, Ordering::Relaxed);
         let reset = Arc::new(AtomicBool::new(false));
         let conn = Arc::new(http::Conn {
@@ -215,7 +212,7 @@ async fn serve_with_trace(
         let seed = cfg.seed;
         let acceptor = acceptor.clone();
         tokio::spawn(async move {
-            let io: BoxIo = Box::pin(ConnIo { tcp, reset, tx });
+            let io: BoxIo = Box::pin(ConnIo::wrap(tcp, ConnTap { reset, tx }));
             let (io, _) = link.wrap(io, seed ^ n.wrapping_mul(0x9e37_79b9), None);
             let io: BoxIo = match acceptor {
                 Some(acc) => match acc.accept(io).await {
@@ -285,7 +282,7 @@ pub async fn spawn(cfg: SimConfig) -> anyhow::Result<SimHandle> {
     let listener = TcpListener::bind("127.0.0.1:0").await?;
     let addr = listener.local_addr()?;
     let scheme = if cfg.tls.is_some() { "https" } else { "http" };
-    let trace = Trace::new(Instant::now());
+    let trace = Trace::new(crate::clock::now());
     let (tx, rx) = tokio::sync::oneshot::channel::<()>();
     let cert = cfg.tls.clone();
     let task = tokio::spawn(serve_with_trace(

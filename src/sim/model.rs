@@ -46,7 +46,7 @@ pub(crate) struct Engine {
 
 impl Engine {
     pub fn new(profile: Profile, seed: u64, origin: Instant) -> Engine {
-        let nanos = std::time::SystemTime::now()
+        let nanos = crate::clock::wall_now()
             .duration_since(std::time::UNIX_EPOCH)
             .map(|d| d.as_nanos() as u64)
             .unwrap_or(0);
@@ -156,14 +156,14 @@ pub(crate) enum Break {
 #[derive(Debug, Clone)]
 pub(crate) struct Written {
     pub at: Instant,
-    pub sent: Option<super::txstamp::Sent>,
+    pub sent: Option<crate::clock::tx::Sent>,
 }
 
 impl Written {
     /// Handed over now, with no transmit stamp to come.
     pub fn now() -> Self {
         Written {
-            at: Instant::now(),
+            at: crate::clock::now(),
             sent: None,
         }
     }
@@ -346,22 +346,22 @@ async fn run_inner<S: Sink, E: Encoder>(
     enc: &mut E,
     trace: &mut ResponseTrace,
 ) -> RunEnd {
-    crate::timer::sleep_until(spec.received_at + trace.api_overhead).await;
+    crate::clock::timer::sleep_until(spec.received_at + trace.api_overhead).await;
     for (ev, data) in enc.start() {
         if sink.send(&ev, data).await.is_err() {
             return RunEnd::Broken;
         }
     }
-    let waiting = Instant::now();
+    let waiting = crate::clock::now();
     // The semaphore is never closed, so acquire only fails if it were; treat that as no wait.
     let _permit = engine.slots.acquire().await.ok();
-    trace.queue = waiting.elapsed();
+    trace.queue = crate::clock::since(waiting);
     let stall = match spec.fault {
         Some(Fault::Stall(d)) => d.min(MAX_DELAY),
         _ => Duration::ZERO,
     };
-    let decode_start = Instant::now() + trace.session_init + trace.prefill + stall;
-    crate::timer::sleep_until(decode_start).await;
+    let decode_start = crate::clock::now() + trace.session_init + trace.prefill + stall;
+    crate::clock::timer::sleep_until(decode_start).await;
     let mut done = Done {
         input_tokens: spec.input_tokens,
         cached_tokens: spec.cached_tokens,
@@ -396,7 +396,7 @@ async fn run_inner<S: Sink, E: Encoder>(
         }
         let these = &chunks[i..end];
         let due = these.last().map(|c| c.offset).unwrap_or_default();
-        crate::timer::sleep_until(decode_start + due).await;
+        crate::clock::timer::sleep_until(decode_start + due).await;
         if let [c] = these {
             // One chunk per write (the default): no group to build.
             let (ev, data) = enc.delta(&c.text, c.tokens, done.output_tokens + c.tokens);
@@ -486,7 +486,7 @@ mod tests {
 
     fn spec(max: u32) -> TurnSpec {
         TurnSpec {
-            received_at: Instant::now(),
+            received_at: crate::clock::now(),
             api_tokens: 10,
             input_tokens: 10,
             cached_tokens: 0,
@@ -589,7 +589,7 @@ mod tests {
             chunks_per_write: 4,
             ..Profile::builtin("fast").unwrap()
         };
-        let engine = Engine::new(profile, 3, Instant::now());
+        let engine = Engine::new(profile, 3, crate::clock::now());
         let cases = [
             (None, vec![]),
             (Some(Fault::ResetAfter(6)), vec![4, 2]),

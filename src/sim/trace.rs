@@ -23,7 +23,7 @@ pub struct ChunkWrite {
     /// The chunk's text (text delta, or function-call arguments delta).
     pub text: String,
     /// Filled with the transmit stamp once the kernel reports it.
-    pub(crate) sent: Option<super::txstamp::Sent>,
+    pub(crate) sent: Option<crate::clock::tx::Sent>,
 }
 
 impl ChunkWrite {

@@ -26,8 +26,8 @@ use super::fault::Fault;
 use super::http::{full, Body, Conn, Ctx};
 use super::model::{self, Break, RunEnd, Sink, Written};
 use super::responses::{parse_create, prepare, remember, ApiError, Continuation, Prepared};
-use super::txstamp::{Chain, TxLog};
 use super::BusyPolicy;
+use crate::clock::tx::{Chain, TxLog};
 
 type Ws = WebSocketStream<TokioIo<hyper::upgrade::Upgraded>>;
 type WsTx = Arc<Mutex<SplitSink<Ws, Message>>>;
@@ -129,7 +129,7 @@ async fn send_watched(
 ) -> Result<Written, ()> {
     let mut g = tx.lock().await;
     let written = Written {
-        at: Instant::now(),
+        at: crate::clock::now(),
         sent: log.map(|(l, chain)| l.watch(s.len(), chain)),
     };
     g.send(Message::text(s)).await.map_err(|_| ())?;
@@ -152,7 +152,7 @@ struct Shared {
 }
 
 async fn serve_socket(conn: Arc<Conn>, ws: Ws, opts: ConnOpts) {
-    let now = Instant::now();
+    let now = crate::clock::now();
     // A lifetime too large to represent means "never" (a year is as good as never here).
     let deadline = now
         .checked_add(conn.ws_lifetime)
@@ -170,7 +170,7 @@ async fn serve_socket(conn: Arc<Conn>, ws: Ws, opts: ConnOpts) {
     loop {
         tokio::select! {
             msg = rx.next() => {
-                let received_at = Instant::now();
+                let received_at = crate::clock::now();
                 match msg {
                     Some(Ok(Message::Text(t))) => on_text(&shared, &jobs_tx, received_at, t.as_str()).await,
                     Some(Ok(Message::Binary(_))) => {
@@ -182,7 +182,7 @@ async fn serve_socket(conn: Arc<Conn>, ws: Ws, opts: ConnOpts) {
                     Some(Ok(Message::Close(_))) | Some(Err(_)) | None => break,
                 }
             }
-            _ = crate::timer::sleep_until(deadline) => {
+            _ = crate::clock::timer::sleep_until(deadline) => {
                 worker.abort();
                 let minutes = conn.ws_lifetime.as_secs_f64() / 60.0;
                 let e = ApiError::bad(
@@ -407,7 +407,7 @@ impl Sink for WsSink {
             );
             g.feed(Message::text(data)).await.map_err(|_| ())?;
         }
-        let at = Instant::now();
+        let at = crate::clock::now();
         g.flush().await.map_err(|_| ())?;
         Ok(sent.into_iter().map(|sent| Written { at, sent }).collect())
     }

@@ -54,7 +54,7 @@ impl RunWriter {
             path: root.to_path_buf(),
             source,
         })?;
-        let started = SystemTime::now();
+        let started = crate::clock::wall_now();
         let nanos = started
             .duration_since(UNIX_EPOCH)
             .map_or(0, |d| d.as_nanos() as u64);
@@ -196,7 +196,7 @@ impl RunWriter {
     /// `status` and `ended_at`. Returns the run directory.
     pub fn finish(mut self, status: RunStatus, recorder: &Recorder) -> Result<PathBuf> {
         self.flush()?;
-        let ended = SystemTime::now();
+        let ended = crate::clock::wall_now();
         let length = ended.duration_since(self.started).unwrap_or_default();
         write_json(
             &self.dir.join(SUMMARY_FILE),

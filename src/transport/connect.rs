@@ -11,15 +11,16 @@ use std::pin::Pin;
 use std::sync::atomic::{AtomicU8, Ordering};
 use std::sync::Arc;
 use std::task::{ready, Context, Poll};
-use std::time::Instant;
 
-use tokio::io::{AsyncBufRead, AsyncRead, AsyncWrite, ReadBuf};
+use tokio::io::{AsyncBufRead, ReadBuf};
 use tokio_rustls::client::TlsStream;
 use tokio_rustls::TlsConnector;
 
 use super::io::{IoStats, MeteredIo};
 use super::probe::SockProbe;
-use super::{Clock, Setup};
+use super::Setup;
+use crate::clock::tap::{Tap, Tapped};
+use crate::clock::Clock;
 use crate::link::{BoxIo, Emulator, Link};
 use crate::vocab::{BaseUrl, Proxy};
 
@@ -76,25 +77,25 @@ pub async fn dial(
     let addr = if let Ok(ip) = host.parse::<std::net::IpAddr>() {
         std::net::SocketAddr::new(ip, port)
     } else {
-        let t0 = Instant::now();
+        let t0 = crate::clock::now();
         let mut addrs = tokio::net::lookup_host((host, port))
             .await
             .map_err(|e| DialError::Connect(format!("DNS lookup of {}: {e}", via(host))))?;
         let addr = addrs.next().ok_or_else(|| {
             DialError::Connect(format!("DNS lookup of {} returned no address", via(host)))
         })?;
-        setup.dns_ns = Some(t0.elapsed().as_nanos() as u64);
+        setup.dns_ns = Some(crate::clock::since(t0).as_nanos() as u64);
         addr
     };
 
-    let t0 = Instant::now();
+    let t0 = crate::clock::now();
     let tcp = super::tcp::connect(addr).await.map_err(|e| {
         DialError::Connect(format!("TCP connect to {}: {e}", via(&addr.to_string())))
     })?;
     tcp.set_nodelay(true)
         .map_err(|e| DialError::Connect(format!("setting TCP_NODELAY: {e}")))?;
     link.connect_delay().await;
-    setup.tcp_connect_ns = Some(t0.elapsed().as_nanos() as u64);
+    setup.tcp_connect_ns = Some(crate::clock::since(t0).as_nanos() as u64);
     let probe = SockProbe::new(&tcp).map(Arc::new);
     // Reads carry the kernel's receive stamps; an emulated link turns them into the instants
     // the bytes arrive on the emulated path.
@@ -110,11 +111,11 @@ pub async fn dial(
         None => io,
         Some(p) => {
             let mut io = io;
-            let t0 = Instant::now();
+            let t0 = crate::clock::now();
             super::proxy::tunnel(&mut io, p, &ep.host, ep.port)
                 .await
                 .map_err(DialError::Connect)?;
-            setup.proxy_connect_ns = Some(t0.elapsed().as_nanos() as u64);
+            setup.proxy_connect_ns = Some(crate::clock::since(t0).as_nanos() as u64);
             io
         }
     };
@@ -135,7 +136,7 @@ pub async fn dial(
             let mut cfg = (**connector.config()).clone();
             cfg.client_auth_cert_resolver = probe.clone();
             let connector = TlsConnector::from(Arc::new(cfg));
-            let t0 = Instant::now();
+            let t0 = crate::clock::now();
             let stream = connector.connect(name, io).await.map_err(|e| {
                 let hint = if e.to_string().contains("NoApplicationProtocol") {
                     "; the server accepts none of the offered ALPN protocols \
@@ -148,14 +149,14 @@ pub async fn dial(
                 };
                 DialError::Tls(format!("TLS handshake with {}: {e}{hint}", ep.host))
             })?;
-            setup.tls_handshake_ns = Some(t0.elapsed().as_nanos() as u64);
+            setup.tls_handshake_ns = Some(crate::clock::since(t0).as_nanos() as u64);
             let conn = stream.get_ref().1;
             setup.alpn = conn
                 .alpn_protocol()
                 .map(|p| String::from_utf8_lossy(p).into_owned());
             setup.tls_version = conn.protocol_version().map(|v| format!("{v:?}"));
             cert_asked = probe.asked.load(Ordering::Relaxed);
-            Box::pin(RecordAtATime(stream))
+            Box::pin(RecordAtATime::wrap(stream, OneRecord))
         }
     };
     let (io, stats) = MeteredIo::new(io, clock, Some(arrivals));
@@ -242,49 +243,26 @@ pub fn client_cert_refusal(err: &(dyn std::error::Error + 'static)) -> Option<St
 /// which hands over one segment per read, each read's stamp is then the arrival of the
 /// segment that completed its record. On a plain socket, records that waited in the kernel
 /// together still come up in one read from below and share its (the latest) stamp.
-struct RecordAtATime(TlsStream<BoxIo>);
+type RecordAtATime = Tapped<OneRecord>;
 
-impl AsyncRead for RecordAtATime {
+/// The tap of a [`RecordAtATime`] stream: reads through the buffered interface, writes pass
+/// through.
+struct OneRecord;
+
+impl Tap for OneRecord {
+    type Io = TlsStream<BoxIo>;
+
     fn poll_read(
-        mut self: Pin<&mut Self>,
+        &mut self,
+        tls: &mut TlsStream<BoxIo>,
         cx: &mut Context<'_>,
         buf: &mut ReadBuf<'_>,
     ) -> Poll<io::Result<()>> {
-        let inner = Pin::new(&mut self.0);
+        let inner = Pin::new(&mut *tls);
         let data = ready!(inner.poll_fill_buf(cx))?;
         let n = data.len().min(buf.remaining());
         buf.put_slice(&data[..n]);
-        Pin::new(&mut self.0).consume(n);
+        Pin::new(tls).consume(n);
         Poll::Ready(Ok(()))
-    }
-}
-
-impl AsyncWrite for RecordAtATime {
-    fn poll_write(
-        mut self: Pin<&mut Self>,
-        cx: &mut Context<'_>,
-        buf: &[u8],
-    ) -> Poll<io::Result<usize>> {
-        Pin::new(&mut self.0).poll_write(cx, buf)
-    }
-
-    fn poll_write_vectored(
-        mut self: Pin<&mut Self>,
-        cx: &mut Context<'_>,
-        bufs: &[io::IoSlice<'_>],
-    ) -> Poll<io::Result<usize>> {
-        Pin::new(&mut self.0).poll_write_vectored(cx, bufs)
-    }
-
-    fn is_write_vectored(&self) -> bool {
-        self.0.is_write_vectored()
-    }
-
-    fn poll_flush(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
-        Pin::new(&mut self.0).poll_flush(cx)
-    }
-
-    fn poll_shutdown(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
-        Pin::new(&mut self.0).poll_shutdown(cx)
     }
 }

@@ -16,12 +16,13 @@ use hyper::body::Incoming;
 use hyper_util::rt::{TokioExecutor, TokioIo};
 use tokio_util::sync::CancellationToken;
 
-use super::byteclock::ByteClock;
 use super::connect::Dialed;
 use super::io::IoStats;
 use super::probe::SockProbe;
 use super::sse::SseParser;
-use super::{Clock, Ending, Flow, Limits, Setup, WireEvent};
+use super::{Ending, Flow, Limits, Setup, WireEvent};
+use crate::clock::byteclock::ByteClock;
+use crate::clock::Clock;
 
 /// An HTTP request as the backend built it.
 #[derive(Debug, Clone)]
@@ -396,7 +397,7 @@ where
     tokio::pin!(cancelled);
     // The stall timer is re-armed lazily: it fires at (last progress + stall) and, if
     // bytes arrived meanwhile, is pushed forward once. No timer work per chunk.
-    let stall = tokio::time::sleep_until((Instant::now() + limits.stall).into());
+    let stall = tokio::time::sleep_until((crate::clock::now() + limits.stall).into());
     tokio::pin!(stall);
     let mut progress_ns = clock.now_ns();
 
@@ -582,7 +583,9 @@ where
                     }
                     // The terminal event arrived: the body should end right after it. Give
                     // it a short grace to do so (keep-alive reuse), not the stall timeout.
-                    stall.as_mut().reset((Instant::now() + DRAIN_GRACE).into());
+                    stall
+                        .as_mut()
+                        .reset((crate::clock::now() + DRAIN_GRACE).into());
                 }
             }
         }

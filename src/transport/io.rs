@@ -11,17 +11,17 @@
 //! The counters are relaxed atomics: one writer (the task polling the I/O), no locks.
 
 use std::io;
-use std::pin::Pin;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, OnceLock};
 use std::task::{Context, Poll};
 
-use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
+use tokio::io::ReadBuf;
 
-use super::byteclock::ByteClock;
-use super::Clock;
+use crate::clock::byteclock::ByteClock;
+use crate::clock::rx::Arrivals;
+use crate::clock::tap::{Tap, Tapped};
+use crate::clock::Clock;
 use crate::link::BoxIo;
-use crate::rxstamp::Arrivals;
 
 /// Counters of one connection.
 #[derive(Debug, Default)]
@@ -88,8 +88,10 @@ impl IoStats {
 }
 
 /// The metered stream.
-pub struct MeteredIo {
-    inner: BoxIo,
+pub type MeteredIo = Tapped<Meter>;
+
+/// The tap of a [`MeteredIo`]: counts and stamps reads and writes.
+pub struct Meter {
     stats: Arc<IoStats>,
     clock: Clock,
     /// When the bytes of the latest read below arrived (kernel stamp or link hand-over).
@@ -99,32 +101,37 @@ pub struct MeteredIo {
 impl MeteredIo {
     /// Wraps `inner`; the returned stats are shared with whoever records the request.
     ///
-    /// With `arrivals` (the arrival clock of the stream below, see [`crate::rxstamp`]), a read
-    /// is stamped with when its bytes arrived rather than when the read returned: the latest
-    /// arrival below, which is never earlier than the arrival of the bytes this read returns
-    /// (they came in that read or an earlier one) and never later than now.
+    /// With `arrivals` (the arrival clock of the stream below, see [`crate::clock::rx`]), a
+    /// read is stamped with when its bytes arrived rather than when the read returned: the
+    /// latest arrival below, which is never earlier than the arrival of the bytes this read
+    /// returns (they came in that read or an earlier one) and never later than now.
     pub fn new(inner: BoxIo, clock: Clock, arrivals: Option<Arrivals>) -> (Self, Arc<IoStats>) {
         let stats = Arc::new(IoStats::default());
         (
-            MeteredIo {
+            Tapped::wrap(
                 inner,
-                stats: stats.clone(),
-                clock,
-                arrivals,
-            },
+                Meter {
+                    stats: stats.clone(),
+                    clock,
+                    arrivals,
+                },
+            ),
             stats,
         )
     }
 }
 
-impl AsyncRead for MeteredIo {
+impl Tap for Meter {
+    type Io = BoxIo;
+
     fn poll_read(
-        mut self: Pin<&mut Self>,
+        &mut self,
+        inner: &mut BoxIo,
         cx: &mut Context<'_>,
         buf: &mut ReadBuf<'_>,
     ) -> Poll<io::Result<()>> {
         let before = buf.filled().len();
-        let r = self.inner.as_mut().poll_read(cx, buf);
+        let r = inner.as_mut().poll_read(cx, buf);
         if let Poll::Ready(Ok(())) = r {
             let n = (buf.filled().len() - before) as u64;
             if n > 0 {
@@ -150,15 +157,14 @@ impl AsyncRead for MeteredIo {
         }
         r
     }
-}
 
-impl AsyncWrite for MeteredIo {
     fn poll_write(
-        mut self: Pin<&mut Self>,
+        &mut self,
+        inner: &mut BoxIo,
         cx: &mut Context<'_>,
         buf: &[u8],
     ) -> Poll<io::Result<usize>> {
-        let r = self.inner.as_mut().poll_write(cx, buf);
+        let r = inner.as_mut().poll_write(cx, buf);
         if let Poll::Ready(Ok(n)) = r {
             self.note_write(n);
         }
@@ -166,31 +172,20 @@ impl AsyncWrite for MeteredIo {
     }
 
     fn poll_write_vectored(
-        mut self: Pin<&mut Self>,
+        &mut self,
+        inner: &mut BoxIo,
         cx: &mut Context<'_>,
         bufs: &[io::IoSlice<'_>],
     ) -> Poll<io::Result<usize>> {
-        let r = self.inner.as_mut().poll_write_vectored(cx, bufs);
+        let r = inner.as_mut().poll_write_vectored(cx, bufs);
         if let Poll::Ready(Ok(n)) = r {
             self.note_write(n);
         }
         r
     }
-
-    fn is_write_vectored(&self) -> bool {
-        self.inner.is_write_vectored()
-    }
-
-    fn poll_flush(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
-        self.inner.as_mut().poll_flush(cx)
-    }
-
-    fn poll_shutdown(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
-        self.inner.as_mut().poll_shutdown(cx)
-    }
 }
 
-impl MeteredIo {
+impl Meter {
     fn note_write(&self, n: usize) {
         if n > 0 {
             self.stats

@@ -3,16 +3,15 @@
 //! Owns: opening connections with every phase timed separately (DNS, TCP connect, TLS,
 //! WebSocket upgrade), pooling them per transport policy, moving request bytes out and
 //! response bytes in, and **timestamping bytes when the read that delivered them returns**,
-//! before any parsing. It is the only client-side code that reads the clock ([`Clock`]).
+//! before any parsing, on the run's [`crate::clock::Clock`].
 //! Does not own: JSON, tokens, or what an event means (that is `backend`), nor records
 //! (the driver's `exchange` fills them from what this module reports).
 //!
 //! Layering of one connection: `TcpStream` (nodelay, kernel receive stamps) →
 //! [`crate::link::Link::wrap`] → TLS (read one record at a time) → [`io::MeteredIo`] (byte
-//! counts and read/write times of the plaintext, and the HTTP [`byteclock::ByteClock`]) →
-//! hyper or tungstenite.
+//! counts and read/write times of the plaintext, and the HTTP
+//! [`crate::clock::byteclock::ByteClock`]) → hyper or tungstenite.
 
-pub mod byteclock;
 pub mod connect;
 pub mod http;
 pub mod io;
@@ -31,37 +30,6 @@ use bytes::Bytes;
 pub use session::{Connector, SessionTransport};
 
 use crate::vocab::WireProtocol;
-
-/// The run's monotonic clock: every timestamp is nanoseconds since `origin`.
-#[derive(Debug, Clone, Copy)]
-pub struct Clock {
-    /// The run start.
-    pub origin: Instant,
-}
-
-impl Clock {
-    /// A clock whose origin is now.
-    pub fn start() -> Self {
-        Clock {
-            origin: Instant::now(),
-        }
-    }
-
-    /// Nanoseconds since the run start.
-    pub fn now_ns(&self) -> u64 {
-        self.ns(Instant::now())
-    }
-
-    /// `t` as nanoseconds since the run start (0 for instants before it).
-    pub fn ns(&self, t: Instant) -> u64 {
-        t.saturating_duration_since(self.origin).as_nanos() as u64
-    }
-
-    /// The instant `ns` nanoseconds after the run start.
-    pub fn instant(&self, ns: u64) -> Instant {
-        self.origin + Duration::from_nanos(ns)
-    }
-}
 
 /// Which certificates a TLS client trusts.
 #[derive(Debug, Clone)]
@@ -260,18 +228,4 @@ pub struct Exchanged {
     pub protocol: WireProtocol,
     /// Times the request was re-sent on a fresh connection (see `RequestRecord::reconnects`).
     pub reconnects: u32,
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn clock_converts_both_ways() {
-        let c = Clock::start();
-        let t = c.origin + Duration::from_micros(1500);
-        assert_eq!(c.ns(t), 1_500_000);
-        assert_eq!(c.instant(1_500_000), t);
-        assert_eq!(c.ns(c.origin - Duration::from_secs(1)), 0);
-    }
 }

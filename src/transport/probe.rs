@@ -117,12 +117,12 @@ impl SockProbe {
 
     /// Waits up to `bound` for [`Self::reset`]; true when the reset came.
     pub async fn await_reset(&self, bound: Duration) -> bool {
-        let until = tokio::time::Instant::now() + bound;
+        let until = crate::clock::now() + bound;
         loop {
             if self.reset() {
                 return true;
             }
-            if tokio::time::Instant::now() >= until {
+            if crate::clock::now() >= until {
                 return false;
             }
             tokio::time::sleep(Duration::from_millis(1)).await;
@@ -154,9 +154,12 @@ mod tests {
         assert!(!probe.reset());
         // The server closes its idle side: FIN.
         drop(server);
-        let t0 = std::time::Instant::now();
+        let t0 = crate::clock::now();
         while probe.idle() != Idle::Closed {
-            assert!(t0.elapsed() < Duration::from_secs(2), "FIN never seen");
+            assert!(
+                crate::clock::since(t0) < Duration::from_secs(2),
+                "FIN never seen"
+            );
             std::thread::sleep(Duration::from_millis(1));
         }
         // FIN alone is not a reset: the server could have read what we sent before.
@@ -217,9 +220,12 @@ mod tests {
         server
             .write_all(b"HTTP/1.1 408 Request Timeout\r\n\r\n")
             .unwrap();
-        let t0 = std::time::Instant::now();
+        let t0 = crate::clock::now();
         while probe.idle() != Idle::Unsolicited {
-            assert!(t0.elapsed() < Duration::from_secs(2), "bytes never seen");
+            assert!(
+                crate::clock::since(t0) < Duration::from_secs(2),
+                "bytes never seen"
+            );
             std::thread::sleep(Duration::from_millis(1));
         }
         let mut buf = [0u8; 12];

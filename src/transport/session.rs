@@ -24,7 +24,8 @@ use super::connect::{dial, DialError, Dialed};
 use super::http::{self as h, H1Conn, H2Conn, HttpRequest};
 use super::probe::Idle;
 use super::ws::{self, WsConn};
-use super::{Clock, Ending, Exchanged, Flow, Limits, Setup, Trust, WireEvent};
+use super::{Ending, Exchanged, Flow, Limits, Setup, Trust, WireEvent};
+use crate::clock::Clock;
 use crate::link::{Emulator, Link};
 use crate::vocab::{ApiFlavour, BaseUrl, Proxy, Scheme, TransportKind, WireProtocol};
 
@@ -74,7 +75,7 @@ impl Connector {
         seed: u64,
     ) -> anyhow::Result<Self> {
         // Before any connection: the kernel turns receive stamping on asynchronously.
-        crate::rxstamp::keep_enabled();
+        crate::clock::rx::keep_enabled();
         let base = target.base_url.as_deref().ok_or_else(|| {
             anyhow::anyhow!(
                 "target {:?} has no base_url; start the simulator first and set its URL",
@@ -185,7 +186,7 @@ impl Connector {
         if c.habit.load(Ordering::Relaxed) == HABIT_CLOSES {
             return;
         }
-        conn.idle_since = Some(std::time::Instant::now());
+        conn.idle_since = Some(crate::clock::now());
         if let Ok(mut p) = c.pool.lock() {
             p.push(conn);
         }
@@ -217,7 +218,7 @@ impl Connector {
     /// re-sent and `reconnects` stays 0.)
     async fn checkout(&self) -> Option<H1Conn> {
         while let Some(mut idle) = self.pool.lock().ok().and_then(|mut p| p.pop()) {
-            let idle_for = idle.idle_since.map(|t| t.elapsed()).unwrap_or_default();
+            let idle_for = idle.idle_since.map(crate::clock::since).unwrap_or_default();
             if !idle.keep_alive.reusable_after(idle_for) {
                 continue;
             }

@@ -10,7 +10,6 @@
 //! There is never more than one turn in flight: a turn borrows the socket mutably.
 
 use std::sync::Arc;
-use std::time::Instant;
 
 use bytes::Bytes;
 use futures_util::{SinkExt, StreamExt};
@@ -22,7 +21,8 @@ use tokio_util::sync::CancellationToken;
 use super::connect::Dialed;
 use super::io::{IoStats, MeteredIo};
 use super::probe::SockProbe;
-use super::{Clock, Ending, Flow, Limits, Setup, WireEvent};
+use super::{Ending, Flow, Limits, Setup, WireEvent};
+use crate::clock::Clock;
 
 /// An open WebSocket.
 pub struct WsConn {
@@ -90,7 +90,7 @@ pub async fn upgrade(
         req.headers_mut().insert(k.clone(), v.clone());
     }
     let stats = d.stats.clone();
-    let t0 = Instant::now();
+    let t0 = crate::clock::now();
     let (ws, _resp) = tokio_tungstenite::client_async_with_config(req, d.io, Some(ws_config()))
         .await
         .map_err(|e| match e {
@@ -114,7 +114,7 @@ pub async fn upgrade(
             }
         })?;
     let mut setup = d.setup;
-    setup.ws_upgrade_ns = Some(t0.elapsed().as_nanos() as u64);
+    setup.ws_upgrade_ns = Some(crate::clock::since(t0).as_nanos() as u64);
     Ok(WsConn {
         ws,
         stats: d.stats,

@@ -19,15 +19,15 @@
 //! Linux, or the option was refused), the time the read returned is used instead.
 
 use std::io;
-use std::pin::Pin;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, OnceLock};
 use std::task::{Context, Poll};
 use std::time::{Duration, Instant};
 
-use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
+use tokio::io::ReadBuf;
 use tokio::net::TcpStream;
 
+use super::tap::{Tap, Tapped};
 use crate::provenance::Counters;
 
 /// Keeps the kernel's receive stamping switched on for the life of the process.
@@ -110,8 +110,10 @@ impl Arrivals {
 }
 
 /// A TCP stream whose reads carry the kernel's receive timestamp.
-pub struct KernelStamped {
-    tcp: TcpStream,
+pub type KernelStamped = Tapped<Receive>;
+
+/// The tap of a [`KernelStamped`] stream: reads with `recvmsg`, writes pass through.
+pub struct Receive {
     arrivals: Arrivals,
     kernel: bool,
     counters: Arc<Counters>,
@@ -125,19 +127,21 @@ impl KernelStamped {
         counters.connection(kernel);
         let arrivals = Arrivals::new();
         (
-            KernelStamped {
+            Tapped::wrap(
                 tcp,
-                arrivals: arrivals.clone(),
-                kernel,
-                counters,
-            },
+                Receive {
+                    arrivals: arrivals.clone(),
+                    kernel,
+                    counters,
+                },
+            ),
             arrivals,
         )
     }
 
     /// Whether the kernel accepted the option (reads fall back to the read's own time if not).
     pub fn kernel_timestamps(&self) -> bool {
-        self.kernel
+        self.tap().kernel
     }
 }
 
@@ -148,22 +152,32 @@ fn enable(tcp: &TcpStream) -> bool {
 
 #[cfg(target_os = "linux")]
 fn enable_fd(socket: &impl std::os::fd::AsRawFd) -> bool {
-    let on: libc::c_int = 1;
-    // SAFETY: a plain setsockopt on a socket we own, with a correctly sized int.
-    unsafe {
-        libc::setsockopt(
-            socket.as_raw_fd(),
-            libc::SOL_SOCKET,
-            libc::SO_TIMESTAMPNS,
-            (&on as *const libc::c_int).cast(),
-            std::mem::size_of::<libc::c_int>() as libc::socklen_t,
-        ) == 0
-    }
+    super::sys::set_int_option(
+        socket.as_raw_fd(),
+        libc::SOL_SOCKET,
+        libc::SO_TIMESTAMPNS,
+        1,
+    )
 }
 
 #[cfg(not(target_os = "linux"))]
 fn enable_fd<T>(_socket: &T) -> bool {
     false
+}
+
+/// A write straight to `tcp`'s socket (see the [`Tap`] impl of [`Receive`]).
+#[cfg(target_os = "linux")]
+fn send_now(tcp: &TcpStream, bufs: &[io::IoSlice<'_>]) -> Poll<io::Result<usize>> {
+    use std::os::fd::AsRawFd;
+    match super::sys::send_nonblocking(tcp.as_raw_fd(), bufs) {
+        Err(e) if e.kind() == io::ErrorKind::WouldBlock => Poll::Pending,
+        r => Poll::Ready(r),
+    }
+}
+
+#[cfg(not(target_os = "linux"))]
+fn send_now(_: &TcpStream, _: &[io::IoSlice<'_>]) -> Poll<io::Result<usize>> {
+    Poll::Pending
 }
 
 /// One `recvmsg` into `buf`; returns the byte count and the kernel's `CLOCK_REALTIME` stamp
@@ -173,121 +187,90 @@ fn recv_stamped(
     fd: std::os::fd::RawFd,
     buf: &mut [std::mem::MaybeUninit<u8>],
 ) -> io::Result<(usize, Option<Duration>)> {
-    let mut iov = libc::iovec {
-        iov_base: buf.as_mut_ptr().cast(),
-        iov_len: buf.len(),
-    };
-    // Room for one or two control messages; u64 elements keep it aligned for cmsghdr.
+    // Room for one or two control messages.
     let mut control = [0u64; 16];
-    // SAFETY: msghdr is a plain C struct; all-zero is a valid empty value.
-    let mut msg: libc::msghdr = unsafe { std::mem::zeroed() };
-    msg.msg_iov = &mut iov;
-    msg.msg_iovlen = 1;
-    msg.msg_control = control.as_mut_ptr().cast();
-    msg.msg_controllen = std::mem::size_of_val(&control) as _;
-    // SAFETY: the iovec points at `buf` (valid for writes of its length) and the control
-    // buffer at `control`; both outlive the call.
-    let n = unsafe { libc::recvmsg(fd, &mut msg, libc::MSG_DONTWAIT) };
-    if n < 0 {
-        return Err(io::Error::last_os_error());
-    }
     let mut stamp = None;
-    // SAFETY: the kernel filled `msg`'s control area; CMSG_* walk it within its length, and
-    // the timespec is read unaligned from a control message of the right level and type.
-    unsafe {
-        let mut cmsg = libc::CMSG_FIRSTHDR(&msg);
-        while !cmsg.is_null() {
-            if (*cmsg).cmsg_level == libc::SOL_SOCKET
-                && (*cmsg).cmsg_type == libc::SCM_TIMESTAMPNS
-                && (*cmsg).cmsg_len as usize
-                    >= libc::CMSG_LEN(std::mem::size_of::<libc::timespec>() as u32) as usize
-            {
-                let ts: libc::timespec =
-                    std::ptr::read_unaligned(libc::CMSG_DATA(cmsg).cast::<libc::timespec>());
+    let n = super::sys::recvmsg(fd, Some(buf), libc::MSG_DONTWAIT, &mut control, |cmsg| {
+        if cmsg.level == libc::SOL_SOCKET && cmsg.kind == libc::SCM_TIMESTAMPNS {
+            if let Some(ts) = cmsg.timespec() {
                 if ts.tv_sec > 0 && ts.tv_nsec >= 0 {
                     stamp = Some(Duration::new(ts.tv_sec as u64, ts.tv_nsec as u32));
                 }
             }
-            cmsg = libc::CMSG_NXTHDR(&msg, cmsg);
+        }
+    })?;
+    Ok((n, stamp))
+}
+
+/// Writes go to tokio first; where tokio answers `Pending`, the socket itself is asked
+/// (non-blocking). tokio knows a socket is writable only once its reactor has reported it, so
+/// on a socket it has not seen an event for yet (every new connection: see
+/// [`crate::transport::tcp`]) its first write would wait for a trip through the reactor and a
+/// task wake-up with the request unsent: tens of microseconds on an idle machine and
+/// milliseconds on a busy one, all in the request's TTFT. The kernel's answer is the truth; a
+/// `Pending` after it (a full send buffer) still has tokio's waker registered.
+impl Tap for Receive {
+    type Io = TcpStream;
+
+    fn poll_write(
+        &mut self,
+        tcp: &mut TcpStream,
+        cx: &mut Context<'_>,
+        buf: &[u8],
+    ) -> Poll<io::Result<usize>> {
+        use tokio::io::AsyncWrite;
+        match std::pin::Pin::new(&mut *tcp).poll_write(cx, buf) {
+            Poll::Pending => send_now(tcp, &[io::IoSlice::new(buf)]),
+            r => r,
         }
     }
-    Ok((n as usize, stamp))
-}
 
-/// One non-blocking `sendmsg` of `bufs` on `tcp`'s socket: `Pending` when the kernel would
-/// block (the caller's tokio poll registered the waker), never `SIGPIPE`.
-#[cfg(target_os = "linux")]
-fn send_now(tcp: &TcpStream, bufs: &[io::IoSlice<'_>]) -> Poll<io::Result<usize>> {
-    use std::os::fd::AsRawFd;
-    let bufs = &bufs[..bufs.len().min(libc::UIO_MAXIOV as usize)];
-    // SAFETY: all-zero is a valid `msghdr` (no name, no control data).
-    let mut msg: libc::msghdr = unsafe { std::mem::zeroed() };
-    // `IoSlice` is ABI-compatible with `iovec` on Unix; sendmsg only reads through it.
-    msg.msg_iov = bufs.as_ptr() as *mut libc::iovec;
-    msg.msg_iovlen = bufs.len() as _;
-    loop {
-        // SAFETY: `msg` points at `bufs`, which outlive the call; the socket is non-blocking.
-        let n = unsafe {
-            libc::sendmsg(
-                tcp.as_raw_fd(),
-                &msg,
-                libc::MSG_DONTWAIT | libc::MSG_NOSIGNAL,
-            )
-        };
-        if n >= 0 {
-            return Poll::Ready(Ok(n as usize));
-        }
-        let e = io::Error::last_os_error();
-        match e.kind() {
-            io::ErrorKind::Interrupted => continue,
-            io::ErrorKind::WouldBlock => return Poll::Pending,
-            _ => return Poll::Ready(Err(e)),
+    fn poll_write_vectored(
+        &mut self,
+        tcp: &mut TcpStream,
+        cx: &mut Context<'_>,
+        bufs: &[io::IoSlice<'_>],
+    ) -> Poll<io::Result<usize>> {
+        use tokio::io::AsyncWrite;
+        match std::pin::Pin::new(&mut *tcp).poll_write_vectored(cx, bufs) {
+            Poll::Pending => send_now(tcp, bufs),
+            r => r,
         }
     }
-}
 
-#[cfg(not(target_os = "linux"))]
-fn send_now(_: &TcpStream, _: &[io::IoSlice<'_>]) -> Poll<io::Result<usize>> {
-    Poll::Pending
-}
-
-impl AsyncRead for KernelStamped {
     #[cfg(target_os = "linux")]
     fn poll_read(
-        self: Pin<&mut Self>,
+        &mut self,
+        tcp: &mut TcpStream,
         cx: &mut Context<'_>,
         buf: &mut ReadBuf<'_>,
     ) -> Poll<io::Result<()>> {
         use std::os::fd::AsRawFd;
-        let this = self.get_mut();
         if buf.remaining() == 0 {
             return Poll::Ready(Ok(()));
         }
         loop {
-            std::task::ready!(this.tcp.poll_read_ready(cx))?;
-            let fd = this.tcp.as_raw_fd();
+            std::task::ready!(tcp.poll_read_ready(cx))?;
+            let fd = tcp.as_raw_fd();
             // SAFETY: recvmsg only writes initialised bytes into the unfilled part, and we mark
             // exactly the `n` it reports as initialised and filled.
             let unfilled = unsafe { buf.unfilled_mut() };
-            match this
-                .tcp
-                .try_io(tokio::io::Interest::READABLE, || recv_stamped(fd, unfilled))
-            {
+            match tcp.try_io(tokio::io::Interest::READABLE, || recv_stamped(fd, unfilled)) {
                 Ok((n, stamp)) => {
                     // SAFETY: the kernel wrote `n` bytes into the unfilled part.
                     unsafe { buf.assume_init(n) };
                     buf.advance(n);
                     if n > 0 {
                         let at = match stamp {
-                            Some(s) => crate::kclock::realtime_to_instant(s),
+                            Some(s) => super::realtime_to_instant(s),
                             None => {
-                                if this.kernel {
-                                    this.counters.unstamped_read();
+                                if self.kernel {
+                                    self.counters.unstamped_read();
                                 }
                                 Instant::now()
                             }
                         };
-                        this.arrivals.note(at);
+                        self.arrivals.note(at);
                     }
                     return Poll::Ready(Ok(()));
                 }
@@ -299,62 +282,19 @@ impl AsyncRead for KernelStamped {
 
     #[cfg(not(target_os = "linux"))]
     fn poll_read(
-        self: Pin<&mut Self>,
+        &mut self,
+        tcp: &mut TcpStream,
         cx: &mut Context<'_>,
         buf: &mut ReadBuf<'_>,
     ) -> Poll<io::Result<()>> {
-        let this = self.get_mut();
+        use std::pin::Pin;
+        use tokio::io::AsyncRead;
         let before = buf.filled().len();
-        let r = Pin::new(&mut this.tcp).poll_read(cx, buf);
+        let r = Pin::new(tcp).poll_read(cx, buf);
         if matches!(r, Poll::Ready(Ok(()))) && buf.filled().len() > before {
-            this.arrivals.note(Instant::now());
+            self.arrivals.note(Instant::now());
         }
         r
-    }
-}
-
-/// Writes go to tokio first; where tokio answers `Pending`, the socket itself is asked
-/// (non-blocking). tokio knows a socket is writable only once its reactor has reported it, so
-/// on a socket it has not seen an event for yet (every new connection: see
-/// [`crate::transport::tcp`]) its first write would wait for a trip through the reactor and a
-/// task wake-up, with the request unsent: tens of microseconds on an idle machine and
-/// milliseconds on a busy one, in the request's TTFT. The kernel's answer is the truth; a
-/// `Pending` after it (a full send buffer) still has tokio's waker registered.
-impl AsyncWrite for KernelStamped {
-    fn poll_write(
-        self: Pin<&mut Self>,
-        cx: &mut Context<'_>,
-        buf: &[u8],
-    ) -> Poll<io::Result<usize>> {
-        let this = self.get_mut();
-        match Pin::new(&mut this.tcp).poll_write(cx, buf) {
-            Poll::Pending => send_now(&this.tcp, &[io::IoSlice::new(buf)]),
-            r => r,
-        }
-    }
-
-    fn poll_write_vectored(
-        self: Pin<&mut Self>,
-        cx: &mut Context<'_>,
-        bufs: &[io::IoSlice<'_>],
-    ) -> Poll<io::Result<usize>> {
-        let this = self.get_mut();
-        match Pin::new(&mut this.tcp).poll_write_vectored(cx, bufs) {
-            Poll::Pending => send_now(&this.tcp, bufs),
-            r => r,
-        }
-    }
-
-    fn is_write_vectored(&self) -> bool {
-        self.tcp.is_write_vectored()
-    }
-
-    fn poll_flush(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
-        Pin::new(&mut self.get_mut().tcp).poll_flush(cx)
-    }
-
-    fn poll_shutdown(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
-        Pin::new(&mut self.get_mut().tcp).poll_shutdown(cx)
     }
 }
 

@@ -77,10 +77,7 @@ fn wheel() -> &'static Wheel {
             .name("spark-bench-timer".into())
             .spawn(move || {
                 #[cfg(target_os = "linux")]
-                // SAFETY: prctl(PR_SET_TIMERSLACK) only changes this thread's timer slack.
-                unsafe {
-                    libc::prctl(libc::PR_SET_TIMERSLACK, 1 as libc::c_ulong, 0, 0, 0);
-                }
+                super::sys::set_thread_timer_slack_1ns();
                 crate::priority::on_emulator_thread_start();
                 run(w)
             })

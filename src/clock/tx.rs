@@ -115,16 +115,8 @@ pub fn enable(fd: std::os::fd::RawFd) -> bool {
         | libc::SOF_TIMESTAMPING_SOFTWARE
         | libc::SOF_TIMESTAMPING_OPT_ID
         | libc::SOF_TIMESTAMPING_OPT_TSONLY;
-    // SAFETY: a plain setsockopt on a socket the caller owns, with a correctly sized int.
-    unsafe {
-        libc::setsockopt(
-            fd,
-            libc::SOL_SOCKET,
-            SO_TIMESTAMPING,
-            (&flags as *const libc::c_uint).cast(),
-            std::mem::size_of::<libc::c_uint>() as libc::socklen_t,
-        ) == 0
-    }
+    // The kernel reads the flags as an int; the bits are the same.
+    super::sys::set_int_option(fd, libc::SOL_SOCKET, SO_TIMESTAMPING, flags as libc::c_int)
 }
 
 #[cfg(not(target_os = "linux"))]
@@ -156,48 +148,25 @@ pub fn drain(_fd: i32, _log: &TxLog) {}
 #[cfg(target_os = "linux")]
 fn read_stamp(fd: std::os::fd::RawFd) -> Option<(u32, Instant)> {
     loop {
-        // u64 elements keep the control buffer aligned for cmsghdr.
         let mut control = [0u64; 32];
-        // SAFETY: msghdr is a plain C struct; all-zero is a valid empty value.
-        let mut msg: libc::msghdr = unsafe { std::mem::zeroed() };
-        msg.msg_control = control.as_mut_ptr().cast();
-        msg.msg_controllen = std::mem::size_of_val(&control) as _;
-        // SAFETY: no data buffers; the control buffer outlives the call.
-        let n = unsafe { libc::recvmsg(fd, &mut msg, libc::MSG_ERRQUEUE | libc::MSG_DONTWAIT) };
-        if n < 0 {
-            return None;
-        }
         let (mut stamp, mut id) = (None, None);
-        // SAFETY: the kernel filled the control area; CMSG_* walk it within its length, and
-        // each payload is read unaligned from a message of the right level, type and size.
-        unsafe {
-            let mut cmsg = libc::CMSG_FIRSTHDR(&msg);
-            while !cmsg.is_null() {
-                let (level, kind) = ((*cmsg).cmsg_level, (*cmsg).cmsg_type);
-                // `cmsg_len` is usize on glibc and u32 on musl.
-                #[allow(clippy::unnecessary_cast)]
-                let len = (*cmsg).cmsg_len as usize;
-                let data = libc::CMSG_DATA(cmsg);
-                if level == libc::SOL_SOCKET
-                    && kind == SO_TIMESTAMPING
-                    && len
-                        >= libc::CMSG_LEN(3 * std::mem::size_of::<libc::timespec>() as u32) as usize
-                {
-                    // scm_timestamping: [software, (deprecated), hardware].
-                    let ts: libc::timespec = std::ptr::read_unaligned(data.cast());
+        let flags = libc::MSG_ERRQUEUE | libc::MSG_DONTWAIT;
+        super::sys::recvmsg(fd, None, flags, &mut control, |cmsg| {
+            let (level, kind) = (cmsg.level, cmsg.kind);
+            if level == libc::SOL_SOCKET && kind == SO_TIMESTAMPING {
+                // scm_timestamping: [software, (deprecated), hardware].
+                if let Some([ts, _, _]) = cmsg.timestamping() {
                     if ts.tv_sec > 0 && ts.tv_nsec >= 0 {
                         stamp = Some(std::time::Duration::new(
                             ts.tv_sec as u64,
                             ts.tv_nsec as u32,
                         ));
                     }
-                } else if ((level == libc::SOL_IP && kind == libc::IP_RECVERR)
-                    || (level == libc::SOL_IPV6 && kind == libc::IPV6_RECVERR))
-                    && len
-                        >= libc::CMSG_LEN(std::mem::size_of::<libc::sock_extended_err>() as u32)
-                            as usize
-                {
-                    let e: libc::sock_extended_err = std::ptr::read_unaligned(data.cast());
+                }
+            } else if (level == libc::SOL_IP && kind == libc::IP_RECVERR)
+                || (level == libc::SOL_IPV6 && kind == libc::IPV6_RECVERR)
+            {
+                if let Some(e) = cmsg.extended_err() {
                     if e.ee_origin == libc::SO_EE_ORIGIN_TIMESTAMPING
                         && e.ee_errno == libc::ENOMSG as u32
                         && e.ee_info == SCM_TSTAMP_SND
@@ -205,11 +174,11 @@ fn read_stamp(fd: std::os::fd::RawFd) -> Option<(u32, Instant)> {
                         id = Some(e.ee_data);
                     }
                 }
-                cmsg = libc::CMSG_NXTHDR(&msg, cmsg);
             }
-        }
+        })
+        .ok()?;
         if let (Some(s), Some(id)) = (stamp, id) {
-            return Some((id, crate::kclock::realtime_to_instant(s)));
+            return Some((id, super::realtime_to_instant(s)));
         }
         // Something other than a transmit stamp: skip it and read on.
     }

@@ -1,7 +1,7 @@
 //! Which read delivered which response byte, on an HTTP connection.
 //!
 //! Owns: a scanner of the plaintext an HTTP/1.1 or HTTP/2 connection reads, run on every read
-//! as it returns (in [`super::io::MeteredIo`]), that follows the response framing (HTTP/1.1
+//! as it returns (in [`crate::transport::io::MeteredIo`]), that follows the response framing (HTTP/1.1
 //! heads, chunked or sized bodies; HTTP/2 frame headers) and logs, per response, at which
 //! body offset each read's bytes end and when that read's bytes arrived.
 //! Does not own: parsing for meaning. hyper still decodes; this only counts.

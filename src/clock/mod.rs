@@ -1,0 +1,114 @@
+//! Time: every timestamp source of the client and the simulator, and every system call for one.
+//!
+//! Owns: reading the clocks. Outside this module no code calls `Instant::now`,
+//! `SystemTime::now` or the kernel's timestamping; it asks a function or type here.
+//! Does not own: what a timestamp means for a request (the driver and transport decide which
+//! instant is a dispatch, a first byte or an end), nor when anything should happen.
+//!
+//! The sources, and who uses each:
+//!
+//! * [`Clock`]: the run's monotonic clock, nanoseconds since the run start. Made once per
+//!   run (`commands`), handed to the driver, which stamps dispatch and end through it, and to
+//!   transport, which stamps bytes through it.
+//! * [`rx`]: the kernel's receive stamp of each read (`SO_TIMESTAMPNS`), published as
+//!   [`rx::Arrivals`]. Transport's sockets and the link emulator use it, so a chunk is stamped
+//!   when it arrived, not when a busy task got round to reading it.
+//! * [`byteclock`]: which read delivered which HTTP response byte, fed by transport's metered
+//!   stream, asked by its HTTP pump.
+//! * [`tx`]: the kernel's transmit stamp of each write (`SO_TIMESTAMPING`), the simulator's
+//!   ground truth of when a chunk left.
+//! * [`realtime_to_instant`]: a kernel stamp (`CLOCK_REALTIME`) on the monotonic clock; used
+//!   by [`rx`] and [`tx`].
+//! * [`timer`]: sub-millisecond sleeps to a monotonic deadline, for the driver's pacing, the
+//!   link emulator and the simulator's token schedule.
+//! * [`now`], [`since`] and [`wall_now`]: plain reads for everyone else (the simulator's
+//!   trace, link and transport phase timings, progress, file names and ids).
+//!
+//! The system calls (socket options, `recvmsg` with its control-message walk, the timer
+//! thread's slack) are written once, in `sys`. The byte streams that stamp or count what
+//! passes through them (here, in transport, the link emulator and the simulator) share one
+//! forwarding wrapper, [`tap::Tapped`].
+
+pub mod byteclock;
+pub mod rx;
+#[cfg(target_os = "linux")]
+mod sys;
+pub mod tap;
+pub mod timer;
+pub mod tx;
+
+use std::time::{Duration, Instant, SystemTime};
+
+/// The run's monotonic clock: every timestamp is nanoseconds since `origin`.
+#[derive(Debug, Clone, Copy)]
+pub struct Clock {
+    /// The run start.
+    pub origin: Instant,
+}
+
+impl Clock {
+    /// A clock whose origin is now.
+    pub fn start() -> Self {
+        Clock {
+            origin: Instant::now(),
+        }
+    }
+
+    /// Nanoseconds since the run start.
+    pub fn now_ns(&self) -> u64 {
+        self.ns(Instant::now())
+    }
+
+    /// `t` as nanoseconds since the run start (0 for instants before it).
+    pub fn ns(&self, t: Instant) -> u64 {
+        t.saturating_duration_since(self.origin).as_nanos() as u64
+    }
+
+    /// The instant `ns` nanoseconds after the run start.
+    pub fn instant(&self, ns: u64) -> Instant {
+        self.origin + Duration::from_nanos(ns)
+    }
+}
+
+/// The monotonic clock, now.
+#[inline]
+pub fn now() -> Instant {
+    Instant::now()
+}
+
+/// How long ago `t` was (zero if it is in the future): `t.elapsed()`.
+#[inline]
+pub fn since(t: Instant) -> Duration {
+    t.elapsed()
+}
+
+/// The wall clock, now: for file names, ids and seeds, never for a measured interval.
+#[inline]
+pub fn wall_now() -> SystemTime {
+    SystemTime::now()
+}
+
+/// The monotonic instant of a `CLOCK_REALTIME` stamp: now, minus the stamp's age.
+pub fn realtime_to_instant(realtime: Duration) -> Instant {
+    let now = Instant::now();
+    let wall = SystemTime::now()
+        .duration_since(SystemTime::UNIX_EPOCH)
+        .unwrap_or_default();
+    // A stamp "from the future" (a wall-clock step backwards) counts as now.
+    let age = wall.saturating_sub(realtime);
+    now.checked_sub(age).unwrap_or(now)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn clock_converts_both_ways() {
+        let c = Clock::start();
+        let t = c.origin + Duration::from_micros(1500);
+        assert_eq!(c.ns(t), 1_500_000);
+        assert_eq!(c.instant(1_500_000), t);
+        assert_eq!(c.ns(c.origin - Duration::from_secs(1)), 0);
+    }
+}
