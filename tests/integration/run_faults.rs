@@ -4,7 +4,8 @@
 use spark_bench::recorder::{Metric, OutcomeKind, RequestKind};
 use spark_bench::store::{read_hlog, LoadedRun, RunStatus};
 
-use crate::run_support::*;
+use crate::support::binary::*;
+use crate::support::run::*;
 
 const FAULTS: &str = r#"
 name = "faults"
