@@ -1,6 +1,6 @@
 //! The `spark-bench` binary in tests: run with a time limit, its output as text, and its
-//! results directory read back as plain CSV. Only `tests/integration` runs the binary (the
-//! timing tests call the library, `run::run_lib`).
+//! results directory read back as plain CSV. Only this binary runs it (the timing tests call
+//! the library, `support::run::run_lib`), so it lives here and not in `tests/support`.
 
 use std::path::{Path, PathBuf};
 use std::process::{Output, Stdio};

@@ -29,7 +29,7 @@ use spark_bench::link::Link;
 use spark_bench::plan::{Plan, Target};
 use spark_bench::recorder::{OutcomeKind, TransportKind};
 
-use crate::support::binary::*;
+use crate::binary::*;
 use crate::support::run::*;
 
 type Row = HashMap<String, String>;

@@ -4,6 +4,7 @@
 #[path = "../support/mod.rs"]
 mod support;
 
+mod binary;
 mod client_interop;
 mod client_peer;
 mod compare_synthetic;

@@ -10,7 +10,7 @@ use spark_bench::store::{
     read_hlog, LoadedRun, RunStatus, TimelineFile, CHUNK_COLUMNS, REQUEST_COLUMNS, SESSION_COLUMNS,
 };
 
-use crate::support::binary::*;
+use crate::binary::*;
 use crate::support::run::*;
 
 fn header_of(path: &Path) -> Vec<String> {

@@ -4,7 +4,7 @@
 use spark_bench::recorder::{Metric, OutcomeKind, RequestKind};
 use spark_bench::store::{read_hlog, LoadedRun, RunStatus};
 
-use crate::support::binary::*;
+use crate::binary::*;
 use crate::support::run::*;
 
 const FAULTS: &str = r#"

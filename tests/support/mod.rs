@@ -2,15 +2,12 @@
 //! includes this module once at its root (`#[path = "../support/mod.rs"] mod support;`).
 //!
 //! * `run`: `spark-bench run` through the library: scenario files, `run_lib`, a run's records.
-//! * `binary`: the real `spark-bench` binary with a time limit, its output, its results as
-//!   plain CSV (only `tests/integration` uses it).
 //! * `sim_client`: a plain HTTP/WebSocket client for the simulator, independent of
 //!   spark-bench's own transport, and the lock that keeps timing tests from overlapping.
 //!
-//! An item only one binary uses says so with a targeted `#[allow(dead_code)]` and the reason.
+//! Everything here is used by both binaries (no `dead_code` allowances): a helper only one
+//! binary needs lives in that binary (e.g. `tests/integration/binary.rs`, the real
+//! `spark-bench` binary, which the timing tests never run).
 
-// Only tests/integration runs the binary; the timing tests measure through the library.
-#[allow(dead_code)]
-pub mod binary;
 pub mod run;
 pub mod sim_client;
