@@ -5,9 +5,10 @@
 //! * `sim_client`: a plain HTTP/WebSocket client for the simulator, independent of
 //!   spark-bench's own transport, and the lock that keeps timing tests from overlapping.
 //!
-//! Everything here is used by both binaries (no `dead_code` allowances): a helper only one
-//! binary needs lives in that binary (e.g. `tests/integration/binary.rs`, the real
-//! `spark-bench` binary, which the timing tests never run).
+//! No blanket `dead_code` allowance: the few `sim_client` items that only one binary reads
+//! carry a targeted `allow(dead_code)` naming it, and a helper module only one binary needs
+//! lives in that binary (e.g. `tests/integration/binary.rs`, the real `spark-bench` binary,
+//! which the timing tests never run).
 
 pub mod run;
 pub mod sim_client;
