@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
 # The API docs build without warnings (broken intra-doc links, bad HTML in doc comments).
-set -euo pipefail
-cd "$(dirname "$0")/../.."
+source "$(dirname "$0")/../lib.sh"
+
 RUSTDOCFLAGS="-D warnings" cargo doc --no-deps --lib --locked

@@ -5,8 +5,7 @@
 # written here (scripts/llama/make_tiny_gguf.py; no model download). Runs the ignored
 # `llama_*` integration tests against it. Bounded: the build and the tests time out, the
 # server is killed on exit.
-set -euo pipefail
-cd "$(dirname "$0")/../.."
+source "$(dirname "$0")/../lib.sh"
 
 GGUF_VERSION="0.19.0"
 NUMPY_VERSION="2.4.6"
@@ -19,34 +18,22 @@ echo "llama-server ready after $(($(date +%s) - start))s"
 "$DIR/llama-server" --version 2>&1 | head -n 2
 
 # 2. The model: a venv with the pinned gguf writer, then a seeded tiny model.
-if ! "$DIR/venv/bin/python" -c 'import gguf, numpy' 2>/dev/null; then
-  python3 -m venv "$DIR/venv"
-  timeout 600 "$DIR/venv/bin/pip" install --quiet --disable-pip-version-check \
-    "gguf==$GGUF_VERSION" "numpy==$NUMPY_VERSION"
-fi
+PIP_TIMEOUT=600 venv_with "$DIR/venv" "gguf==$GGUF_VERSION" "numpy==$NUMPY_VERSION"
 "$DIR/venv/bin/python" scripts/llama/make_tiny_gguf.py "$DIR/tiny.gguf"
 
 # 3. The server on a free port: 4 slots (the concurrency-4 test runs without queueing),
 # 2048 tokens of context per slot, one compute thread (the other core is the client's), and
 # --ignore-eos so every answer runs to max_tokens.
-PORT=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])')
+PORT=$(free_port)
 LOG="$DIR/llama-server.log"
-"$DIR/llama-server" -m "$DIR/tiny.gguf" --host 127.0.0.1 --port "$PORT" \
-  --parallel 4 --ctx-size 8192 --threads 1 --ignore-eos >"$LOG" 2>&1 &
-PID=$!
-trap 'kill "$PID" 2>/dev/null || true' EXIT
-ready=
-for _ in $(seq 1 300); do
-  if curl -fsS "http://127.0.0.1:$PORT/health" >/dev/null 2>&1; then ready=1; break; fi
-  if ! kill -0 "$PID" 2>/dev/null; then break; fi
-  sleep 0.2
-done
-if [ -z "$ready" ]; then
+start_bg "$LOG" "$DIR/llama-server" -m "$DIR/tiny.gguf" --host 127.0.0.1 --port "$PORT" \
+  --parallel 4 --ctx-size 8192 --threads 1 --ignore-eos
+if ! wait_http "http://127.0.0.1:$PORT/health" "$BG_PID" 60; then
   tail -n 40 "$LOG"
   echo "llama-server did not become ready" >&2
   exit 1
 fi
-echo "llama-server on 127.0.0.1:$PORT (pid $PID)"
+echo "llama-server on 127.0.0.1:$PORT (pid $BG_PID)"
 
 # 4. The tests, one at a time (each measures the server alone).
 status=0

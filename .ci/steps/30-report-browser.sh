@@ -2,15 +2,9 @@
 # The HTML report in a real browser: generate a report from a synthetic run, load it in
 # headless Chromium, fail on console errors, failed loads or broken images, and take
 # screenshots at phone (390 px) and laptop (1280 px) widths into target/report-browser/.
-set -euo pipefail
-cd "$(dirname "$0")/../.."
+source "$(dirname "$0")/../lib.sh"
 
-if ! command -v chromium >/dev/null 2>&1; then
-  echo "installing Debian's chromium"
-  export DEBIAN_FRONTEND=noninteractive
-  apt-get update -qq
-  apt-get install -y -qq chromium >/dev/null
-fi
+need_command chromium chromium
 
 out=target/report-browser
 rm -rf "$out" target/report-fixture
@@ -20,7 +14,7 @@ html="$PWD/$run_dir/report.html"
 test -s "$html"
 
 profile=$(mktemp -d)
-trap 'rm -rf "$profile"' EXIT
+on_exit "rm -rf '$profile'"
 chrome() {
   chromium --headless --no-sandbox --disable-gpu --disable-background-networking \
     --disable-component-update --disable-sync --no-first-run --user-data-dir="$profile" \

@@ -1,304 +1,37 @@
 //! The embedded simulator: a deterministic, seeded, OpenAI-compatible streaming server.
 //!
-//! Owns: the accept loop (TCP_NODELAY → optional server-side [`Link`] → optional TLS →
-//! hyper HTTP/1.1 + HTTP/2 with upgrades), the public API ([`SimConfig`], [`serve`],
-//! [`spawn`], [`SimHandle`]) and the ground truth ([`Trace`]). Imports no client code.
-//!
 //! It is the offline default target of `spark-bench run`, the target of every test, and the
 //! ground truth the harness is judged against: it records the instant each content chunk was
-//! handed to the connection.
+//! handed to the connection. Imports no client code.
 //!
-//! Submodules: `profile` (timing parameters), `model` (schedule + runner), `text`/`corpus`
-//! (tokenizer and output text), `http` (routing, errors, SSE), `chat`, `responses`, `ws`
-//! (WebSocket mode), `fault` (fault injection), `trace` (ground truth).
+//! A request goes down this list (each layer imports only the ones below it):
+//!
+//! * `server`: the accept loop, per-connection state, [`serve`], [`spawn`], [`SimHandle`].
+//! * `router`: one hyper service per connection; method + path → an API handler; every
+//!   handler's error becomes a response here.
+//! * `api`: the APIs' semantics: `chat` (Chat Completions), `responses` (the Responses API
+//!   over HTTP and its event encoder), `ws` (the Responses WebSocket mode).
+//! * `wire`: what every handler shares: the request context and common headers, the one
+//!   error type (`ApiError`, as an HTTP response or a WebSocket envelope), JSON field
+//!   readers and the SSE body.
+//! * The engine below them: `model` (schedule + runner), `profile` (timing parameters),
+//!   `text`/`corpus` (tokenizer and output text), `fault` (fault injection), `trace` (ground
+//!   truth), `crate::clock::tx` (kernel transmit stamps); `config` ([`SimConfig`]) is data.
 
-mod chat;
+mod api;
+mod config;
 mod corpus;
 mod fault;
-mod http;
 mod model;
 mod profile;
-mod responses;
+mod router;
+mod server;
 pub mod text;
 mod trace;
-mod ws;
+mod wire;
 
-use std::future::Future;
-use std::net::SocketAddr;
-use std::pin::Pin;
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
-use std::sync::Arc;
-use std::task::{Context, Poll};
-use std::time::Duration;
-
-use hyper_util::rt::{TokioExecutor, TokioIo};
-use tokio::io::AsyncWrite;
-use tokio::net::{TcpListener, TcpStream};
-use tokio_util::sync::CancellationToken;
-
+pub use config::{BusyPolicy, SimConfig};
 pub use fault::Fault;
 pub use profile::{ChatTiming, FaultRates, Profile};
+pub use server::{serve, spawn, SimHandle};
 pub use trace::{ChunkWrite, ResponseTrace, Trace};
-
-use crate::clock::tap::{Tap, Tapped};
-use crate::clock::tx;
-use crate::link::{BoxIo, Link};
-use crate::tls::SelfSigned;
-
-/// What a WebSocket connection does with a `response.create` sent while one is in flight.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
-pub enum BusyPolicy {
-    /// Run it after the current one (OpenAI's documented behaviour).
-    #[default]
-    Queue,
-    /// Answer with the error envelope `response_already_in_flight` (status 409), as LocalAI
-    /// and the ai-stats gateway do.
-    Reject,
-}
-
-/// Simulator configuration.
-#[derive(Clone)]
-pub struct SimConfig {
-    /// Timing model.
-    pub profile: Profile,
-    /// Seed for every random draw (with the request content).
-    pub seed: u64,
-    /// Server-side link emulation applied to every accepted socket (usually none).
-    pub link: Link,
-    /// WebSocket connection lifetime before `websocket_connection_limit_reached`.
-    pub ws_lifetime: Duration,
-    /// WebSocket one-in-flight policy.
-    pub ws_busy_policy: BusyPolicy,
-    /// Serve HTTPS/WSS with this certificate.
-    pub tls: Option<SelfSigned>,
-    /// Ground-truth write times from the kernel's transmit stamps (Linux; ignored with a
-    /// server-side link). Costs one extra `recvmsg` per write.
-    pub tx_stamps: bool,
-}
-
-impl SimConfig {
-    /// Defaults: seed 1, no link, 60-minute WebSocket lifetime, queueing, no TLS, kernel
-    /// transmit stamps on.
-    pub fn new(profile: Profile) -> Self {
-        SimConfig {
-            profile,
-            seed: 1,
-            link: Link::default(),
-            ws_lifetime: Duration::from_secs(60 * 60),
-            ws_busy_policy: BusyPolicy::Queue,
-            tls: None,
-            tx_stamps: true,
-        }
-    }
-}
-
-/// An accepted TCP socket that closes with a RST when its connection's reset flag is set
-/// (the `reset-after=N` fault): SO_LINGER 0 is set just before the socket is dropped.
-///
-/// With transmit stamps on, every byte must go through `poll_write` (which counts it): the
-/// tap takes no vectored writes ([`Tap::VECTORED`] is false).
-type ConnIo = Tapped<ConnTap>;
-
-/// The tap of a [`ConnIo`]: counts written bytes and reads their transmit stamps.
-struct ConnTap {
-    reset: Arc<AtomicBool>,
-    /// Transmit stamps, when switched on.
-    tx: Option<Arc<tx::TxLog>>,
-}
-
-impl Tap for ConnTap {
-    type Io = TcpStream;
-
-    const VECTORED: bool = false;
-
-    fn on_drop(&mut self, tcp: &mut TcpStream) {
-        if self.reset.load(Ordering::SeqCst) {
-            let _ = tcp.set_zero_linger();
-        }
-    }
-
-    fn poll_write(
-        &mut self,
-        tcp: &mut TcpStream,
-        cx: &mut Context<'_>,
-        buf: &[u8],
-    ) -> Poll<std::io::Result<usize>> {
-        let r = Pin::new(&mut *tcp).poll_write(cx, buf);
-        if let (Poll::Ready(Ok(n)), Some(log)) = (&r, &self.tx) {
-            log.wrote(*n);
-            tx::drain(raw_fd(tcp), log);
-        }
-        r
-    }
-    fn poll_flush(
-        &mut self,
-        tcp: &mut TcpStream,
-        cx: &mut Context<'_>,
-    ) -> Poll<std::io::Result<()>> {
-        // A stamp the kernel took after its write returned (it sent the bytes later).
-        if let Some(log) = &self.tx {
-            tx::drain(raw_fd(tcp), log);
-        }
-        Pin::new(tcp).poll_flush(cx)
-    }
-}
-
-#[cfg(unix)]
-fn raw_fd(tcp: &TcpStream) -> i32 {
-    use std::os::fd::AsRawFd;
-    tcp.as_raw_fd()
-}
-
-#[cfg(not(unix))]
-fn raw_fd(_tcp: &TcpStream) -> i32 {
-    -1
-}
-
-/// Serves until `shutdown` completes, then stops accepting and cancels open connections.
-pub async fn serve(
-    listener: TcpListener,
-    cfg: SimConfig,
-    shutdown: impl Future<Output = ()> + Send + 'static,
-) -> anyhow::Result<()> {
-    let trace = Trace::new(crate::clock::now());
-    serve_with_trace(listener, cfg, shutdown, trace).await
-}
-
-async fn serve_with_trace(
-    listener: TcpListener,
-    cfg: SimConfig,
-    shutdown: impl Future<Output = ()> + Send + 'static,
-    trace: Trace,
-) -> anyhow::Result<()> {
-    cfg.profile.validate()?;
-    let mut engine = model::Engine::new(cfg.profile.clone(), cfg.seed, trace.origin());
-    engine.trace = trace;
-    let engine = Arc::new(engine);
-    let acceptor = match &cfg.tls {
-        Some(cert) => Some(tokio_rustls::TlsAcceptor::from(cert.server_config()?)),
-        None => None,
-    };
-    let root = CancellationToken::new();
-    let conn_no = AtomicU64::new(0);
-    tokio::pin!(shutdown);
-    loop {
-        let (tcp, _peer) = tokio::select! {
-            _ = &mut shutdown => break,
-            r = listener.accept() => match r {
-                Ok(x) => x,
-                // Accept errors (e.g. too many open files) are transient: keep serving.
-                Err(_) => {
-                    tokio::time::sleep(Duration::from_millis(5)).await;
-                    continue;
-                }
-            },
-        };
-        let _ = tcp.set_nodelay(true);
-        // Transmit stamps key on byte offsets at the socket; a server-side delay line between
-        // the connection and the socket would hold the bytes back, so they stay off with one.
-        let tx = (cfg.tx_stamps && cfg.link.is_none() && tx::enable(raw_fd(&tcp)))
-            .then(|| Arc::new(tx::TxLog::default()));
-        let n = conn_no.fetch_add(1, Ordering::Relaxed);
-        let reset = Arc::new(AtomicBool::new(false));
-        let conn = Arc::new(http::Conn {
-            engine: engine.clone(),
-            ws_lifetime: cfg.ws_lifetime,
-            ws_busy: cfg.ws_busy_policy,
-            reset: reset.clone(),
-            kill: root.child_token(),
-            tx: tx.clone(),
-        });
-        let link = cfg.link;
-        let seed = cfg.seed;
-        let acceptor = acceptor.clone();
-        tokio::spawn(async move {
-            let io: BoxIo = Box::pin(ConnIo::wrap(tcp, ConnTap { reset, tx }));
-            let (io, _) = link.wrap(io, seed ^ n.wrapping_mul(0x9e37_79b9), None);
-            let io: BoxIo = match acceptor {
-                Some(acc) => match acc.accept(io).await {
-                    Ok(tls) => Box::pin(tls),
-                    Err(_) => return,
-                },
-                None => io,
-            };
-            let kill = conn.kill.clone();
-            let svc = hyper::service::service_fn(move |req| http::handle(conn.clone(), req));
-            let builder = hyper_util::server::conn::auto::Builder::new(TokioExecutor::new());
-            let served = builder.serve_connection_with_upgrades(TokioIo::new(io), svc);
-            tokio::select! {
-                biased;
-                _ = kill.cancelled() => {}
-                _ = served => {}
-            }
-        });
-    }
-    root.cancel();
-    Ok(())
-}
-
-/// A simulator running in a background task. Dropping it stops the server.
-pub struct SimHandle {
-    /// The bound address (127.0.0.1 and a free port).
-    pub addr: SocketAddr,
-    /// `http://127.0.0.1:PORT/v1`, or `https://…` with TLS.
-    pub base_url: String,
-    /// The certificate clients must trust, with TLS.
-    pub cert: Option<SelfSigned>,
-    /// Ground truth of every response served.
-    pub trace: Trace,
-    stop: Option<tokio::sync::oneshot::Sender<()>>,
-    task: Option<tokio::task::JoinHandle<anyhow::Result<()>>>,
-}
-
-impl SimHandle {
-    /// The WebSocket URL of the Responses endpoint (`ws://…/v1/responses` or `wss://…`).
-    pub fn ws_url(&self) -> String {
-        let scheme = if self.cert.is_some() { "wss" } else { "ws" };
-        format!("{scheme}://{}/v1/responses", self.addr)
-    }
-
-    /// Stops the server and waits for the accept loop to end.
-    pub async fn shutdown(mut self) {
-        if let Some(tx) = self.stop.take() {
-            let _ = tx.send(());
-        }
-        if let Some(t) = self.task.take() {
-            let _ = t.await;
-        }
-    }
-}
-
-impl Drop for SimHandle {
-    fn drop(&mut self) {
-        if let Some(tx) = self.stop.take() {
-            let _ = tx.send(());
-        }
-    }
-}
-
-/// Binds 127.0.0.1:0 and runs [`serve`] in a task.
-pub async fn spawn(cfg: SimConfig) -> anyhow::Result<SimHandle> {
-    cfg.profile.validate()?;
-    let listener = TcpListener::bind("127.0.0.1:0").await?;
-    let addr = listener.local_addr()?;
-    let scheme = if cfg.tls.is_some() { "https" } else { "http" };
-    let trace = Trace::new(crate::clock::now());
-    let (tx, rx) = tokio::sync::oneshot::channel::<()>();
-    let cert = cfg.tls.clone();
-    let task = tokio::spawn(serve_with_trace(
-        listener,
-        cfg,
-        async move {
-            let _ = rx.await;
-        },
-        trace.clone(),
-    ));
-    Ok(SimHandle {
-        addr,
-        base_url: format!("{scheme}://{addr}/v1"),
-        cert,
-        trace,
-        stop: Some(tx),
-        task: Some(task),
-    })
-}

@@ -61,15 +61,16 @@ const ALLOWED_UPWARD: &[(&str, &str, &str)] = &[];
 const CLOCK_READERS_TO_MOVE: &[&str] = &[];
 
 /// Tests and benches that call into `spark_bench::commands` (the CLI's top layer) instead of
-/// the library below it: `commands/run.rs` owns the run today (simulator lifecycle,
-/// recorder, provenance), so tests drive it there. Once a `runner` owns that, they use it.
+/// the library below it. The run itself is `runner`'s; what is left here is turning parsed
+/// arguments into a plan (`commands::run::load_plan`), the compare gate's exit-code mapping
+/// (`commands::compare`), and tests of a subcommand's own `execute` (run_faults, report).
 const TESTS_USING_COMMANDS: &[&str] = &[
     "tests/integration/compare_synthetic.rs",
     "tests/integration/llama.rs",
     "tests/integration/report.rs",
     "tests/integration/run_faults.rs",
     "tests/integration/run_net.rs",
-    "tests/integration/run_support.rs",
+    "tests/support/run.rs",
     "tests/timing/compare_sim.rs",
 ];
 
@@ -394,14 +395,19 @@ fn no_import_cycles_between_top_level_modules() {
 fn only_clock_reads_the_clock() {
     let src = sources(&root().join("src"));
     let reads = |text: &str| {
-        ["Instant::now", "SystemTime::now", "clock_gettime", ".elapsed()"]
-            .iter()
-            .any(|w| {
-                text.match_indices(w).any(|(i, _)| {
-                    let after = text.as_bytes().get(i + w.len()).copied();
-                    !after.is_some_and(|c| c.is_ascii_alphanumeric() || c == b'_')
-                })
+        [
+            "Instant::now",
+            "SystemTime::now",
+            "clock_gettime",
+            ".elapsed()",
+        ]
+        .iter()
+        .any(|w| {
+            text.match_indices(w).any(|(i, _)| {
+                let after = text.as_bytes().get(i + w.len()).copied();
+                !after.is_some_and(|c| c.is_ascii_alphanumeric() || c == b'_')
             })
+        })
     };
     let readers: BTreeSet<&str> = src
         .iter()

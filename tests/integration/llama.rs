@@ -29,7 +29,8 @@ use spark_bench::link::Link;
 use spark_bench::plan::{Plan, Target};
 use spark_bench::vocab::{OutcomeKind, TransportKind};
 
-use crate::run_support::*;
+use crate::binary::*;
+use crate::support::run::*;
 
 type Row = HashMap<String, String>;
 

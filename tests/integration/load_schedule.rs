@@ -16,7 +16,7 @@ use hyper::body::{Frame, Incoming};
 use hyper_util::rt::{TokioExecutor, TokioIo};
 use tokio::sync::mpsc;
 
-use super::run_support::{run_lib, scenario};
+use crate::support::run::{run_lib, scenario};
 use spark_bench::store::LoadedRun;
 
 /// One request as the server saw it.

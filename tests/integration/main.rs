@@ -1,9 +1,13 @@
-//! The single integration-test binary.
+//! The single integration-test binary. Helpers shared with the `timing` binary are in
+//! `tests/support`.
+
+#[path = "../support/mod.rs"]
+mod support;
 
 mod architecture;
+mod binary;
 mod client_interop;
 mod client_peer;
-mod common;
 mod compare_synthetic;
 mod conn_lifecycle;
 mod data;
@@ -14,9 +18,7 @@ mod run_e2e;
 mod run_faults;
 mod run_net;
 mod run_provenance;
-mod run_support;
 mod sim_cli;
-mod sim_client;
 mod sim_faults;
 mod sim_groups;
 mod sim_wire;

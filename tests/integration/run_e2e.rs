@@ -10,7 +10,8 @@ use spark_bench::store::{
     read_hlog, LoadedRun, RunStatus, TimelineFile, CHUNK_COLUMNS, REQUEST_COLUMNS, SESSION_COLUMNS,
 };
 
-use crate::run_support::*;
+use crate::binary::*;
+use crate::support::run::*;
 
 fn header_of(path: &Path) -> Vec<String> {
     let mut rd = csv::Reader::from_path(path).unwrap();

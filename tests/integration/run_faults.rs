@@ -5,7 +5,8 @@ use spark_bench::recorder::Metric;
 use spark_bench::store::{read_hlog, LoadedRun, RunStatus};
 use spark_bench::vocab::{OutcomeKind, RequestKind};
 
-use crate::run_support::*;
+use crate::binary::*;
+use crate::support::run::*;
 
 const FAULTS: &str = r#"
 name = "faults"

@@ -16,7 +16,8 @@ use spark_bench::tls::SelfSigned;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::{TcpListener, TcpStream};
 
-use super::run_support::{csv_maps, only_run, scenario, spark_bench, texts, BIN_LIMIT};
+use crate::binary::{csv_maps, only_run, spark_bench, texts, BIN_LIMIT};
+use crate::support::run::scenario;
 
 /// A private CA, a server leaf for `localhost`/`127.0.0.1` and a client leaf, all signed by
 /// it, written as PEM files into `dir`.

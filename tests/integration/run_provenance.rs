@@ -4,7 +4,7 @@
 
 use spark_bench::store::LoadedRun;
 
-use crate::run_support::*;
+use crate::support::run::{run_lib, scenario};
 
 /// One session of two turns on the wafer simulator over `transport`.
 fn one_transport(transport: &str) -> String {

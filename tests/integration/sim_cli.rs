@@ -3,7 +3,7 @@
 use std::io::{BufRead, BufReader};
 use std::process::{Command, Stdio};
 
-use crate::sim_client::*;
+use crate::support::sim_client::*;
 
 struct Kill(std::process::Child);
 

@@ -7,7 +7,7 @@ use serde_json::json;
 use tokio_tungstenite::tungstenite::protocol::frame::coding::CloseCode;
 use tokio_tungstenite::tungstenite::Message;
 
-use crate::sim_client::*;
+use crate::support::sim_client::*;
 
 const BODY: &str = r#"{"model":"sim","stream":true,"max_tokens":100,"messages":[{"role":"user","content":"Write code"}]}"#;
 

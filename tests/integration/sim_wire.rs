@@ -2,7 +2,7 @@
 
 use serde_json::{json, Value};
 
-use crate::sim_client::*;
+use crate::support::sim_client::*;
 
 const CHAT: &str = r#"{"model":"sim","stream":true,"max_tokens":60,"stream_options":{"include_usage":true},"messages":[{"role":"system","content":"be brief"},{"role":"user","content":"Write a snake game in Python"}]}"#;
 

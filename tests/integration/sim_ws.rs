@@ -8,7 +8,7 @@ use serde_json::json;
 use spark_bench::sim::{self, BusyPolicy, Profile, SimConfig};
 use tokio_tungstenite::tungstenite::Message;
 
-use crate::sim_client::*;
+use crate::support::sim_client::*;
 
 #[tokio::test]
 async fn two_turns_chained_from_the_connection_cache_after_a_warm_up() {
@@ -237,7 +237,7 @@ async fn reject_policy_accepts_a_create_sent_right_after_completed_and_model_que
 
 #[tokio::test]
 async fn shutdown_stops_the_server() {
-    let h = crate::sim_client::sim("fast").await;
+    let h = crate::support::sim_client::sim("fast").await;
     let addr = h.addr;
     let mut ws = ws_to(&h, &[]).await;
     h.shutdown().await;

@@ -42,7 +42,7 @@ use spark_bench::sim::{self, Profile, SimConfig, SimHandle};
 use spark_bench::tls::SelfSigned;
 use spark_bench::vocab::{ApiFlavour, OutcomeKind, RequestRecord, TransportKind};
 
-use crate::sim_client::SERIAL;
+use crate::support::sim_client::SERIAL;
 
 pub(crate) const RTT_NS: i64 = 40_000_000;
 /// The accuracy bound of the issue: 1 ms.

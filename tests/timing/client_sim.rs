@@ -118,7 +118,7 @@ fn check_against_trace(sim: &SimHandle, r: &RequestRecord) {
 
 #[tokio::test]
 async fn every_transport_completes_a_multi_turn_conversation() {
-    let _serial = crate::sim_client::SERIAL.lock().await;
+    let _serial = crate::support::sim_client::SERIAL.lock().await;
     let sim = start("fast").await;
     for kind in TransportKind::ALL {
         let t = target(&sim, ApiFlavour::Responses);
@@ -171,7 +171,7 @@ async fn every_transport_completes_a_multi_turn_conversation() {
 
 #[tokio::test]
 async fn chat_completions_with_cerebras_timing_and_tool_calls() {
-    let _serial = crate::sim_client::SERIAL.lock().await;
+    let _serial = crate::support::sim_client::SERIAL.lock().await;
     let sim = start("wafer").await;
     let t = target(&sim, ApiFlavour::ChatCompletions);
     let mut s = session(
@@ -225,7 +225,7 @@ async fn chat_completions_with_cerebras_timing_and_tool_calls() {
 
 #[tokio::test]
 async fn ws_warmup_and_websocket_timing() {
-    let _serial = crate::sim_client::SERIAL.lock().await;
+    let _serial = crate::support::sim_client::SERIAL.lock().await;
     let sim = start("fast").await;
     let t = target(&sim, ApiFlavour::Responses);
     let mut s = session(&sim, &t, TransportKind::Ws, Link::default(), Clock::start());
@@ -256,7 +256,7 @@ async fn ws_warmup_and_websocket_timing() {
 
 #[tokio::test]
 async fn faults_end_as_outcomes_and_the_session_recovers() {
-    let _serial = crate::sim_client::SERIAL.lock().await;
+    let _serial = crate::support::sim_client::SERIAL.lock().await;
     let sim = start("fast").await;
     for kind in TransportKind::ALL {
         let mut t = target(&sim, ApiFlavour::Responses);
@@ -302,7 +302,7 @@ async fn faults_end_as_outcomes_and_the_session_recovers() {
 
 #[tokio::test]
 async fn ws_close_1011_and_malformed_events() {
-    let _serial = crate::sim_client::SERIAL.lock().await;
+    let _serial = crate::support::sim_client::SERIAL.lock().await;
     let sim = start("fast").await;
     let t = target(&sim, ApiFlavour::Responses);
     let mut s = session(&sim, &t, TransportKind::Ws, Link::default(), Clock::start());
@@ -344,7 +344,7 @@ async fn ws_close_1011_and_malformed_events() {
 /// WebSocket turn's 1 RTT + server time.
 #[tokio::test]
 async fn timings_match_the_simulator_trace_over_a_40ms_link() {
-    let _serial = crate::sim_client::SERIAL.lock().await;
+    let _serial = crate::support::sim_client::SERIAL.lock().await;
     // wafer: ~1000 tok/s, realistic chunk spacing (the `fast` profile's 20k tok/s bursts
     // measure the debug-build pipeline's throughput, not latency).
     let sim = start("wafer").await;
@@ -417,7 +417,7 @@ async fn timings_match_the_simulator_trace_over_a_40ms_link() {
 /// transport (found on the gpu profile, whose 2000-token answers outlast the 30 s default).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_steady_stream_longer_than_the_stall_timeout_is_not_a_stall() {
-    let _serial = crate::sim_client::SERIAL.lock().await;
+    let _serial = crate::support::sim_client::SERIAL.lock().await;
     // cpu: ~15 tok/s, a chunk every ~65 ms; TTFT (~0.35 s) stays under the stall timeout.
     // Capacity raised so the four transports' requests do not queue behind each other.
     let mut cfg = SimConfig::new(Profile::builtin("cpu").unwrap());

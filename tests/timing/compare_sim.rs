@@ -126,7 +126,7 @@ fn gate(base: &Path, cand: &Path) -> spark_bench::compare::Comparison {
 /// `cargo test --test integration compare_sim -- --ignored --test-threads=1`.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn gate_rates_against_the_simulator() {
-    let _serial = crate::sim_client::SERIAL.lock().await;
+    let _serial = crate::support::sim_client::SERIAL.lock().await;
     let tmp = tempfile::tempdir().unwrap();
     let base_sim = start(base_profile()).await;
     let slow_ttft = start(Profile {
@@ -262,7 +262,7 @@ async fn gate_rates_against_the_simulator() {
 /// (exit 1, `ttft` regressed), and the CLI comparing a run with itself (exit 0).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn gate_catches_a_large_slowdown_end_to_end() {
-    let _serial = crate::sim_client::SERIAL.lock().await;
+    let _serial = crate::support::sim_client::SERIAL.lock().await;
     let tmp = tempfile::tempdir().unwrap();
     let base_sim = start(base_profile()).await;
     let slow_sim = start(Profile {

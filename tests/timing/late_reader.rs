@@ -49,7 +49,7 @@ fn a_stalled_client_still_stamps_each_chunk_with_its_own_arrival() {
         .build()
         .expect("client runtime");
     client_rt.block_on(async {
-        let _serial = crate::sim_client::SERIAL.lock().await;
+        let _serial = crate::support::sim_client::SERIAL.lock().await;
         let _rt = crate::realtime::Realtime::new();
         let stalls = Arc::new(AtomicU64::new(0));
         let stalling = {

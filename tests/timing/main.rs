@@ -3,11 +3,8 @@
 //! for the machine's two cores while these measure microseconds. Within the binary they
 //! take one lock each, so they also never overlap each other.
 
-#[allow(dead_code)]
-#[path = "../integration/run_support.rs"]
-mod run_support;
-#[path = "../integration/sim_client.rs"]
-mod sim_client;
+#[path = "../support/mod.rs"]
+mod support;
 
 mod accuracy;
 mod client_sim;

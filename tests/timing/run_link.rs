@@ -5,7 +5,7 @@ use spark_bench::recorder::Metric;
 use spark_bench::store::LoadedRun;
 use spark_bench::vocab::RequestKind;
 
-use crate::run_support::*;
+use crate::support::run::*;
 
 const RTT_MS: f64 = 40.0;
 
@@ -21,7 +21,7 @@ fn near(what: &str, measured_ms: f64, expected_ms: f64) {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn phases_match_the_link_model_and_ws_beats_http() {
-    let _serial = crate::sim_client::SERIAL.lock().await;
+    let _serial = crate::support::sim_client::SERIAL.lock().await;
     // As the accuracy test: a single 13 ms stall of the timer on this VM once put a TCP
     // connect 33% over its one RTT.
     let _rt = crate::realtime::Realtime::new();

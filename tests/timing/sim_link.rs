@@ -9,7 +9,7 @@ use spark_bench::link::Link;
 use spark_bench::sim::{self, Profile, SimConfig, SimHandle};
 use spark_bench::tls::SelfSigned;
 
-use crate::sim_client::*;
+use crate::support::sim_client::*;
 
 const RTT: Duration = Duration::from_millis(50);
 

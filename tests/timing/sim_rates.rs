@@ -5,7 +5,7 @@ use std::time::Instant;
 
 use serde_json::Value;
 
-use crate::sim_client::*;
+use crate::support::sim_client::*;
 
 /// Streams one response and returns (rate from trace, rate from client arrivals, tokens).
 async fn measure(profile: &str, max_tokens: u32) -> (f64, f64, u32) {

@@ -4,58 +4,17 @@
 //! Owns: the Responses wire format, conversation history and `store=true` chaining over
 //! HTTP. Does not own: the WebSocket connection cache and busy policy (`ws`), timing (`model`).
 
-// Handlers return a ready error `Response` on their (cold) error path; boxing it buys nothing.
-#![allow(clippy::result_large_err)]
-
 use std::time::{Duration, Instant};
 
 use http::{Response, StatusCode};
 use serde_json::{json, Map, Value};
 
-use super::chat::{content_text, forced_tool, record_single_write, DEFAULT_MAX_OUTPUT};
-use super::fault::Fault;
-use super::http::{json_string, parse_json, unix_now, Body, Ctx, NullSink};
-use super::model::{self, content_hash, Done, Encoder, Engine, RunEnd, Stored, TurnSpec};
-use super::text::{self, Style};
+use super::{content_text, forced_tool, record_single_write, DEFAULT_MAX_OUTPUT};
 use crate::rng::Rng;
-
-/// An API error, before it is put in the HTTP or the WebSocket envelope.
-#[derive(Debug, Clone)]
-pub(crate) struct ApiError {
-    pub status: u16,
-    pub message: String,
-    pub param: Option<String>,
-    pub code: Option<String>,
-}
-
-impl ApiError {
-    pub fn bad(message: impl Into<String>, param: Option<&str>, code: Option<&str>) -> ApiError {
-        ApiError {
-            status: 400,
-            message: message.into(),
-            param: param.map(str::to_string),
-            code: code.map(str::to_string),
-        }
-    }
-
-    pub fn prev_not_found(id: &str) -> ApiError {
-        ApiError::bad(
-            format!("Previous response with id '{id}' not found."),
-            Some("previous_response_id"),
-            Some("previous_response_not_found"),
-        )
-    }
-
-    fn into_http(self, ctx: &Ctx) -> Response<Body> {
-        let s = StatusCode::from_u16(self.status).unwrap_or(StatusCode::BAD_REQUEST);
-        ctx.error(
-            s,
-            &self.message,
-            self.param.as_deref(),
-            self.code.as_deref(),
-        )
-    }
-}
+use crate::sim::fault::Fault;
+use crate::sim::model::{self, content_hash, Done, Encoder, Engine, RunEnd, Stored, TurnSpec};
+use crate::sim::text::{self, Style};
+use crate::sim::wire::{json_string, parse_json, unix_now, ApiError, Body, Ctx, NullSink};
 
 /// A parsed `response.create` / `POST /v1/responses` body.
 #[derive(Debug, Clone)]
@@ -506,35 +465,26 @@ impl Encoder for RespEncoder {
 }
 
 /// `POST /v1/responses`.
-pub(crate) async fn handle_http(ctx: Ctx, body: &[u8]) -> Response<Body> {
-    match handle_inner(ctx, body).await {
-        Ok(r) | Err(r) => r,
-    }
-}
-
-async fn handle_inner(ctx: Ctx, body: &[u8]) -> Result<Response<Body>, Response<Body>> {
-    let m = parse_json(&ctx, body)?;
-    let req = parse_create(&m).map_err(|e| e.into_http(&ctx))?;
+pub(crate) async fn handle_http(ctx: &Ctx, body: &[u8]) -> Result<Response<Body>, ApiError> {
+    let m = parse_json(body)?;
+    let req = parse_create(&m)?;
     let engine = ctx.conn.engine.clone();
     let prev = match &req.previous_response_id {
         Some(id) => Some(
             engine
                 .store_get(id)
-                .ok_or_else(|| ApiError::prev_not_found(id).into_http(&ctx))?,
+                .ok_or_else(|| ApiError::prev_not_found(id))?,
         ),
         None => None,
     };
     let mut fault = ctx.fault()?;
     if fault.is_none() {
         if let Some(s) = &req.sim_fault {
-            fault = Some(
-                Fault::parse(s)
-                    .map_err(|e| ApiError::bad(e, Some("sim_fault"), None).into_http(&ctx))?,
-            );
+            fault = Some(Fault::parse(s).map_err(|e| ApiError::bad(e, Some("sim_fault"), None))?);
         }
     }
     if let Some(Fault::Status(s)) = fault {
-        return Ok(ctx.status_fault(s));
+        return Err(ApiError::injected_http(s));
     }
     // Over HTTP the API re-processes the whole (hydrated) context; a stored chain keeps the
     // model-side cache (no session init, history not prefilled again).
@@ -557,7 +507,7 @@ async fn handle_inner(ctx: Ctx, body: &[u8]) -> Result<Response<Body>, Response<
         ctx.timing_metrics(),
     );
     if let Some(Fault::Status(s)) = spec.fault {
-        return Ok(ctx.status_fault(s));
+        return Err(ApiError::injected_http(s));
     }
     let store = req.store;
     if req.stream {
@@ -574,7 +524,7 @@ async fn handle_inner(ctx: Ctx, body: &[u8]) -> Result<Response<Body>, Response<
     }
     let RunEnd::Completed(done) = model::run(&engine, &spec, &id, &mut NullSink, &mut enc).await
     else {
-        return Ok(ctx.error(
+        return Err(ApiError::new(
             StatusCode::INTERNAL_SERVER_ERROR,
             "Simulated failure.",
             None,

@@ -1,7 +1,8 @@
 //! A plain test client for the simulator (hyper client conn, tokio-rustls, tokio-tungstenite),
 //! written here on purpose: it must not share code with spark-bench's own transport.
-
-#![allow(dead_code)]
+//!
+//! Both test binaries use it, each a part: an item only one of them reads carries a
+//! targeted `allow(dead_code)` naming the binary that does.
 
 use std::time::{Duration, Instant};
 
@@ -16,6 +17,7 @@ use tokio_tungstenite::tungstenite::Message;
 
 /// Timing-sensitive tests (rates, link phases) hold this so they do not share the two CI
 /// cores with each other.
+#[allow(dead_code)] // taken by the timing tests only
 pub static SERIAL: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
 
 pub async fn sim(profile: &str) -> SimHandle {
@@ -27,7 +29,9 @@ pub async fn sim(profile: &str) -> SimHandle {
 /// Opens a TCP (+ client-side link) (+ TLS) connection; returns it with the phase times.
 pub struct Opened {
     pub io: BoxIo,
+    #[allow(dead_code)] // read by the timing tests only
     pub tcp: Duration,
+    #[allow(dead_code)] // read by the timing tests only
     pub tls: Duration,
 }
 
@@ -81,6 +85,7 @@ pub async fn h1_to(h: &SimHandle) -> Sender {
 /// One SSE event as the client saw it.
 #[derive(Debug, Clone)]
 pub struct Ev {
+    #[allow(dead_code)] // read by the timing tests only
     pub at: Instant,
     pub event: Option<String>,
     pub data: String,
@@ -93,17 +98,22 @@ impl Ev {
 }
 
 pub struct Reply {
+    #[allow(dead_code)] // read by the timing tests only
     pub sent_at: Instant,
+    #[allow(dead_code)] // read by the timing tests only
     pub head_at: Instant,
     pub status: u16,
     pub headers: http::HeaderMap,
     pub events: Vec<Ev>,
+    #[allow(dead_code)] // read by tests/integration only
     pub body: String,
     /// The body ended with an error (reset) rather than cleanly.
+    #[allow(dead_code)] // read by tests/integration only
     pub body_error: bool,
 }
 
 impl Reply {
+    #[allow(dead_code)] // used by tests/integration only
     pub fn json(&self) -> Value {
         serde_json::from_str(&self.body).unwrap_or(Value::Null)
     }
@@ -128,6 +138,7 @@ pub async fn post(tx: &mut Sender, path: &str, body: &str, headers: &[(&str, &st
     send(tx, req).await
 }
 
+#[allow(dead_code)] // used by tests/integration only
 pub async fn get(tx: &mut Sender, path: &str) -> Reply {
     let req = http::Request::get(format!("/v1{path}"))
         .header("host", "localhost")
@@ -210,6 +221,7 @@ pub async fn ws_over(io: BoxIo, url: &str, headers: &[(&str, &str)]) -> Ws {
     tokio_tungstenite::client_async(req, io).await.unwrap().0
 }
 
+#[allow(dead_code)] // used by tests/integration only
 pub async fn ws_to(h: &SimHandle, headers: &[(&str, &str)]) -> Ws {
     ws_over(open(h.addr, None, None, &[]).await.io, &h.ws_url(), headers).await
 }
@@ -242,6 +254,7 @@ pub async fn ws_until(ws: &mut Ws, until: &str) -> Vec<(Instant, Value)> {
     }
 }
 
+#[allow(dead_code)] // used by tests/integration only
 pub fn types(evs: &[(Instant, Value)]) -> Vec<String> {
     evs.iter()
         .map(|(_, v)| v["type"].as_str().unwrap_or("?").to_string())

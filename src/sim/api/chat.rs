@@ -2,64 +2,22 @@
 //! flavours (Cerebras `time_info`, llama.cpp `timings`, vLLM `continuous_usage_stats`).
 //!
 //! Owns: the Chat Completions wire format. Does not own: timing (`model`) or HTTP plumbing
-//! (`http`).
-
-// Handlers return a ready error `Response` on their (cold) error path; boxing it buys nothing.
-#![allow(clippy::result_large_err)]
+//! (`wire`).
 
 use std::time::Duration;
 
 use http::{Response, StatusCode};
 use serde_json::{json, Map, Value};
 
-use super::fault::Fault;
-use super::http::{json_string, opt_bool, opt_u32, parse_json, unix_now, Body, Ctx, NullSink};
-use super::model::{self, content_hash, Done, Encoder, RunEnd, TurnSpec};
-use super::profile::ChatTiming;
-use super::text::{self, Style};
+use super::{content_text, forced_tool, record_single_write, DEFAULT_MAX_OUTPUT};
 use crate::rng::Rng;
-
-/// Default output length when the request sets none.
-pub(crate) const DEFAULT_MAX_OUTPUT: u32 = 512;
-
-/// Text of a message `content` (string, or parts with `text`).
-pub(crate) fn content_text(v: &Value) -> String {
-    match v {
-        Value::String(s) => s.clone(),
-        Value::Array(parts) => parts
-            .iter()
-            .filter_map(|p| p.get("text").and_then(Value::as_str).or_else(|| p.as_str()))
-            .collect::<Vec<_>>()
-            .join("\n"),
-        _ => String::new(),
-    }
-}
-
-/// The function a `tool_choice` forces, if any (`"required"` picks the first tool).
-pub(crate) fn forced_tool(tool_choice: Option<&Value>, tools: Option<&Value>) -> Option<String> {
-    let first_tool = || {
-        tools
-            .and_then(Value::as_array)
-            .and_then(|a| a.first())
-            .and_then(|t| {
-                t.pointer("/function/name")
-                    .or_else(|| t.get("name"))
-                    .and_then(Value::as_str)
-            })
-            .unwrap_or("tool")
-            .to_string()
-    };
-    match tool_choice? {
-        Value::String(s) if s == "required" => Some(first_tool()),
-        Value::Object(o) => o
-            .get("function")
-            .and_then(|f| f.get("name"))
-            .or_else(|| o.get("name"))
-            .and_then(Value::as_str)
-            .map(str::to_string),
-        _ => None,
-    }
-}
+use crate::sim::fault::Fault;
+use crate::sim::model::{self, content_hash, Done, Encoder, RunEnd, TurnSpec};
+use crate::sim::profile::ChatTiming;
+use crate::sim::text::{self, Style};
+use crate::sim::wire::{
+    json_string, opt_bool, opt_u32, parse_json, unix_now, ApiError, Body, Ctx, NullSink,
+};
 
 struct ChatEncoder {
     id: String,
@@ -224,15 +182,9 @@ impl Encoder for ChatEncoder {
 }
 
 /// Handles one chat completion request.
-pub(crate) async fn handle(ctx: Ctx, body: &[u8]) -> Response<Body> {
-    match handle_inner(ctx, body).await {
-        Ok(r) | Err(r) => r,
-    }
-}
-
-async fn handle_inner(ctx: Ctx, body: &[u8]) -> Result<Response<Body>, Response<Body>> {
-    let req = parse_json(&ctx, body)?;
-    let bad = |msg: &str, param: &str| ctx.error(StatusCode::BAD_REQUEST, msg, Some(param), None);
+pub(crate) async fn handle(ctx: &Ctx, body: &[u8]) -> Result<Response<Body>, ApiError> {
+    let req = parse_json(body)?;
+    let bad = |msg: &str, param: &str| ApiError::bad(msg, Some(param), None);
     let messages = match req.get("messages") {
         Some(Value::Array(a)) if !a.is_empty() => a,
         Some(Value::Array(_)) => return Err(bad("'messages' must not be empty.", "messages")),
@@ -274,16 +226,16 @@ async fn handle_inner(ctx: Ctx, body: &[u8]) -> Result<Response<Body>, Response<
         None => ctx.conn.engine.profile.model.clone(),
         Some(_) => return Err(bad("'model' must be a string.", "model")),
     };
-    let stream = opt_bool(&ctx, &req, "stream")?.unwrap_or(false);
+    let stream = opt_bool(&req, "stream")?.unwrap_or(false);
     let opts = req.get("stream_options");
     let flag = |k: &str| {
         opts.and_then(|o| o.get(k))
             .and_then(Value::as_bool)
             .unwrap_or(false)
     };
-    let max_output = match opt_u32(&ctx, &req, "max_completion_tokens")? {
+    let max_output = match opt_u32(&req, "max_completion_tokens")? {
         Some(n) => n,
-        None => opt_u32(&ctx, &req, "max_tokens")?.unwrap_or(DEFAULT_MAX_OUTPUT),
+        None => opt_u32(&req, "max_tokens")?.unwrap_or(DEFAULT_MAX_OUTPUT),
     };
     let engine = ctx.conn.engine.clone();
     let timing = match ctx.header("x-sim-timing-flavour") {
@@ -308,7 +260,7 @@ async fn handle_inner(ctx: Ctx, body: &[u8]) -> Result<Response<Body>, Response<
         );
     }
     if let Some(Fault::Status(s)) = fault {
-        return Ok(ctx.status_fault(s));
+        return Err(ApiError::injected_http(s));
     }
     let id = engine.next_id("chatcmpl-");
     let spec = TurnSpec {
@@ -344,7 +296,7 @@ async fn handle_inner(ctx: Ctx, body: &[u8]) -> Result<Response<Body>, Response<
     }
     let RunEnd::Completed(done) = model::run(&engine, &spec, &id, &mut NullSink, &mut enc).await
     else {
-        return Ok(ctx.error(
+        return Err(ApiError::new(
             StatusCode::INTERNAL_SERVER_ERROR,
             "Simulated failure.",
             None,
@@ -370,17 +322,4 @@ async fn handle_inner(ctx: Ctx, body: &[u8]) -> Result<Response<Body>, Response<
     let resp = ctx.json(StatusCode::OK, &obj);
     record_single_write(&engine, &id, &done);
     Ok(resp)
-}
-
-/// A non-streamed body is handed to the connection in one piece: the trace says so.
-pub(crate) fn record_single_write(engine: &model::Engine, id: &str, done: &Done) {
-    if let Some(mut t) = engine.trace.get(id) {
-        t.chunk_writes = vec![super::trace::ChunkWrite {
-            at: crate::clock::now(),
-            tokens: done.output_tokens,
-            text: done.text.clone(),
-            sent: None,
-        }];
-        engine.trace.insert(t);
-    }
 }

@@ -1,9 +1,9 @@
 //! The Responses API WebSocket mode: `GET /v1/responses` upgraded to a WebSocket.
 //!
 //! Owns: the upgrade handshake, the connection-local cache (the most recent response and its
-//! history), the one-in-flight policy (queue or reject), the lifetime limit, WS error
-//! envelopes and WS faults. Does not own: the event format (`responses::RespEncoder`) or
-//! timing (`model`).
+//! history), the one-in-flight policy (queue or reject), the lifetime limit and WS faults.
+//! Does not own: the event format (`responses::RespEncoder`), the error envelope
+//! (`wire::ApiError`) or timing (`model`).
 
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
@@ -13,7 +13,7 @@ use futures_util::stream::{SplitSink, StreamExt};
 use futures_util::SinkExt;
 use http::{HeaderValue, Request, Response, StatusCode};
 use hyper_util::rt::TokioIo;
-use serde_json::{json, Value};
+use serde_json::Value;
 use tokio::sync::{mpsc, Mutex};
 use tokio_tungstenite::tungstenite::handshake::derive_accept_key;
 use tokio_tungstenite::tungstenite::protocol::frame::coding::CloseCode;
@@ -22,12 +22,12 @@ use tokio_tungstenite::tungstenite::Message;
 use tokio_tungstenite::WebSocketStream;
 use tokio_util::sync::CancellationToken;
 
-use super::fault::Fault;
-use super::http::{full, Body, Conn, Ctx};
-use super::model::{self, Break, RunEnd, Sink, Written};
-use super::responses::{parse_create, prepare, remember, ApiError, Continuation, Prepared};
-use super::BusyPolicy;
+use super::responses::{parse_create, prepare, remember, Continuation, Prepared};
 use crate::clock::tx::{Chain, TxLog};
+use crate::sim::config::BusyPolicy;
+use crate::sim::fault::Fault;
+use crate::sim::model::{self, Break, RunEnd, Sink, Written};
+use crate::sim::wire::{full, ApiError, Body, Conn, Ctx};
 
 type Ws = WebSocketStream<TokioIo<hyper::upgrade::Upgraded>>;
 type WsTx = Arc<Mutex<SplitSink<Ws, Message>>>;
@@ -40,7 +40,7 @@ struct ConnOpts {
 }
 
 /// Answers the upgrade request with 101 and serves the socket in a task.
-pub(crate) fn upgrade(ctx: Ctx, mut req: Request<()>) -> Response<Body> {
+pub(crate) fn upgrade(ctx: &Ctx, mut req: Request<()>) -> Result<Response<Body>, ApiError> {
     let key = req
         .headers()
         .get("sec-websocket-key")
@@ -50,19 +50,15 @@ pub(crate) fn upgrade(ctx: Ctx, mut req: Request<()>) -> Response<Body> {
         .get("sec-websocket-version")
         .is_some_and(|v| v.as_bytes() == b"13");
     let Some(accept) = key.filter(|_| version_ok) else {
-        return ctx.error(
-            StatusCode::BAD_REQUEST,
+        return Err(ApiError::bad(
             "WebSocket upgrade needs Sec-WebSocket-Key and Sec-WebSocket-Version: 13.",
             None,
             None,
-        );
+        ));
     };
-    let opts = match ctx.fault() {
-        Ok(fault) => ConnOpts {
-            timing_metrics: ctx.timing_metrics(),
-            fault,
-        },
-        Err(resp) => return resp,
+    let opts = ConnOpts {
+        timing_metrics: ctx.timing_metrics(),
+        fault: ctx.fault()?,
     };
     let on_upgrade = hyper::upgrade::on(&mut req);
     let conn = ctx.conn.clone();
@@ -92,26 +88,14 @@ pub(crate) fn upgrade(ctx: Ctx, mut req: Request<()>) -> Response<Body> {
     if let Ok(v) = HeaderValue::from_str(&accept) {
         h.insert("sec-websocket-accept", v);
     }
-    if let Ok(v) = HeaderValue::from_str(&conn_model(&ctx)) {
+    if let Ok(v) = HeaderValue::from_str(&conn_model(ctx)) {
         h.insert("openai-model", v);
     }
-    r
+    Ok(r)
 }
 
 fn conn_model(ctx: &Ctx) -> String {
     ctx.conn.engine.profile.model.clone()
-}
-
-/// The WS error envelope.
-fn envelope(e: &ApiError) -> String {
-    let kind = match e.status {
-        429 => "rate_limit_exceeded",
-        s if s >= 500 => "server_error",
-        _ => "invalid_request_error",
-    };
-    json!({"type": "error", "status": e.status,
-        "error": {"type": kind, "code": e.code, "message": e.message, "param": e.param}})
-    .to_string()
 }
 
 /// Sends one text frame; returns the instant it was handed to the connection (the frame is
@@ -175,7 +159,7 @@ async fn serve_socket(conn: Arc<Conn>, ws: Ws, opts: ConnOpts) {
                     Some(Ok(Message::Text(t))) => on_text(&shared, &jobs_tx, received_at, t.as_str()).await,
                     Some(Ok(Message::Binary(_))) => {
                         let e = ApiError::bad("Binary frames are not supported; send JSON text frames.", None, Some("invalid_frame"));
-                        let _ = send_text(&shared.tx, envelope(&e)).await;
+                        let _ = send_text(&shared.tx, e.ws_envelope()).await;
                     }
                     // Ping is answered by tungstenite itself; Pong and raw frames need nothing.
                     Some(Ok(Message::Ping(_) | Message::Pong(_) | Message::Frame(_))) => {}
@@ -190,7 +174,7 @@ async fn serve_socket(conn: Arc<Conn>, ws: Ws, opts: ConnOpts) {
                     None,
                     Some("websocket_connection_limit_reached"),
                 );
-                let _ = send_text(&shared.tx, envelope(&e)).await;
+                let _ = send_text(&shared.tx, e.ws_envelope()).await;
                 let mut g = shared.tx.lock().await;
                 let _ = g.send(Message::Close(Some(CloseFrame { code: CloseCode::Normal, reason: "connection limit reached".into() }))).await;
                 break;
@@ -226,7 +210,7 @@ async fn on_text(
                 None,
                 Some("invalid_json"),
             );
-            let _ = send_text(&shared.tx, envelope(&e)).await;
+            let _ = send_text(&shared.tx, e.ws_envelope()).await;
             return;
         }
     };
@@ -236,18 +220,18 @@ async fn on_text(
             Some("type"),
             Some("invalid_value"),
         );
-        let _ = send_text(&shared.tx, envelope(&e)).await;
+        let _ = send_text(&shared.tx, e.ws_envelope()).await;
         return;
     }
     let was_busy = shared.busy.swap(true, Ordering::SeqCst);
     if was_busy && shared.conn.ws_busy == BusyPolicy::Reject {
-        let e = ApiError {
-            status: 409,
-            message: "A response is already in progress on this connection.".into(),
-            param: None,
-            code: Some("response_already_in_flight".into()),
-        };
-        let _ = send_text(&shared.tx, envelope(&e)).await;
+        let e = ApiError::new(
+            StatusCode::CONFLICT,
+            "A response is already in progress on this connection.",
+            None,
+            Some("response_already_in_flight"),
+        );
+        let _ = send_text(&shared.tx, e.ws_envelope()).await;
         return;
     }
     let _ = jobs.send((received_at, v));
@@ -264,7 +248,7 @@ async fn worker(shared: Arc<Shared>, mut jobs: mpsc::UnboundedReceiver<(Instant,
             cache = None;
             shared.busy.store(false, Ordering::SeqCst);
             if let Some(e) = e {
-                let _ = send_text(&shared.tx, envelope(&e)).await;
+                let _ = send_text(&shared.tx, e.ws_envelope()).await;
             }
         }
     }
@@ -293,7 +277,7 @@ async fn turn(
         None => shared.opts.fault,
     };
     if let Some(Fault::Status(s)) = fault {
-        return Err(Some(status_error(s)));
+        return Err(Some(ApiError::injected_ws(s)));
     }
     let engine = shared.conn.engine.clone();
     let stored;
@@ -336,7 +320,7 @@ async fn turn(
         shared.opts.timing_metrics,
     );
     if let Some(Fault::Status(s)) = spec.fault {
-        return Err(Some(status_error(s)));
+        return Err(Some(ApiError::injected_ws(s)));
     }
     let mut sink = WsSink {
         shared: shared.clone(),
@@ -354,24 +338,6 @@ async fn turn(
             Ok(())
         }
         RunEnd::Broken => Err(None),
-    }
-}
-
-fn status_error(s: u16) -> ApiError {
-    if s == 429 {
-        ApiError {
-            status: 429,
-            message: "Rate limit reached (simulated). Please try again in 1s.".into(),
-            param: None,
-            code: Some("rate_limit_exceeded".into()),
-        }
-    } else {
-        ApiError {
-            status: s,
-            message: "The server had an error while processing your request (simulated).".into(),
-            param: None,
-            code: Some("server_error".into()),
-        }
     }
 }
 

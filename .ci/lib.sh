@@ -1,0 +1,99 @@
+# Shared set-up for .ci/steps/*.sh. Every step starts with
+#
+#   source "$(dirname "$0")/../lib.sh"
+#
+# which sets `set -euo pipefail`, moves to the repository root and defines:
+#
+#   venv_with DIR PIN...          a Python venv at DIR with exactly these `name==version` pins
+#                                 (pip runs only when one is missing or at another version;
+#                                 PIP_TIMEOUT=SECONDS bounds it, default unbounded)
+#   free_port                     prints a free TCP port on 127.0.0.1
+#   on_exit COMMAND               runs COMMAND (a shell string) when the step exits, after the
+#                                 ones registered before it; never fails the step
+#   start_bg LOG COMMAND...       starts COMMAND in the background with its output in LOG, sets
+#                                 BG_PID, and kills it when the step exits
+#   wait_until SECONDS PID CMD... polls CMD every 0.1 s until it succeeds; fails when PID exits
+#                                 or SECONDS pass
+#   wait_http URL PID SECONDS     waits until URL answers 2xx
+#   wait_port PORT PID SECONDS    waits until 127.0.0.1:PORT accepts a connection
+#   need_command CMD PACKAGE      installs Debian's PACKAGE when CMD is not on PATH
+set -euo pipefail
+cd "$(dirname "${BASH_SOURCE[0]}")/.."
+
+venv_with() {
+  local dir=$1
+  shift
+  if [ ! -x "$dir/bin/python" ]; then
+    python3 -m venv "$dir"
+  fi
+  # Extras (`openai[realtime]`) are part of what pip installs, not of the version check.
+  if ! "$dir/bin/python" - "$@" 2>/dev/null <<'EOF'; then
+import importlib.metadata as m, re, sys
+for pin in sys.argv[1:]:
+    name, version = pin.split("==")
+    if m.version(re.sub(r"\[.*\]", "", name)) != version:
+        sys.exit(1)
+EOF
+    timeout "${PIP_TIMEOUT:-0}" "$dir/bin/pip" install --quiet --disable-pip-version-check "$@"
+  fi
+}
+
+free_port() {
+  python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'
+}
+
+_ci_on_exit=()
+_ci_run_on_exit() {
+  local cmd
+  for cmd in "${_ci_on_exit[@]}"; do
+    eval "$cmd" 2>/dev/null || true
+  done
+}
+on_exit() {
+  _ci_on_exit+=("$1")
+  trap _ci_run_on_exit EXIT
+}
+
+start_bg() {
+  local log=$1
+  shift
+  "$@" >"$log" 2>&1 &
+  BG_PID=$!
+  on_exit "kill $BG_PID"
+}
+
+wait_until() {
+  local secs=$1 pid=$2
+  shift 2
+  local deadline=$(($(date +%s) + secs))
+  while :; do
+    if "$@" >/dev/null 2>&1; then return 0; fi
+    if ! kill -0 "$pid" 2>/dev/null; then
+      echo "process $pid exited while waiting for: $*" >&2
+      return 1
+    fi
+    if [ "$(date +%s)" -ge "$deadline" ]; then
+      echo "not ready after ${secs}s: $*" >&2
+      return 1
+    fi
+    sleep 0.1
+  done
+}
+
+wait_http() {
+  wait_until "$3" "$2" curl -fsS -o /dev/null "$1"
+}
+
+wait_port() {
+  wait_until "$3" "$2" python3 -c \
+    'import socket, sys; socket.create_connection(("127.0.0.1", int(sys.argv[1])), 0.2)' "$1"
+}
+
+need_command() {
+  if ! command -v "$1" >/dev/null 2>&1; then
+    echo "installing Debian's $2"
+    export DEBIAN_FRONTEND=noninteractive
+    apt-get update -qq
+    apt-get install -y -qq "$2" >/dev/null
+  fi
+}

@@ -1,0 +1,131 @@
+//! The simulator's router: one hyper service per connection, method + path → an API handler.
+//!
+//! Owns: reading the request body (with its size limit), the request id, the API-key check,
+//! the small routes (`/v1/models`, `/v1/sim/trace/{id}`), 404/405/426 for everything else,
+//! and turning every handler's [`ApiError`] into its HTTP response. Does not own: what the
+//! APIs mean (`api`) or how responses are written (`wire`).
+
+use std::convert::Infallible;
+use std::sync::Arc;
+
+use bytes::Bytes;
+use http::request::Parts;
+use http::{Method, Request, Response, StatusCode};
+use http_body_util::{BodyExt, Limited};
+use hyper::body::Incoming;
+use serde_json::json;
+
+use super::api::{chat, responses, ws};
+use super::wire::{ApiError, Body, Conn, Ctx};
+
+/// Request bodies larger than this are refused (413).
+const MAX_BODY: usize = 32 << 20;
+
+/// The hyper service: one call per request.
+pub(crate) async fn handle(
+    conn: Arc<Conn>,
+    req: Request<Incoming>,
+) -> Result<Response<Body>, Infallible> {
+    let (parts, body) = req.into_parts();
+    let request_id = conn.engine.next_id("req_");
+    let is_upgrade = parts
+        .headers
+        .get(http::header::UPGRADE)
+        .and_then(|v| v.to_str().ok())
+        .is_some_and(|v| v.eq_ignore_ascii_case("websocket"));
+    // A WebSocket upgrade has no body; everything else is read completely first.
+    let bytes = if is_upgrade {
+        Bytes::new()
+    } else {
+        match Limited::new(body, MAX_BODY).collect().await {
+            Ok(c) => c.to_bytes(),
+            Err(_) => {
+                let ctx = Ctx {
+                    conn,
+                    request_id,
+                    received_at: crate::clock::now(),
+                    headers: parts.headers.clone(),
+                };
+                let e = ApiError::new(
+                    StatusCode::PAYLOAD_TOO_LARGE,
+                    "Request body too large or unreadable.",
+                    None,
+                    None,
+                );
+                return Ok(e.into_response(&ctx));
+            }
+        }
+    };
+    let ctx = Ctx {
+        conn,
+        request_id,
+        received_at: crate::clock::now(),
+        headers: parts.headers.clone(),
+    };
+    let resp = route(&ctx, parts, &bytes, is_upgrade)
+        .await
+        .unwrap_or_else(|e| e.into_response(&ctx));
+    Ok(resp)
+}
+
+/// Dispatches one request whose body has been read.
+async fn route(
+    ctx: &Ctx,
+    parts: Parts,
+    bytes: &[u8],
+    is_upgrade: bool,
+) -> Result<Response<Body>, ApiError> {
+    if ctx.conn.engine.profile.require_api_key && ctx.header("authorization").is_none() {
+        return Err(ApiError::new(
+            StatusCode::UNAUTHORIZED,
+            "You didn't provide an API key (this simulator profile has require_api_key = true).",
+            None,
+            Some("invalid_api_key"),
+        ));
+    }
+    let path = parts.uri.path().trim_end_matches('/');
+    match (&parts.method, path) {
+        (&Method::GET, "/v1/models") => {
+            let model = &ctx.conn.engine.profile.model;
+            Ok(ctx.json(StatusCode::OK, &json!({"object":"list","data":[{"id":model,"object":"model","created":0,"owned_by":"spark-bench-sim"}]})))
+        }
+        (&Method::GET, p) if p.starts_with("/v1/sim/trace/") => {
+            let id = &p["/v1/sim/trace/".len()..];
+            let trace = &ctx.conn.engine.trace;
+            match trace.get(id) {
+                Some(t) => Ok(ctx.json(StatusCode::OK, &t.to_json(trace.origin()))),
+                None => Err(ApiError::new(
+                    StatusCode::NOT_FOUND,
+                    format!("No trace for response id '{id}'."),
+                    Some("response_id"),
+                    Some("not_found"),
+                )),
+            }
+        }
+        (&Method::POST, "/v1/chat/completions") => chat::handle(ctx, bytes).await,
+        (&Method::POST, "/v1/responses") => responses::handle_http(ctx, bytes).await,
+        (&Method::GET, "/v1/responses") if is_upgrade => {
+            ws::upgrade(ctx, Request::from_parts(parts, ()))
+        }
+        (&Method::GET, "/v1/responses") => Err(ApiError::new(
+            StatusCode::UPGRADE_REQUIRED,
+            "GET /v1/responses is the WebSocket mode endpoint; send an Upgrade: websocket request.",
+            None,
+            None,
+        )),
+        (_, p) if ["/v1/models", "/v1/chat/completions", "/v1/responses"].contains(&p) => {
+            Err(ApiError::new(
+                StatusCode::METHOD_NOT_ALLOWED,
+                format!("Method {} not allowed on {p}.", parts.method),
+                None,
+                None,
+            ))
+        }
+        (_, p) => Err(ApiError::new(
+            StatusCode::NOT_FOUND,
+            format!("Unknown path {p}."),
+            None,
+            Some("unknown_url"),
+        )),
+    }
+}
