@@ -29,12 +29,12 @@ import sys
 from collections import defaultdict
 
 # The intended data flow, bottom first. A module may import its own layer and lower ones.
-# Modules that do not exist (yet) are ignored. Today's clock pieces (kclock, rxstamp, timer)
-# sit in the clock layer with `priority` (the thread scheduling the timer relies on); `cli`
-# (the clap argument types) sits with the `commands` that read them.
+# Modules that do not exist (yet) are ignored. `clock` shares its layer with `priority` (the
+# thread scheduling its timer relies on) and `provenance` (a run's counts of how its stamps
+# were taken); `cli` (the clap argument types) sits with the `commands` that read them.
 LAYERS = [
     ["vocab"],
-    ["clock", "kclock", "rxstamp", "timer", "priority", "provenance"],
+    ["clock", "priority", "provenance"],
     ["scenario", "units", "rng", "tls", "link"],
     ["plan"],
     ["transport"],
@@ -50,7 +50,7 @@ LAYERS = [
 ]
 # The simulator stands beside the client: it imports nothing of the client.
 SIM = "sim"
-SIM_MAY_USE = {"vocab", "clock", "tls", "units", "rng", "kclock", "timer", "link", "priority"}
+SIM_MAY_USE = {"vocab", "clock", "tls", "units", "rng", "link", "priority"}
 # Who may start the simulator.
 SIM_USERS = {"runner", "commands", "lib", "main"}
 

@@ -143,7 +143,7 @@ pub async fn dial(
                          (the http2 transport offers only h2: use http-pooled for this target)"
                         .to_string()
                 } else {
-                    client_cert_refusal(&e)
+                    super::io::client_cert_refusal(&e)
                         .map(|m| format!("; {m}"))
                         .unwrap_or_default()
                 };
@@ -197,40 +197,6 @@ impl rustls::client::ResolvesClientCert for CertRequestProbe {
     fn has_certs(&self) -> bool {
         self.inner.has_certs()
     }
-}
-
-/// When `err` or one of its causes is a TLS alert about the client's certificate, what it
-/// means and what to do. A TLS 1.3 server checks the client certificate after the client
-/// finished its handshake, so its refusal arrives with the first read, as a request error.
-pub fn client_cert_refusal(err: &(dyn std::error::Error + 'static)) -> Option<String> {
-    use rustls::AlertDescription as A;
-    let mut cur = Some(err);
-    while let Some(e) = cur {
-        let tls = e.downcast_ref::<rustls::Error>().or_else(|| {
-            e.downcast_ref::<io::Error>()
-                .and_then(|io| io.get_ref())
-                .and_then(|inner| inner.downcast_ref::<rustls::Error>())
-        });
-        if let Some(rustls::Error::AlertReceived(alert)) = tls {
-            return match alert {
-                A::CertificateRequired => Some(format!(
-                    "the server sent TLS alert {alert:?}: it requires a client certificate; set client_cert and client_key for this target"
-                )),
-                A::BadCertificate
-                | A::UnknownCA
-                | A::CertificateUnknown
-                | A::UnsupportedCertificate
-                | A::CertificateExpired
-                | A::CertificateRevoked
-                | A::AccessDenied => Some(format!(
-                    "the server sent TLS alert {alert:?}: it refused the client certificate; check client_cert and client_key and that the server trusts their CA"
-                )),
-                _ => None,
-            };
-        }
-        cur = e.source();
-    }
-    None
 }
 
 /// A client TLS stream read one record's plaintext at a time.

@@ -431,8 +431,7 @@ where
             out.unsent = e.unsent;
             out.refused = refused_unprocessed(&e.error);
             out.reset = super::io::is_reset(&e.error);
-            let refusal =
-                super::connect::client_cert_refusal(&e.error).or_else(|| stats.tls_refusal());
+            let refusal = super::io::client_cert_refusal(&e.error).or_else(|| stats.tls_refusal());
             out.ending = match refusal {
                 Some(why) => Ending::Tls(format!("sending the request: {}: {why}", e.error)),
                 None => Ending::Io(format!("sending the request: {}", e.error)),

@@ -40,7 +40,7 @@ pub struct IoStats {
     /// The run's provenance counters this connection adds to (set as it is opened).
     pub counters: OnceLock<Arc<crate::provenance::Counters>>,
     /// Set when a read failed with a TLS alert refusing the client certificate (see
-    /// [`super::connect::client_cert_refusal`]): requests failing on this connection say so
+    /// [`client_cert_refusal`]): requests failing on this connection say so
     /// even when their own error lost the cause.
     pub client_cert_refusal: OnceLock<String>,
     /// What the server asked of the client during the handshake: 0 no certificate, 1 a
@@ -151,7 +151,7 @@ impl Tap for Meter {
             }
         }
         if let Poll::Ready(Err(e)) = &r {
-            if let Some(why) = super::connect::client_cert_refusal(e) {
+            if let Some(why) = client_cert_refusal(e) {
                 let _ = self.stats.client_cert_refusal.set(why);
             }
         }
@@ -214,4 +214,38 @@ pub fn is_reset(e: &(dyn std::error::Error + 'static)) -> bool {
         src = err.source();
     }
     false
+}
+
+/// When `err` or one of its causes is a TLS alert about the client's certificate, what it
+/// means and what to do. A TLS 1.3 server checks the client certificate after the client
+/// finished its handshake, so its refusal arrives with the first read, as a request error.
+pub fn client_cert_refusal(err: &(dyn std::error::Error + 'static)) -> Option<String> {
+    use rustls::AlertDescription as A;
+    let mut cur = Some(err);
+    while let Some(e) = cur {
+        let tls = e.downcast_ref::<rustls::Error>().or_else(|| {
+            e.downcast_ref::<io::Error>()
+                .and_then(|io| io.get_ref())
+                .and_then(|inner| inner.downcast_ref::<rustls::Error>())
+        });
+        if let Some(rustls::Error::AlertReceived(alert)) = tls {
+            return match alert {
+                A::CertificateRequired => Some(format!(
+                    "the server sent TLS alert {alert:?}: it requires a client certificate; set client_cert and client_key for this target"
+                )),
+                A::BadCertificate
+                | A::UnknownCA
+                | A::CertificateUnknown
+                | A::UnsupportedCertificate
+                | A::CertificateExpired
+                | A::CertificateRevoked
+                | A::AccessDenied => Some(format!(
+                    "the server sent TLS alert {alert:?}: it refused the client certificate; check client_cert and client_key and that the server trusts their CA"
+                )),
+                _ => None,
+            };
+        }
+        cur = e.source();
+    }
+    None
 }

@@ -106,12 +106,10 @@ pub async fn upgrade(
                     format!("WebSocket upgrade to {url} refused with HTTP {status}: {body}"),
                 )
             }
-            other => {
-                match super::connect::client_cert_refusal(&other).or_else(|| stats.tls_refusal()) {
-                    Some(why) => Ending::Tls(format!("WebSocket upgrade to {url}: {other}: {why}")),
-                    None => Ending::Upgrade(None, format!("WebSocket upgrade to {url}: {other}")),
-                }
-            }
+            other => match super::io::client_cert_refusal(&other).or_else(|| stats.tls_refusal()) {
+                Some(why) => Ending::Tls(format!("WebSocket upgrade to {url}: {other}: {why}")),
+                None => Ending::Upgrade(None, format!("WebSocket upgrade to {url}: {other}")),
+            },
         })?;
     let mut setup = d.setup;
     setup.ws_upgrade_ns = Some(crate::clock::since(t0).as_nanos() as u64);

@@ -17,19 +17,12 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
 
 /// The intended data flow, bottom first: a module may import its own layer and lower ones.
-/// Modules that do not exist (yet) are ignored. Today's clock pieces (`kclock`, `rxstamp`,
-/// `timer`) sit in the clock layer with `priority` (the thread scheduling the timer relies
-/// on); `cli` (the clap argument types) sits with the `commands` that read them.
+/// Modules that do not exist (yet) are ignored. `clock` shares its layer with `priority` (the
+/// thread scheduling its timer relies on) and `provenance` (a run's counts of how its stamps
+/// were taken); `cli` (the clap argument types) sits with the `commands` that read them.
 const LAYERS: &[&[&str]] = &[
     &["vocab"],
-    &[
-        "clock",
-        "kclock",
-        "rxstamp",
-        "timer",
-        "priority",
-        "provenance",
-    ],
+    &["clock", "priority", "provenance"],
     &["scenario", "units", "rng", "tls", "link"],
     &["plan"],
     &["transport"],
@@ -45,9 +38,7 @@ const LAYERS: &[&[&str]] = &[
 ];
 
 /// The simulator stands beside the client and imports only these.
-const SIM_MAY_USE: &[&str] = &[
-    "vocab", "clock", "tls", "units", "rng", "kclock", "timer", "link", "priority",
-];
+const SIM_MAY_USE: &[&str] = &["vocab", "clock", "tls", "units", "rng", "link", "priority"];
 
 /// Who may start the simulator.
 const SIM_USERS: &[&str] = &["runner", "commands", "lib", "main"];
