@@ -11,10 +11,8 @@
 //! to 1 ns, down from the default 50 µs) until 60 µs before the next deadline, spins
 //! (yielding) the rest of the way within a CPU budget, and completes a oneshot channel for
 //! each due deadline. `cargo run --release --example timer_precision` measures the lateness
-//! (deadline → the woken task running): on a quiet 2-core machine p50 9–13 µs, p90 41–83 µs,
-//! p99 134–180 µs. With the default 50 µs timer slack it was p50 ≈ 80 µs, p99 ≈ 230 µs; an
-//! unbudgeted spin made the thread take a whole core once thousands of deadlines per second
-//! were due (`cargo bench --bench ingest`).
+//! (deadline → the woken task running); the figures, and why the spin has a CPU budget, are
+//! in `docs/measurements.md` ("The sub-millisecond timer").
 
 use std::cmp::Reverse;
 use std::collections::BinaryHeap;

@@ -4,9 +4,9 @@
 //! then always waits for the reactor to report it writable: one trip through `epoll` and a
 //! task wake-up, often on the other core. On loopback the kernel finishes the handshake inside
 //! the `connect` call itself (the SYN, SYN-ACK and ACK are processed before it returns), so
-//! that wait costs the measured request time for nothing: ~110 µs against ~50 µs for a
-//! blocking connect on this project's 2-core VM (an experiment of issue 9), in every TTFT of
-//! the `http` transport, which opens a connection per request.
+//! that wait adds to every TTFT of the `http` transport (a connection per request) for
+//! nothing: about twice a blocking connect's time (`docs/measurements.md`, "Opening a
+//! connection").
 //!
 //! Here the `connect` is followed by a zero-timeout `poll`: a handshake that is already done
 //! (or already refused) is known at once; otherwise the socket is handed to tokio and awaited
