@@ -1,5 +1,5 @@
 //! The shared enums: how a request travels, what it was, how it ended, and the run's modes.
-//! Each is declared with [`names!`](super::names), so its names are written once.
+//! Each is declared with the `names!` macro (in `vocab`), so its names are written once.
 
 use super::names;
 

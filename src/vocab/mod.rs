@@ -3,7 +3,7 @@
 //! downstream reads. It sits at the bottom of the crate and imports nothing of it, so any
 //! module may use it without reaching up (see `tests/integration/architecture.rs`).
 //!
-//! * [`kinds`]: the shared enums, each spelled once with [`names!`].
+//! * [`kinds`]: the shared enums, each spelled once with the `names!` macro.
 //! * [`record`]: [`RequestRecord`] and [`SessionRecord`], and the metric definitions on them.
 //! * [`url`]: [`BaseUrl`], a target's parsed `scheme://host[:port][/prefix]`.
 //! * [`proxy`]: [`Proxy`], an HTTP proxy's parsed URL.
