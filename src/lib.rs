@@ -21,14 +21,14 @@
 //!   results files; returns the run's outcome and [`provenance`] as values.
 //! * [`sim`]: the embedded simulator; imports no client code.
 //!
-//! [`commands`] is the glue of the subcommands: arguments in, a runner or a report called,
-//! results printed.
+//! [`commands`] is the glue of the subcommands: arguments in ([`cli`], the clap types), a
+//! runner or a report called, results printed; [`progress`] draws the live progress line.
 //!
 //! Shared infrastructure: [`clock`] (every timestamp source and its system calls: the run's
 //! clock, kernel receive and transmit stamps, the HTTP byte log, sub-ms sleeps; the only
 //! module that reads the clock), [`link`] (user-space WAN emulation), [`tls`], [`rng`],
-//! [`units`], [`provenance`] (one run's counts of how its
-//! timestamps were taken).
+//! [`units`], [`provenance`] (one run's counts of how its timestamps were taken),
+//! [`priority`] (real-time scheduling of the threads that keep time, `--realtime`).
 //!
 //! A module imports only its own layer and the ones listed above it (shared infrastructure
 //! sits below `plan`), the simulator imports no client code, and no two top-level modules

@@ -462,3 +462,44 @@ fn the_reader_sees_what_it_should() {
     }
     assert_eq!(cycles(&g), [vec!["a", "b", "c"]]);
 }
+
+/// `lib.rs`'s layout doc names every top-level module, and every module it names exists and
+/// sits in [`LAYERS`] (or is the simulator): the map a newcomer reads first stays the tree.
+#[test]
+fn the_layout_doc_names_every_module() {
+    let lib = std::fs::read_to_string(root().join("src/lib.rs")).unwrap();
+    let declared: BTreeSet<&str> = lib
+        .lines()
+        .filter_map(|l| l.trim().strip_prefix("pub mod "))
+        .map(|m| m.trim_end_matches(';'))
+        .collect();
+    let doc: String = lib
+        .lines()
+        .filter_map(|l| l.strip_prefix("//!"))
+        .collect::<Vec<_>>()
+        .join("\n");
+    let named: BTreeSet<&str> = doc
+        .split("[`")
+        .skip(1)
+        .filter_map(|s| s.split("`]").next())
+        .filter(|m| !m.contains("::"))
+        .collect();
+    let missing: Vec<_> = declared.difference(&named).collect();
+    let stale: Vec<_> = named.difference(&declared).collect();
+    assert!(
+        missing.is_empty(),
+        "lib.rs declares but its layout doc omits: {missing:?}"
+    );
+    assert!(
+        stale.is_empty(),
+        "lib.rs's layout doc names no such module: {stale:?}"
+    );
+    let unplaced: Vec<_> = declared
+        .iter()
+        .filter(|m| **m != "sim" && layer_of(m).is_none())
+        .collect();
+    assert!(
+        unplaced.is_empty(),
+        "modules in no layer of LAYERS: {unplaced:?}"
+    );
+}
