@@ -296,12 +296,7 @@ pub(crate) async fn handle(ctx: &Ctx, body: &[u8]) -> Result<Response<Body>, Api
     }
     let RunEnd::Completed(done) = model::run(&engine, &spec, &id, &mut NullSink, &mut enc).await
     else {
-        return Err(ApiError::new(
-            StatusCode::INTERNAL_SERVER_ERROR,
-            "Simulated failure.",
-            None,
-            Some("server_error"),
-        ));
+        return Err(ApiError::simulated_failure());
     };
     let message = match &enc.tool {
         Some((call_id, name)) => json!({"role": "assistant", "content": null, "tool_calls": [

@@ -524,12 +524,7 @@ pub(crate) async fn handle_http(ctx: &Ctx, body: &[u8]) -> Result<Response<Body>
     }
     let RunEnd::Completed(done) = model::run(&engine, &spec, &id, &mut NullSink, &mut enc).await
     else {
-        return Err(ApiError::new(
-            StatusCode::INTERNAL_SERVER_ERROR,
-            "Simulated failure.",
-            None,
-            Some("server_error"),
-        ));
+        return Err(ApiError::simulated_failure());
     };
     let output: Vec<Value> = enc.output_item.iter().cloned().collect();
     let obj = enc.response("completed", output, enc.usage.clone());

@@ -49,6 +49,16 @@ impl ApiError {
         )
     }
 
+    /// A non-streamed request whose run ended without completing (an injected fault broke it).
+    pub fn simulated_failure() -> ApiError {
+        ApiError::new(
+            StatusCode::INTERNAL_SERVER_ERROR,
+            "Simulated failure.",
+            None,
+            Some("server_error"),
+        )
+    }
+
     /// The error of an injected `status=` fault over HTTP (429 with `Retry-After: 1`).
     pub fn injected_http(status: u16) -> ApiError {
         if status == 429 {
