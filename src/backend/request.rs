@@ -270,6 +270,10 @@ fn chat_body(target: &Target, conv: &Conversation, spec: &RequestSpec) -> Value 
     if spec.max_output_tokens > 0 {
         b["max_tokens"] = json!(spec.max_output_tokens);
     }
+    if target.ignore_eos {
+        // vLLM and llama.cpp: generate `max_tokens` even past the end-of-sequence token.
+        b["ignore_eos"] = json!(true);
+    }
     if !spec.tools.is_empty() {
         b["tools"] = Value::Array(
             spec.tools
@@ -309,6 +313,7 @@ pub(crate) mod tests {
             stall_timeout: Duration::from_secs(5),
             transports: TransportKind::ALL.to_vec(),
             net: Default::default(),
+            ignore_eos: false,
         }
     }
 

@@ -11,6 +11,7 @@ use sha2::{Digest, Sha256};
 
 use super::schedule::{default_schedule, shared_servers};
 use super::targets::{self, dedup, BUILTIN_TARGETS};
+use super::workload::Workload;
 use super::{arrival, salt, Cell, Load, Plan, SessionPlan, Target, ToolCallPlan, TurnPlan};
 use super::{STREAM_AGENT, STREAM_ARRIVALS, STREAM_CONTEXT};
 use crate::link::Link;
@@ -93,7 +94,7 @@ pub fn build(
     }
     let seed = overrides.seed.or(s.seed).unwrap_or(DEFAULT_SEED);
 
-    let load = resolve_load(s, overrides, &src)?;
+    let mut load = resolve_load(s, overrides, &src)?;
     let default_max = s.max_output_tokens.unwrap_or(DEFAULT_MAX_OUTPUT_TOKENS);
     check_max_tokens(
         default_max,
@@ -102,9 +103,20 @@ pub fn build(
             src.at(None, 1, "max_output_tokens")
         ),
     )?;
-    if s.turns.is_empty() {
+    let workload = match &s.workload {
+        Some(_) if !s.turns.is_empty() => {
+            return Err(PlanError::new(format!(
+                "{source_path} has both [[turns]] and [workload]; keep one: hand-written turns, or a synthetic/dataset workload"
+            )));
+        }
+        Some(w) => Some(Workload::new(w, seed, &|k| {
+            src.at(Some("[workload]"), 1, k)
+        })?),
+        None => None,
+    };
+    if s.turns.is_empty() && workload.is_none() {
         return Err(PlanError::new(format!(
-            "{source_path} has no turns; add at least one:\n\n[[turns]]\nprompt = \"Write a snake game in Python.\"\n"
+            "{source_path} has no turns; add at least one (or a [workload], see scenarios/synthetic.toml):\n\n[[turns]]\nprompt = \"Write a snake game in Python.\"\n"
         )));
     }
     for (i, t) in s.turns.iter().enumerate() {
@@ -161,7 +173,13 @@ pub fn build(
         )));
     }
 
-    let mut load = load;
+    if let Some(n) = workload.as_ref().and_then(Workload::natural_sessions) {
+        // A dataset replays each sampled conversation once unless the sessions are given.
+        if overrides.sessions.or(s.load.sessions).is_none() {
+            load.sessions = n;
+        }
+        warnings.extend(workload.iter().flat_map(|w| w.warnings().iter().cloned()));
+    }
     resolve_schedule_and_cache(s, overrides, &mut load, &mut cells, &mut warnings)?;
 
     let scenario_link = s.link.map(|l| l.0);
@@ -198,13 +216,17 @@ pub fn build(
         ));
     }
 
+    let script = |i: u32| match &workload {
+        Some(w) => w.turns(seed, i, default_max),
+        None => expand_turns(s, default_max, seed, i),
+    };
     let mut sessions = Vec::new();
     for i in 0..load.warmup_sessions {
         sessions.push(SessionPlan {
             index: i,
             warmup: true,
             start_offset: Duration::ZERO,
-            turns: expand_turns(s, default_max, seed, i),
+            turns: script(i),
         });
     }
     let offsets = match load.session_interval {
@@ -221,11 +243,12 @@ pub fn build(
             index,
             warmup: false,
             start_offset: off,
-            turns: expand_turns(s, default_max, seed, index),
+            turns: script(index),
         });
     }
 
     check_salt_limits(&cells, &sessions)?;
+    let workload_info = workload.as_ref().map(|w| w.info(&sessions));
 
     Ok(Plan {
         scenario_name: s.name.clone(),
@@ -242,6 +265,7 @@ pub fn build(
         gate: s.gate.clone(),
         warnings,
         scenario_source: String::from_utf8_lossy(source_bytes).into_owned(),
+        workload: workload_info,
     })
 }
 

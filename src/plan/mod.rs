@@ -18,6 +18,7 @@ mod build;
 pub mod salt;
 pub mod schedule;
 pub mod targets;
+pub mod workload;
 
 pub use build::{build, Overrides, PlanError};
 
@@ -25,6 +26,11 @@ pub use build::{build, Overrides, PlanError};
 const STREAM_ARRIVALS: u64 = 1;
 const STREAM_CONTEXT: u64 = 2;
 const STREAM_AGENT: u64 = 1 << 20;
+/// `[workload]`: the dataset sample's order (one draw per plan).
+const STREAM_DATASET: u64 = 3;
+/// `[workload]`: session `i`'s token lengths and synthetic text use stream
+/// `STREAM_WORKLOAD + i` (far above every agent stream).
+const STREAM_WORKLOAD: u64 = 1 << 40;
 pub use schedule::SharedServer;
 
 /// Everything the driver needs to run, fully resolved.
@@ -66,6 +72,10 @@ pub struct Plan {
     /// not repeated inside the serialized plan.
     #[serde(skip)]
     pub scenario_source: String,
+    /// Where the sessions came from when the scenario has a `[workload]`, and which rule
+    /// sized it; `None` for hand-written `[[turns]]` (and in older manifests).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub workload: Option<workload::WorkloadInfo>,
 }
 
 impl Plan {
@@ -201,6 +211,10 @@ pub struct Target {
     /// Extra trust, client certificate and proxy choice (real endpoints only).
     #[serde(default)]
     pub net: TargetNet,
+    /// Chat completions: send `ignore_eos: true` (vLLM, llama.cpp, the simulator), so the
+    /// output length is `max_tokens` rather than wherever the model stops.
+    #[serde(default)]
+    pub ignore_eos: bool,
 }
 
 /// How a target is reached on the user's network: extra CA certificates, a client

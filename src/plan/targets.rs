@@ -88,6 +88,7 @@ fn sim_target(name: &str, profile: &str, hardware: &str) -> Target {
         stall_timeout: DEFAULT_STALL_TIMEOUT,
         transports: TransportKind::ALL.to_vec(),
         net: Default::default(),
+        ignore_eos: false,
     }
 }
 
@@ -191,8 +192,16 @@ pub fn resolve(name: &str, layers: &[(&str, &TargetSpec)]) -> Result<Target, Pla
         if let Some(v) = &s.proxy {
             t.net.proxy = Some(v.trim().to_string());
         }
+        if let Some(v) = s.ignore_eos {
+            t.ignore_eos = v;
+        }
     }
     let is_chat = t.api == ApiFlavour::ChatCompletions;
+    if t.ignore_eos && !is_chat {
+        return Err(PlanError::new(format!(
+            "[targets.{name}] in {origin}: `ignore_eos = true` needs api = \"chat-completions\" (the Responses API has no such parameter); set the api or remove ignore_eos"
+        )));
+    }
     // Responses-only features default off for chat completions.
     t.ws_warmup = explicit_ws_warmup.unwrap_or(!is_chat);
     t.request_timing = explicit_timing.unwrap_or(!is_chat);

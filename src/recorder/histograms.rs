@@ -85,6 +85,10 @@ pub struct CellStats {
     pub cache_input_tokens: u64,
     /// Of which the server answered from its prefix cache.
     pub cached_input_tokens: u64,
+    /// Input (prompt) tokens of successful measured requests whose server reported them.
+    pub input_tokens: u64,
+    /// Successful measured requests whose server reported input tokens.
+    pub input_token_requests: u64,
     /// Earliest intended start of any measured request, ns since run start.
     pub first_intended_ns: Option<u64>,
     /// Latest end (or last token) of any measured request, ns since run start.
@@ -160,6 +164,8 @@ impl CellStats {
         }
         self.output_tokens += other.output_tokens;
         self.chunks += other.chunks;
+        self.input_tokens += other.input_tokens;
+        self.input_token_requests += other.input_token_requests;
         if let Some(s) = other.first_intended_ns {
             self.extend_span(s, other.last_end_ns);
         }
@@ -265,6 +271,10 @@ impl Recorder {
         cell.extend_span(r.intended_ns, r.end_ns.or(r.last_token_ns));
         cell.output_tokens += u64::from(r.output_tokens);
         cell.chunks += r.chunks.len() as u64;
+        if let Some(input) = r.input_tokens {
+            cell.input_tokens += u64::from(input);
+            cell.input_token_requests += 1;
+        }
         if let (Some(input), Some(cached)) = (r.input_tokens, r.cached_input_tokens) {
             cell.cache_input_tokens += u64::from(input);
             cell.cached_input_tokens += u64::from(cached.min(input));

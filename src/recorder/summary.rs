@@ -90,6 +90,13 @@ pub struct CellSummary {
     /// faster), for `ttft`, `overhead`, `tpot`, `e2e`, `session_wall`. Empty for the `http`
     /// cell itself or when there is none.
     pub vs_http: BTreeMap<String, f64>,
+    /// Mean input (prompt) tokens per successful measured request, as the server reported
+    /// them; absent when no server reported any (and in older summaries).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub mean_input_tokens: Option<f64>,
+    /// Mean output tokens per successful measured request; absent when none succeeded.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub mean_output_tokens: Option<f64>,
 }
 
 /// Statistics of one metric in one cell, in the metric's natural unit (`unit`).
@@ -241,12 +248,16 @@ fn cell_summary(target: &str, transport: &str, c: &CellStats) -> CellSummary {
         overhead_sources: c.overhead_sources.clone(),
         token_sources: c.token_sources.clone(),
         vs_http: BTreeMap::new(),
+        mean_input_tokens: (c.input_token_requests > 0)
+            .then(|| c.input_tokens as f64 / c.input_token_requests as f64),
+        mean_output_tokens: (c.ok() > 0).then(|| c.output_tokens as f64 / c.ok() as f64),
     }
 }
 
 /// The terminal table: one row per target × transport with p50/p90/p99 of TTFT, overhead and
-/// TPOT (ms), output tok/s (p50), session wall time (p50, s), errors, and a compact change
-/// against the target's `http` row.
+/// TPOT (ms), output tok/s (p50), session wall time (p50, s), errors, the cached input
+/// share, mean input/output tokens per request, and a compact change against the target's
+/// `http` row.
 pub fn table(summary: &Summary) -> String {
     let header = [
         "target",
@@ -259,6 +270,7 @@ pub fn table(summary: &Summary) -> String {
         "tok/s p50",
         "session s p50",
         "cached in",
+        "tokens in/out",
         "vs http (p50)",
     ];
     let mut rows: Vec<Vec<String>> = vec![header.iter().map(|s| s.to_string()).collect()];
@@ -289,6 +301,7 @@ pub fn table(summary: &Summary) -> String {
             p50(Metric::OutputTokS, 1.0),
             p50(Metric::SessionWall, 1000.0),
             cached_share_text(c.cached_input_share),
+            tokens_in_out_text(c),
             vs_http_text(c),
         ]);
     }
@@ -319,6 +332,12 @@ pub fn table(summary: &Summary) -> String {
         }
     }
     out
+}
+
+/// Mean input and output tokens per successful request, `2003/298` (`-` where unknown).
+pub fn tokens_in_out_text(c: &CellSummary) -> String {
+    let f = |v: Option<f64>| v.map_or_else(|| "-".to_string(), |v| format!("{v:.0}"));
+    format!("{}/{}", f(c.mean_input_tokens), f(c.mean_output_tokens))
 }
 
 /// The cached share of input tokens: `0%`, `99.7%`, or `—` when the server reported none.

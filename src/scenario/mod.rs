@@ -7,6 +7,7 @@
 
 mod error;
 mod schema;
+mod workload;
 
 use std::path::Path;
 
@@ -15,6 +16,7 @@ pub use schema::{
     AgentSpec, Dur, LinkSpec, LoadSpec, MatrixSpec, Scenario, TargetSpec, TargetsFile,
     ToolCallSpec, TurnSpec,
 };
+pub use workload::{DatasetFormat, DatasetSource, DistKind, DistSpec, WorkloadSpec};
 
 /// A scenario file as read: the parsed scenario, its path and its exact bytes (the plan
 /// hashes them, and the manifest keeps the text).
@@ -41,12 +43,39 @@ pub fn parse_targets(path: &str, text: &str) -> Result<TargetsFile, ScenarioErro
     Ok(file)
 }
 
-/// Reads and parses a scenario file.
+/// Reads and parses a scenario file, and the `[workload] dataset` it names (relative to the
+/// scenario's folder), so that the plan builder stays free of I/O.
 pub fn load(path: &Path) -> Result<LoadedScenario, ScenarioError> {
     let source = read(path)?;
     let shown = path.display().to_string();
+    let mut scenario = parse(&shown, &source)?;
+    if let Some(w) = scenario.workload.as_mut() {
+        if let Some(name) = w.dataset.as_deref().filter(|d| !d.trim().is_empty()) {
+            let file = path.parent().unwrap_or(Path::new("")).join(name);
+            let text = std::fs::read_to_string(&file).map_err(|e| {
+                let (line, col) = locate(&source, Some("[workload]"), 1, "dataset").unwrap_or((1, 1));
+                ScenarioError::Invalid {
+                    path: shown.clone(),
+                    line,
+                    col,
+                    key: Some("dataset".into()),
+                    message: format!(
+                        "cannot read the [workload] dataset {} ({e})",
+                        file.display()
+                    ),
+                    hint: Some(
+                        "the path is relative to the scenario file's folder, e.g. dataset = \"data/sample-sharegpt.jsonl\"".into(),
+                    ),
+                }
+            })?;
+            w.dataset_source = Some(DatasetSource {
+                path: file.display().to_string(),
+                text,
+            });
+        }
+    }
     Ok(LoadedScenario {
-        scenario: parse(&shown, &source)?,
+        scenario,
         path: shown,
         source,
     })
@@ -205,6 +234,8 @@ mod tests {
             format!("name = \"x\"\n{t}tool_calls = [{{ name = \"a\", zzz = 1 }}]\n"),
             format!("name = \"x\"\n{t}agent = {{ calls = 1, tools = [\"a\"], zzz = 1 }}\n"),
             "name = \"x\"\n[targets.a]\nzzz = 1\n".to_string(),
+            "name = \"x\"\n[workload]\nzzz = 1\n".to_string(),
+            "name = \"x\"\n[workload]\ninput_tokens = { dist = \"fixed\", zzz = 1 }\n".to_string(),
         ];
         let mut checked = 0;
         for text in &tables {

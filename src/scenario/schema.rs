@@ -51,6 +51,8 @@ pub struct Scenario {
     /// Thresholds for `spark-bench compare` (free-form, e.g. `ttft = "+10%"`).
     #[serde(default)]
     pub gate: BTreeMap<String, String>,
+    /// Synthetic token-length distributions or a dataset, instead of `[[turns]]`.
+    pub workload: Option<super::workload::WorkloadSpec>,
 }
 
 /// `[load]`.
@@ -171,6 +173,8 @@ pub struct TargetSpec {
     pub client_key: Option<String>,
     /// `"http://host:port"` or `"none"`; overrides `HTTPS_PROXY`/`HTTP_PROXY`/`NO_PROXY`.
     pub proxy: Option<String>,
+    /// Chat completions: send `ignore_eos: true` so the server generates `max_tokens`.
+    pub ignore_eos: Option<bool>,
 }
 
 /// A `--targets FILE`: only `[targets.NAME]` tables.

@@ -107,6 +107,8 @@ pub(crate) struct TurnSpec {
     pub fault: Option<Fault>,
     /// `generate:false`: no output at all.
     pub generate: bool,
+    /// `ignore_eos: true` (chat completions): exactly `max_output` tokens, no early stop.
+    pub ignore_eos: bool,
 }
 
 /// One content chunk of the plan.
@@ -216,7 +218,10 @@ pub(crate) fn plan_chunks(profile: &Profile, spec: &TurnSpec, rng: &mut Rng) -> 
         Some(name) => text::tool_arguments(rng, name),
         None => {
             let max = spec.max_output.max(1) as f64;
-            let n = (rng.range_f64(0.7, 1.0) * max).round().clamp(1.0, max) as u32;
+            // The draw stands in for the model's end-of-sequence; `ignore_eos` skips it.
+            let stop = rng.range_f64(0.7, 1.0);
+            let n = if spec.ignore_eos { 1.0 } else { stop };
+            let n = (n * max).round().clamp(1.0, max) as u32;
             text::generate(rng, n, spec.style)
         }
     };
@@ -497,7 +502,24 @@ mod tests {
             tool: None,
             fault: None,
             generate: true,
+            ignore_eos: false,
         }
+    }
+
+    #[test]
+    fn ignore_eos_generates_exactly_max_output() {
+        let p = Profile::builtin("fast").unwrap();
+        let mut exact = spec(300);
+        exact.ignore_eos = true;
+        let tokens = |s: &TurnSpec| -> u32 {
+            plan_chunks(&p, s, &mut Rng::new(9))
+                .iter()
+                .map(|c| c.tokens)
+                .sum()
+        };
+        assert_eq!(tokens(&exact), 300);
+        let early = tokens(&spec(300));
+        assert!((210..=300).contains(&early), "{early}");
     }
 
     #[test]

@@ -227,6 +227,7 @@ pub(crate) async fn handle(ctx: &Ctx, body: &[u8]) -> Result<Response<Body>, Api
         Some(_) => return Err(bad("'model' must be a string.", "model")),
     };
     let stream = opt_bool(&req, "stream")?.unwrap_or(false);
+    let ignore_eos = opt_bool(&req, "ignore_eos")?.unwrap_or(false);
     let opts = req.get("stream_options");
     let flag = |k: &str| {
         opts.and_then(|o| o.get(k))
@@ -275,6 +276,7 @@ pub(crate) async fn handle(ctx: &Ctx, body: &[u8]) -> Result<Response<Body>, Api
         tool: tool.clone(),
         fault,
         generate: true,
+        ignore_eos,
     };
     let mut enc = ChatEncoder {
         id: id.clone(),

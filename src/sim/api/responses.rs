@@ -254,6 +254,7 @@ pub(crate) fn prepare(
         tool: req.tool.clone(),
         fault,
         generate: req.generate,
+        ignore_eos: false,
     };
     let enc = RespEncoder {
         id: id.clone(),

@@ -1,0 +1,666 @@
+//! `[workload]` → session scripts: synthetic prompts sized to seeded token-length draws, or
+//! conversations replayed from a JSONL dataset (OpenAI `messages` or ShareGPT
+//! `conversations` per line), sampled with the seed.
+//!
+//! Owns: the distributions (fixed, uniform, normal, lognormal, optional clamps), the sizing
+//! rule (~4 characters per token), the synthetic text generator, dataset parsing with
+//! `file:line` errors, and the record of the workload the plan keeps ([`WorkloadInfo`]).
+//! Pure: the dataset's text arrives from `scenario::load`; nothing here reads a file.
+//!
+//! The drawn input length is the length of the *user message* a turn sends. The server's
+//! reported prompt tokens add the system prompt, the chat template (the embedded simulator
+//! adds one token per chat-completions message and none on the Responses API) and, from the
+//! second turn on, the conversation so far.
+
+use std::time::Duration;
+
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+use sha2::{Digest, Sha256};
+
+use super::build::{PlanError, MAX_OUTPUT_TOKENS_LIMIT};
+use super::{SessionPlan, TurnPlan, STREAM_DATASET, STREAM_WORKLOAD};
+use crate::rng::Rng;
+use crate::scenario::{DatasetFormat, DistKind, DistSpec, WorkloadSpec};
+
+/// The sizing rule's name as the plan records it: tokens = ⌈characters / 4⌉.
+pub const SIZING_CHARS_PER_TOKEN: &str = "chars/4";
+/// Largest synthetic user message, tokens (1 MiB of text by the sizing rule).
+pub const MAX_INPUT_TOKENS: u32 = 262_144;
+/// Most synthetic turns per session.
+pub const MAX_TURNS: u32 = 1000;
+/// Most sessions a dataset provides when `[load] sessions` is not given.
+const MAX_SESSIONS: u32 = 100_000;
+
+/// Tokens of `text` by the sizing rule: ⌈characters / 4⌉, at least 1.
+pub fn tokens_by_rule(text: &str) -> u32 {
+    let chars = text.chars().count() as u64;
+    chars.div_ceil(4).clamp(1, u64::from(u32::MAX)) as u32
+}
+
+/// What the plan records about a `[workload]` (`manifest.json` → `plan.workload`).
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct WorkloadInfo {
+    /// `synthetic` or `dataset`.
+    #[serde(default)]
+    pub kind: String,
+    /// The rule that turned text into token counts: `chars/4` (~4 characters per token).
+    #[serde(default)]
+    pub sizing: String,
+    /// The input distribution, resolved (`lognormal mean 2000 sd 600 (mu … sigma …) …`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub input_tokens: Option<String>,
+    /// The output distribution, resolved; `None` when the lengths come from the dataset.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub output_tokens: Option<String>,
+    /// Synthetic turns per session (0 for a dataset).
+    #[serde(default)]
+    pub turns: u32,
+    /// The dataset file, as resolved against the scenario's folder.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub dataset: Option<String>,
+    /// `sha256:<hex>` of the dataset file.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub dataset_hash: Option<String>,
+    /// Usable conversations in the dataset.
+    #[serde(default)]
+    pub conversations: u32,
+    /// Conversations the run replays (`sample`, or all of them).
+    #[serde(default)]
+    pub sampled: u32,
+    /// Dataset lines skipped as unusable (`skip_bad_lines = true`).
+    #[serde(default)]
+    pub skipped_lines: u32,
+    /// Measured turns in the plan.
+    #[serde(default)]
+    pub measured_turns: u64,
+    /// Mean user-message tokens of the measured turns, by `sizing` (to 3 decimals).
+    #[serde(default)]
+    pub mean_input_tokens: f64,
+    /// Mean `max_output_tokens` of the measured turns (to 3 decimals).
+    #[serde(default)]
+    pub mean_output_tokens: f64,
+}
+
+/// A validated token-length distribution.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Dist {
+    kind: DistKind,
+    /// `fixed`: value; `normal`/`lognormal`: mean.
+    a: f64,
+    /// `normal`/`lognormal`: sd.
+    b: f64,
+    lo: f64,
+    hi: f64,
+}
+
+impl Dist {
+    /// Validates `spec`; `what` names it in messages (`[workload] input_tokens at f:3:1`).
+    pub fn new(spec: &DistSpec, what: &str, limit: u32) -> Result<Dist, PlanError> {
+        let err = |m: String| Err(PlanError::new(format!("{what}: {m}")));
+        let kind = spec.dist;
+        let name = dist_name(kind);
+        let given = [
+            ("value", spec.value),
+            ("mean", spec.mean),
+            ("sd", spec.sd),
+            ("min", spec.min),
+            ("max", spec.max),
+        ];
+        let allowed: &[&str] = match kind {
+            DistKind::Fixed => &["value"],
+            DistKind::Uniform => &["min", "max"],
+            DistKind::Normal | DistKind::Lognormal => &["mean", "sd", "min", "max"],
+        };
+        for (key, v) in given {
+            match v {
+                Some(_) if !allowed.contains(&key) => {
+                    return err(format!(
+                        "`{key}` does not apply to dist = \"{name}\"; it takes {}",
+                        allowed.join(", ")
+                    ))
+                }
+                Some(x) if !x.is_finite() => return err(format!("`{key}` is not a number")),
+                _ => {}
+            }
+        }
+        let need = |key: &str, v: Option<f64>| {
+            v.ok_or_else(|| {
+                PlanError::new(format!(
+                    "{what}: dist = \"{name}\" needs `{key}`, e.g. {}",
+                    example(kind)
+                ))
+            })
+        };
+        let limit = f64::from(limit);
+        let (a, b, lo, hi) = match kind {
+            DistKind::Fixed => {
+                let v = need("value", spec.value)?.round();
+                (v, 0.0, v, v)
+            }
+            DistKind::Uniform => {
+                let lo = need("min", spec.min)?.round();
+                (0.0, 0.0, lo, need("max", spec.max)?.round())
+            }
+            DistKind::Normal | DistKind::Lognormal => {
+                let mean = need("mean", spec.mean)?;
+                let sd = need("sd", spec.sd)?;
+                if mean < 1.0 || sd < 0.0 {
+                    return err(format!(
+                        "mean {mean} / sd {sd}: the mean must be at least 1 and the sd at least 0"
+                    ));
+                }
+                let lo = spec.min.unwrap_or(1.0).round().max(1.0);
+                (mean, sd, lo, spec.max.unwrap_or(limit).round())
+            }
+        };
+        if lo < 1.0 || hi > limit || lo > hi {
+            return err(format!(
+                "the lengths must lie within 1..{limit} tokens with min ≤ max (got {lo}..{hi})"
+            ));
+        }
+        if kind != DistKind::Uniform && kind != DistKind::Fixed && (a > hi || a < lo) {
+            return err(format!(
+                "the mean {a} lies outside the clamps {lo}..{hi}; widen min/max"
+            ));
+        }
+        Ok(Dist { kind, a, b, lo, hi })
+    }
+
+    /// One seeded draw, rounded to a whole number of tokens and clamped.
+    pub fn draw(&self, rng: &mut Rng) -> u32 {
+        let x = match self.kind {
+            DistKind::Fixed => self.a,
+            DistKind::Uniform => self.lo + rng.below((self.hi - self.lo) as u64 + 1) as f64,
+            DistKind::Normal => self.a + self.b * rng.normal(),
+            DistKind::Lognormal => {
+                let (mu, sigma) = lognormal_params(self.a, self.b);
+                (mu + sigma * rng.normal()).exp()
+            }
+        };
+        x.round().clamp(self.lo, self.hi) as u32
+    }
+
+    /// `lognormal mean 2000 sd 600 (mu 7.557 sigma 0.294), clamped to 1..262144`.
+    pub fn describe(&self) -> String {
+        let clamp = format!("clamped to {}..{}", self.lo, self.hi);
+        match self.kind {
+            DistKind::Fixed => format!("fixed {}", self.a),
+            DistKind::Uniform => format!("uniform {}..{}", self.lo, self.hi),
+            DistKind::Normal => format!("normal mean {} sd {}, {clamp}", self.a, self.b),
+            DistKind::Lognormal => {
+                let (mu, sigma) = lognormal_params(self.a, self.b);
+                format!(
+                    "lognormal mean {} sd {} (mu {mu:.4} sigma {sigma:.4} of the log), {clamp}",
+                    self.a, self.b
+                )
+            }
+        }
+    }
+}
+
+/// `mu` and `sigma` of the underlying normal of a log-normal whose own mean and sd are
+/// `mean` and `sd`: σ² = ln(1 + sd²/mean²), μ = ln(mean) − σ²/2.
+pub fn lognormal_params(mean: f64, sd: f64) -> (f64, f64) {
+    let s2 = (1.0 + (sd / mean).powi(2)).ln();
+    (mean.ln() - s2 / 2.0, s2.sqrt())
+}
+
+fn dist_name(k: DistKind) -> &'static str {
+    match k {
+        DistKind::Fixed => "fixed",
+        DistKind::Uniform => "uniform",
+        DistKind::Normal => "normal",
+        DistKind::Lognormal => "lognormal",
+    }
+}
+
+fn example(k: DistKind) -> &'static str {
+    match k {
+        DistKind::Fixed => "{ dist = \"fixed\", value = 500 }",
+        DistKind::Uniform => "{ dist = \"uniform\", min = 100, max = 900 }",
+        DistKind::Normal => "{ dist = \"normal\", mean = 300, sd = 50 }",
+        DistKind::Lognormal => "{ dist = \"lognormal\", mean = 2000, sd = 600 }",
+    }
+}
+
+/// Openers (no leading space, 4 letters: one token, four characters).
+const OPENERS: [&str; 8] = [
+    "Plan", "Read", "Make", "Take", "Show", "Find", "Keep", "List",
+];
+/// Words of 3, 7 and 11 letters: with their leading space, one, two and three tokens of
+/// exactly four characters each under the simulator's rule and the sizing rule alike.
+const WORDS: [&[&str]; 3] = [
+    &[
+        "the", "and", "for", "can", "use", "new", "add", "fix", "run", "get", "set", "map", "key",
+        "row", "log", "api", "app", "bug", "end", "top", "way", "day", "any", "old", "own", "few",
+        "big", "low", "far", "net", "raw", "sum", "max", "min", "hot", "dry", "tab", "cat", "dog",
+        "sky",
+    ],
+    &[
+        "request", "between", "process", "compile", "returns", "reading", "network", "display",
+        "session", "channel", "element", "storage", "history", "summary", "counter", "measure",
+        "balance", "package", "context", "capture", "current", "default", "extract", "feature",
+        "general", "handler", "install", "library", "message", "monitor", "numbers", "pattern",
+    ],
+    &[
+        "performance",
+        "application",
+        "description",
+        "transaction",
+        "environment",
+        "development",
+        "concurrency",
+        "measurement",
+        "temperature",
+        "information",
+        "calculation",
+        "requirement",
+        "distributed",
+        "independent",
+        "interactive",
+        "significant",
+    ],
+];
+
+/// Seeded filler text of exactly `n` tokens by the simulator's tokenizer and `4 n`
+/// characters (so the sizing rule gives `n` too): an opener, then words of 3, 7 and 11
+/// letters, each with its single leading space.
+pub fn synthetic_text(rng: &mut Rng, n: u32) -> String {
+    let mut s = String::with_capacity(n as usize * 4);
+    if n == 0 {
+        return s;
+    }
+    s.push_str(OPENERS[rng.below(OPENERS.len() as u64) as usize]);
+    let mut left = n - 1;
+    while left > 0 {
+        // Mostly short words, some long ones, never past the count.
+        let u = rng.below(10);
+        let want: u32 = if u < 5 {
+            1
+        } else if u < 9 {
+            2
+        } else {
+            3
+        };
+        let k = want.min(left);
+        let list = WORDS[k as usize - 1];
+        s.push(' ');
+        s.push_str(list[rng.below(list.len() as u64) as usize]);
+        left -= k;
+    }
+    s
+}
+
+/// A `[workload]`, validated and ready to script sessions.
+#[derive(Debug, Clone)]
+pub struct Workload {
+    output: Option<Dist>,
+    source: Source,
+    info: WorkloadInfo,
+    warnings: Vec<String>,
+}
+
+#[derive(Debug, Clone)]
+enum Source {
+    Synthetic { input: Dist, turns: u32 },
+    Dataset { chosen: Vec<Conversation> },
+}
+
+/// One usable dataset line: its user turns and, for each, the token length of the
+/// assistant reply that follows it in the file (`None`: no reply follows).
+#[derive(Debug, Clone, PartialEq)]
+pub struct Conversation {
+    /// 1-based line number in the file.
+    pub line: usize,
+    /// (user text, reply tokens).
+    pub turns: Vec<(String, Option<u32>)>,
+    /// The line had a system message (not replayed: the scenario's `system_prompt` is sent).
+    pub had_system: bool,
+}
+
+impl Workload {
+    /// Validates `w`. `at(key)` locates a `[workload]` key for messages.
+    pub fn new(
+        w: &WorkloadSpec,
+        seed: u64,
+        at: &dyn Fn(&str) -> String,
+    ) -> Result<Self, PlanError> {
+        let output = w
+            .output_tokens
+            .as_ref()
+            .map(|d| {
+                Dist::new(
+                    d,
+                    &format!("[workload] output_tokens at {}", at("output_tokens")),
+                    MAX_OUTPUT_TOKENS_LIMIT,
+                )
+            })
+            .transpose()?;
+        let mut info = WorkloadInfo {
+            sizing: SIZING_CHARS_PER_TOKEN.to_string(),
+            output_tokens: output.as_ref().map(Dist::describe),
+            ..Default::default()
+        };
+        let mut warnings = Vec::new();
+        let source = match (&w.dataset, &w.input_tokens) {
+            (Some(_), Some(_)) => {
+                return Err(PlanError::new(format!(
+                    "[workload] at {} has both `dataset` and `input_tokens`; the dataset's user messages are the input, so keep one",
+                    at("input_tokens")
+                )))
+            }
+            (None, None) => {
+                return Err(PlanError::new(format!(
+                    "[workload] at {} has neither `input_tokens` nor `dataset`; add e.g. input_tokens = {{ dist = \"lognormal\", mean = 2000, sd = 600 }} or dataset = \"data/sample-sharegpt.jsonl\"",
+                    at("input_tokens")
+                )))
+            }
+            (None, Some(d)) => {
+                let input = Dist::new(
+                    d,
+                    &format!("[workload] input_tokens at {}", at("input_tokens")),
+                    MAX_INPUT_TOKENS,
+                )?;
+                let turns = w.turns.unwrap_or(1);
+                if !(1..=MAX_TURNS).contains(&turns) {
+                    return Err(PlanError::new(format!(
+                        "[workload] turns at {} is {turns}; use 1 to {MAX_TURNS} turns per session",
+                        at("turns")
+                    )));
+                }
+                for key in ["format", "sample", "skip_bad_lines"] {
+                    let set = match key {
+                        "format" => w.format.is_some(),
+                        "sample" => w.sample.is_some(),
+                        _ => w.skip_bad_lines.is_some(),
+                    };
+                    if set {
+                        return Err(PlanError::new(format!(
+                            "[workload] `{key}` at {} applies to a `dataset` only; remove it",
+                            at(key)
+                        )));
+                    }
+                }
+                info.kind = "synthetic".into();
+                info.input_tokens = Some(input.describe());
+                info.turns = turns;
+                Source::Synthetic { input, turns }
+            }
+            (Some(name), None) => {
+                if w.turns.is_some() {
+                    return Err(PlanError::new(format!(
+                        "[workload] `turns` at {} is for synthetic workloads; a dataset session replays every user turn of its conversation",
+                        at("turns")
+                    )));
+                }
+                let Some(src) = &w.dataset_source else {
+                    return Err(PlanError::new(format!(
+                        "[workload] dataset {name:?} at {} was not read (load the scenario with scenario::load)",
+                        at("dataset")
+                    )));
+                };
+                let skip = w.skip_bad_lines.unwrap_or(false);
+                let (convs, bad) = parse_dataset(&src.path, &src.text, w.format, skip)?;
+                if convs.is_empty() {
+                    return Err(PlanError::new(format!(
+                        "{}: no usable conversation ({} bad lines); each line needs {{\"messages\": [{{\"role\": \"user\", \"content\": \"…\"}}, …]}} or {{\"conversations\": [{{\"from\": \"human\", \"value\": \"…\"}}, …]}}",
+                        src.path,
+                        bad.len()
+                    )));
+                }
+                if let Some(first) = bad.first() {
+                    warnings.push(format!(
+                        "skipped {} bad line(s) of the dataset (skip_bad_lines = true); the first: {first}",
+                        bad.len()
+                    ));
+                }
+                let sample = w.sample.unwrap_or(convs.len() as u32);
+                if sample == 0 || sample as usize > convs.len() {
+                    return Err(PlanError::new(format!(
+                        "[workload] sample at {} is {sample}, but {} has {} usable conversations; use 1 to {}, or remove `sample` to replay them all",
+                        at("sample"),
+                        src.path,
+                        convs.len(),
+                        convs.len()
+                    )));
+                }
+                let systems = convs.iter().filter(|c| c.had_system).count();
+                if systems > 0 {
+                    warnings.push(format!(
+                        "{systems} dataset conversation(s) have a system message; it is not replayed (every request sends the scenario's system_prompt)"
+                    ));
+                }
+                info.kind = "dataset".into();
+                info.dataset = Some(src.path.clone());
+                info.dataset_hash = Some(format!(
+                    "sha256:{}",
+                    Sha256::digest(src.text.as_bytes())
+                        .iter()
+                        .map(|b| format!("{b:02x}"))
+                        .collect::<String>()
+                ));
+                info.conversations = convs.len() as u32;
+                info.sampled = sample;
+                info.skipped_lines = bad.len() as u32;
+                let mut rng = Rng::derive(seed, STREAM_DATASET);
+                let mut order: Vec<usize> = (0..convs.len()).collect();
+                // Partial Fisher–Yates: the first `sample` places are a seeded sample.
+                for i in 0..sample as usize {
+                    let j = i + rng.below((order.len() - i) as u64) as usize;
+                    order.swap(i, j);
+                }
+                let chosen = order[..sample as usize]
+                    .iter()
+                    .map(|&i| convs[i].clone())
+                    .collect();
+                Source::Dataset { chosen }
+            }
+        };
+        Ok(Workload {
+            output,
+            source,
+            info,
+            warnings,
+        })
+    }
+
+    /// Sessions the workload provides on its own: a dataset's sampled conversations.
+    pub fn natural_sessions(&self) -> Option<u32> {
+        match &self.source {
+            Source::Dataset { chosen } => Some((chosen.len() as u32).min(MAX_SESSIONS)),
+            Source::Synthetic { .. } => None,
+        }
+    }
+
+    /// Warnings for the plan (skipped lines, dropped system messages).
+    pub fn warnings(&self) -> &[String] {
+        &self.warnings
+    }
+
+    /// Session `session`'s turns: its own seeded draws (synthetic), or sampled conversation
+    /// `session mod sampled` (dataset). `default_max` sizes a dataset turn no reply follows.
+    pub fn turns(&self, seed: u64, session: u32, default_max: u32) -> Vec<TurnPlan> {
+        let mut rng = Rng::derive(seed, STREAM_WORKLOAD + u64::from(session));
+        let turn = |user_text: String, max: u32| TurnPlan {
+            user_text,
+            think_time: Duration::ZERO,
+            max_output_tokens: max.clamp(1, MAX_OUTPUT_TOKENS_LIMIT),
+            tool_calls: Vec::new(),
+            fault: None,
+        };
+        match &self.source {
+            Source::Synthetic { input, turns } => (0..*turns)
+                .map(|_| {
+                    let n = input.draw(&mut rng);
+                    let max = self.output.map_or(default_max, |d| d.draw(&mut rng));
+                    turn(synthetic_text(&mut rng, n), max)
+                })
+                .collect(),
+            Source::Dataset { chosen } => {
+                let c = &chosen[session as usize % chosen.len()];
+                c.turns
+                    .iter()
+                    .map(|(text, reply)| {
+                        let max = match self.output {
+                            Some(d) => d.draw(&mut rng),
+                            None => reply.unwrap_or(default_max),
+                        };
+                        turn(text.clone(), max)
+                    })
+                    .collect()
+            }
+        }
+    }
+
+    /// The record for the plan, with the means of the measured sessions' turns.
+    pub fn info(&self, sessions: &[SessionPlan]) -> WorkloadInfo {
+        let mut info = self.info.clone();
+        let turns: Vec<&TurnPlan> = sessions
+            .iter()
+            .filter(|s| !s.warmup)
+            .flat_map(|s| &s.turns)
+            .collect();
+        let n = turns.len().max(1) as f64;
+        // Three decimals: enough, and a short decimal survives the manifest's JSON exactly.
+        let round = |x: f64| (x * 1000.0).round() / 1000.0;
+        info.measured_turns = turns.len() as u64;
+        info.mean_input_tokens = round(
+            turns
+                .iter()
+                .map(|t| f64::from(tokens_by_rule(&t.user_text)))
+                .sum::<f64>()
+                / n,
+        );
+        info.mean_output_tokens = round(
+            turns
+                .iter()
+                .map(|t| f64::from(t.max_output_tokens))
+                .sum::<f64>()
+                / n,
+        );
+        info
+    }
+}
+
+/// Parses a JSONL dataset: the usable conversations and, when `skip` is set, a message per
+/// skipped line (`path:line: what`); otherwise the first bad line is the error.
+pub fn parse_dataset(
+    path: &str,
+    text: &str,
+    format: Option<DatasetFormat>,
+    skip: bool,
+) -> Result<(Vec<Conversation>, Vec<String>), PlanError> {
+    let mut out = Vec::new();
+    let mut bad = Vec::new();
+    for (i, line) in text.lines().enumerate() {
+        let line = line.trim();
+        if line.is_empty() {
+            continue;
+        }
+        match parse_line(line, i + 1, format) {
+            Ok(c) => out.push(c),
+            Err(what) => {
+                let msg = format!("{path}:{}: {what}", i + 1);
+                if !skip {
+                    return Err(PlanError::new(format!(
+                        "{msg}; fix the line, or set skip_bad_lines = true in [workload] to skip such lines (they are counted in a warning)"
+                    )));
+                }
+                bad.push(msg);
+            }
+        }
+    }
+    Ok((out, bad))
+}
+
+enum Role {
+    User,
+    Assistant,
+    System,
+    Tool,
+}
+
+fn parse_line(line: &str, n: usize, format: Option<DatasetFormat>) -> Result<Conversation, String> {
+    let v: Value = serde_json::from_str(line).map_err(|e| format!("not valid JSON ({e})"))?;
+    let obj = v
+        .as_object()
+        .ok_or("not a JSON object; write one conversation object per line")?;
+    let fmt = match format {
+        Some(f) => f,
+        None if obj.contains_key("messages") => DatasetFormat::Openai,
+        None if obj.contains_key("conversations") => DatasetFormat::Sharegpt,
+        None => {
+            return Err(
+                "has neither `messages` (OpenAI format) nor `conversations` (ShareGPT format)"
+                    .into(),
+            )
+        }
+    };
+    let (list_key, role_key, text_key) = match fmt {
+        DatasetFormat::Openai => ("messages", "role", "content"),
+        DatasetFormat::Sharegpt => ("conversations", "from", "value"),
+    };
+    let list = obj
+        .get(list_key)
+        .and_then(Value::as_array)
+        .ok_or_else(|| format!("no `{list_key}` array (format = \"{}\")", fmt.as_str()))?;
+    let mut conv = Conversation {
+        line: n,
+        turns: Vec::new(),
+        had_system: false,
+    };
+    // Whether the last user turn already has its reply.
+    let mut answered = true;
+    for (k, m) in list.iter().enumerate() {
+        let who = m
+            .get(role_key)
+            .and_then(Value::as_str)
+            .ok_or_else(|| format!("{list_key}[{k}] has no string `{role_key}`"))?;
+        let role = match who.to_ascii_lowercase().as_str() {
+            "user" | "human" => Role::User,
+            "assistant" | "gpt" | "chatgpt" | "model" | "bard" | "bing" => Role::Assistant,
+            "system" => Role::System,
+            "tool" | "function" | "ipython" => Role::Tool,
+            _ => {
+                return Err(format!(
+                    "{list_key}[{k}] has {role_key} {who:?}; use user/human, assistant/gpt, system or tool"
+                ))
+            }
+        };
+        let text = match m.get(text_key) {
+            None | Some(Value::Null) => String::new(),
+            Some(Value::String(s)) => s.clone(),
+            Some(Value::Array(parts)) if fmt == DatasetFormat::Openai => parts
+                .iter()
+                .filter_map(|p| p.get("text").and_then(Value::as_str))
+                .collect::<Vec<_>>()
+                .join("\n"),
+            Some(_) => return Err(format!("{list_key}[{k}].{text_key} is not a string")),
+        };
+        match role {
+            Role::User => {
+                if text.trim().is_empty() {
+                    return Err(format!("{list_key}[{k}] is an empty user message"));
+                }
+                conv.turns.push((text, None));
+                answered = false;
+            }
+            Role::Assistant if !answered && !text.is_empty() => {
+                if let Some(last) = conv.turns.last_mut() {
+                    last.1 = Some(tokens_by_rule(&text));
+                }
+                answered = true;
+            }
+            Role::System => conv.had_system = true,
+            Role::Assistant | Role::Tool => {}
+        }
+    }
+    if conv.turns.is_empty() {
+        return Err(format!("no user message in `{list_key}`"));
+    }
+    Ok(conv)
+}
+
+#[cfg(test)]
+mod tests;
