@@ -318,6 +318,24 @@ pub(crate) mod tests {
     }
 
     #[test]
+    fn chat_body_asks_to_ignore_eos_only_when_the_target_says_so() {
+        let mut t = target(ApiFlavour::ChatCompletions);
+        let mut c = Conversation::new("", ApiFlavour::ChatCompletions, TransportKind::Http, false);
+        c.add_user_message("hi");
+        let spec = RequestSpec {
+            max_output_tokens: 300,
+            ..Default::default()
+        };
+        assert!(chat_body(&t, &c, &spec).get("ignore_eos").is_none());
+        t.ignore_eos = true;
+        let b = chat_body(&t, &c, &spec);
+        assert_eq!(
+            (b["ignore_eos"].clone(), b["max_tokens"].clone()),
+            (json!(true), json!(300))
+        );
+    }
+
+    #[test]
     fn responses_ws_message_is_flat_and_incremental() {
         let t = target(ApiFlavour::Responses);
         let mut c = Conversation::new("be brief", ApiFlavour::Responses, TransportKind::Ws, false);

@@ -25,6 +25,9 @@ pub async fn execute(args: RunArgs) -> anyhow::Result<u8> {
     } else {
         outln!("{}", crate::recorder::table(&outcome.summary));
         outln!("vs http measured under {}", plan.load_line());
+        if let Some(w) = &plan.workload {
+            outln!("{}", w.line());
+        }
     }
     errln!("results: {}", outcome.dir.display());
     if !args.no_report {

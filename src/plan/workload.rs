@@ -82,6 +82,30 @@ pub struct WorkloadInfo {
     pub mean_output_tokens: f64,
 }
 
+impl WorkloadInfo {
+    /// One line for the run's output: where the sessions came from and the planned means,
+    /// to read beside the table's measured `tokens in/out`.
+    pub fn line(&self) -> String {
+        let from = match (&self.dataset, &self.input_tokens) {
+            (Some(d), _) => format!(
+                "dataset {d} ({} of {} conversations)",
+                self.sampled, self.conversations
+            ),
+            (None, Some(i)) => format!("synthetic input {i}"),
+            (None, None) => self.kind.clone(),
+        };
+        let out = self
+            .output_tokens
+            .as_ref()
+            .map(|o| format!("; output {o}"))
+            .unwrap_or_default();
+        format!(
+            "workload {from}{out}; planned mean {:.0} in / {:.0} out tokens per turn (user message, sized by {})",
+            self.mean_input_tokens, self.mean_output_tokens, self.sizing
+        )
+    }
+}
+
 /// A validated token-length distribution.
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub struct Dist {

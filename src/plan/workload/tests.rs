@@ -397,3 +397,20 @@ fn dataset_sample_and_skip_bad_lines() {
         "{e}"
     );
 }
+
+#[test]
+fn ignore_eos_needs_chat_completions() {
+    let base = "name = \"x\"\n[matrix]\ntargets = [\"t\"]\n[[turns]]\nprompt = \"hi\"\n[targets.t]\nsim_profile = \"wafer\"\nignore_eos = true\n";
+    let e = plan_of(base, None).unwrap_err().to_string();
+    assert!(
+        e.contains("`ignore_eos = true` needs api = \"chat-completions\""),
+        "{e}"
+    );
+    let p = plan_of(&format!("{base}api = \"chat-completions\"\n"), None).unwrap();
+    assert!(p.cells[0].target.ignore_eos);
+    let line = plan_of(SYNTH, None).unwrap().workload.unwrap().line();
+    assert!(
+        line.starts_with("workload synthetic input lognormal mean 2000"),
+        "{line}"
+    );
+}
