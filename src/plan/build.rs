@@ -180,6 +180,9 @@ pub fn build(
         }
         warnings.extend(workload.iter().flat_map(|w| w.warnings().iter().cloned()));
     }
+    if let Some(w) = &workload {
+        w.check_size(load.sessions + load.warmup_sessions)?;
+    }
     resolve_schedule_and_cache(s, overrides, &mut load, &mut cells, &mut warnings)?;
 
     let scenario_link = s.link.map(|l| l.0);

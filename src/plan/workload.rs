@@ -31,6 +31,8 @@ pub const MAX_INPUT_TOKENS: u32 = 262_144;
 pub const MAX_TURNS: u32 = 1000;
 /// Most sessions a dataset provides when `[load] sessions` is not given.
 const MAX_SESSIONS: u32 = 100_000;
+/// Most prompt text a plan may hold, bytes (the plan, and the manifest, keep every prompt).
+pub const MAX_PLANNED_TEXT: f64 = 256.0 * 1024.0 * 1024.0;
 
 /// Tokens of `text` by the sizing rule: ⌈characters / 4⌉, at least 1.
 pub fn tokens_by_rule(text: &str) -> u32 {
@@ -189,6 +191,14 @@ impl Dist {
             ));
         }
         Ok(Dist { kind, a, b, lo, hi })
+    }
+
+    /// The mean before clamping (the midpoint for `uniform`), tokens.
+    pub fn expected(&self) -> f64 {
+        match self.kind {
+            DistKind::Uniform => (self.lo + self.hi) / 2.0,
+            _ => self.a,
+        }
     }
 
     /// One seeded draw, rounded to a whole number of tokens and clamped.
@@ -495,6 +505,31 @@ impl Workload {
             Source::Dataset { chosen } => Some((chosen.len() as u32).min(MAX_SESSIONS)),
             Source::Synthetic { .. } => None,
         }
+    }
+
+    /// Refuses a plan whose prompts would not fit comfortably in memory and the manifest:
+    /// the expected user-message text of `sessions` sessions (warm-up included) must stay
+    /// under [`MAX_PLANNED_TEXT`].
+    pub fn check_size(&self, sessions: u32) -> Result<(), PlanError> {
+        let per_session = match &self.source {
+            Source::Synthetic { input, turns } => input.expected() * 4.0 * f64::from(*turns),
+            Source::Dataset { chosen } => {
+                let bytes: usize = chosen
+                    .iter()
+                    .flat_map(|c| c.turns.iter().map(|t| t.0.len()))
+                    .sum();
+                bytes as f64 / chosen.len().max(1) as f64
+            }
+        };
+        let total = per_session * f64::from(sessions);
+        if total > MAX_PLANNED_TEXT {
+            return Err(PlanError::new(format!(
+                "this [workload] plans about {:.0} MiB of prompt text for {sessions} sessions (at most {:.0} MiB); lower the sessions, the turns or the input lengths",
+                total / 1024.0 / 1024.0,
+                MAX_PLANNED_TEXT / 1024.0 / 1024.0
+            )));
+        }
+        Ok(())
     }
 
     /// Warnings for the plan (skipped lines, dropped system messages).

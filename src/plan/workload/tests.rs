@@ -252,6 +252,9 @@ fn workload_errors_name_the_key() {
     let both = format!("{SYNTH}[[turns]]\nprompt = \"hi\"\n");
     let e = plan_of(&both, None).unwrap_err().to_string();
     assert!(e.contains("both [[turns]] and [workload]"), "{e}");
+    let huge = SYNTH.replace("sessions = 400", "sessions = 100000");
+    let e = plan_of(&huge, None).unwrap_err().to_string();
+    assert!(e.contains("MiB of prompt text for 100002 sessions"), "{e}");
     let e = plan_of("name = \"x\"\n[workload]\nturns = 2\n", None)
         .unwrap_err()
         .to_string();
