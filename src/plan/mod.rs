@@ -26,11 +26,11 @@ pub use build::{build, Overrides, PlanError};
 const STREAM_ARRIVALS: u64 = 1;
 const STREAM_CONTEXT: u64 = 2;
 const STREAM_AGENT: u64 = 1 << 20;
-/// `[workload]`: the dataset sample's order (one draw per plan).
-const STREAM_DATASET: u64 = 3;
 /// `[workload]`: session `i`'s token lengths and synthetic text use stream
 /// `STREAM_WORKLOAD + i` (far above every agent stream).
 const STREAM_WORKLOAD: u64 = 1 << 40;
+/// `[workload]`: the dataset sample's order (one draw per plan), just below the sessions'.
+const STREAM_DATASET: u64 = STREAM_WORKLOAD - 1;
 pub use schedule::SharedServer;
 
 /// Everything the driver needs to run, fully resolved.
