@@ -227,6 +227,10 @@ pub fn build(
         load.warmup_sessions,
         |index| expand_turns(s, default_max, seed, index),
     )?);
+    if load.sessions_from_duration && load.open_loop() {
+        // The duration decided how many measured sessions there are.
+        load.sessions = sessions.iter().filter(|s| !s.warmup).count() as u32;
+    }
 
     check_salt_limits(&cells, &sessions)?;
 

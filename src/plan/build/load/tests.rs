@@ -82,7 +82,7 @@ fn duration_without_sessions_plans_every_arrival_before_the_end() {
     )
     .unwrap();
     assert!(p.load.sessions_from_duration);
-    assert_eq!(p.sessions.len(), 20);
+    assert_eq!((p.sessions.len(), p.load.sessions), (20, 20));
     assert!(p
         .sessions
         .iter()
