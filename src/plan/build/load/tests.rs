@@ -358,3 +358,16 @@ fn the_load_survives_the_manifest_and_older_manifests_load() {
     );
     assert_eq!(old.shape_line(), "");
 }
+
+#[test]
+fn interleaved_cells_share_one_process_at_the_rate() {
+    let load = crate::plan::Load {
+        rate: Some(100.0),
+        arrival: Arrival::Constant,
+        ..Default::default()
+    };
+    // Sessions in turn order planning 1, 2, 1, 1 requests: 10 ms per request.
+    let starts = crate::plan::schedule::interleaved_starts(1, &load, &[1, 2, 1, 1]);
+    let offs: Vec<f64> = starts.into_iter().map(ms).collect();
+    assert_eq!(offs, vec![0.0, 10.0, 30.0, 40.0]);
+}
