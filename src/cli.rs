@@ -95,9 +95,11 @@ pub struct RunArgs {
     /// k > 1 more regular; the gaps' coefficient of variation is 1/sqrt(k).
     #[arg(long, value_name = "K")]
     pub burstiness: Option<f64>,
-    /// Stop condition beside the session count (overrides `[load] duration`): no new session
-    /// or request is sent once the measured phase has run this long; requests in flight
-    /// finish. Without a session count the run keeps starting sessions until then.
+    /// Stop condition beside the session count (overrides `[load] duration`): no session or
+    /// request intended after the measured phase has run this long is sent; one intended
+    /// before it is sent even if the harness is late (its lateness stays in the data), and
+    /// requests in flight finish. Without a session count the run keeps starting sessions
+    /// until then.
     #[arg(long, value_name = "DURATION", value_parser = humantime::parse_duration)]
     pub duration: Option<std::time::Duration>,
     /// Warm-up by time (overrides `[load] warmup`): run the load this long before the

@@ -23,8 +23,13 @@ use crate::vocab::CacheMode;
 /// What the sessions of a lane share.
 #[derive(Clone)]
 pub(super) struct Lane {
-    /// Cancelled when the run stops dispatching (Ctrl-C) or the lane's `duration` is up.
+    /// Cancelled when the run stops dispatching (Ctrl-C).
     pub stop: CancellationToken,
+    /// The end of the lane's `duration` on the run clock: nothing *intended* at or after it
+    /// is sent. Something intended before it is sent even when the harness (or the
+    /// `max_in_flight` cap) is late, so the lateness stays in the data instead of the
+    /// request vanishing from it (coordinated omission).
+    deadline: Option<u64>,
     /// The `max_in_flight` places, when capped.
     in_flight: Option<Arc<Semaphore>>,
 }
@@ -35,11 +40,26 @@ pub(super) struct Admitted {
 }
 
 impl Lane {
-    /// Waits for a place for one request; `None` when dispatch stopped first (the request
-    /// is then not sent). The request keeps its intended start, so the wait shows in TTFT.
-    pub async fn admit(&self) -> Option<Admitted> {
+    /// True when something intended at `ns` may still be sent.
+    pub fn open(&self, ns: u64) -> bool {
+        !self.stop.is_cancelled() && self.deadline.is_none_or(|d| ns < d)
+    }
+
+    /// Sleeps until `ns`; false (at once) if nothing intended then may be sent, or if the
+    /// run stopped first.
+    pub async fn sleep_until(&self, clock: Clock, ns: u64) -> bool {
+        self.open(ns) && sleep_until_ns(clock, &self.stop, ns).await
+    }
+
+    /// Waits for a place for one request intended at `intended`; `None` when it may not be
+    /// sent (past the duration, or the run stopped first). The request keeps its intended
+    /// start, so the wait shows in TTFT.
+    pub async fn admit(&self, intended: u64) -> Option<Admitted> {
+        if !self.open(intended) {
+            return None;
+        }
         let Some(places) = &self.in_flight else {
-            return (!self.stop.is_cancelled()).then_some(Admitted { _permit: None });
+            return Some(Admitted { _permit: None });
         };
         tokio::select! {
             biased;
@@ -50,7 +70,7 @@ impl Lane {
 }
 
 /// Sleeps until `ns` on the run clock; false if `stop` was cancelled first.
-pub(super) async fn sleep_until_ns(clock: Clock, stop: &CancellationToken, ns: u64) -> bool {
+async fn sleep_until_ns(clock: Clock, stop: &CancellationToken, ns: u64) -> bool {
     let deadline = clock.instant(ns);
     tokio::select! {
         _ = crate::clock::timer::sleep_until(deadline) => true,
@@ -133,9 +153,10 @@ impl Fresh {
 /// not for a slot, so a late slot shows up as dispatch lag from the intended start. Closed
 /// loop: a session starts when a slot frees and is measured from then. In the measured
 /// phase, a closed loop first runs fresh warm-up sessions until `warmup_duration` is over;
-/// `duration` stops all dispatch that long after the warm-up (sessions in progress end
-/// `interrupted`, requests in flight finish); with no session count a closed loop keeps
-/// starting fresh sessions until then.
+/// `duration` ends the phase that long after the warm-up: no session or request intended
+/// at or after that instant is sent (sessions in progress end `interrupted`, requests in
+/// flight finish), while one intended before it is sent even if late; with no session
+/// count a closed loop keeps starting fresh sessions until then.
 pub(super) async fn run_lane(cells: &[CellContext], lane: Vec<Slot>, phase: Phase) {
     let Some(first) = cells.first() else { return };
     let plan = first.plan.clone();
@@ -148,20 +169,17 @@ pub(super) async fn run_lane(cells: &[CellContext], lane: Vec<Slot>, phase: Phas
         _ => 0,
     };
     let warm_end = lane_start + warm_ns;
-    let stop = first.stop.dispatch.child_token();
-    let timer = load.duration.filter(|_| measured).map(|d| {
-        let (stop, at) = (stop.clone(), warm_end + d.as_nanos() as u64);
-        tokio::spawn(async move {
-            crate::clock::timer::sleep_until(clock.instant(at)).await;
-            stop.cancel();
-        })
-    });
+    let deadline = load
+        .duration
+        .filter(|_| measured)
+        .map(|d| warm_end + d.as_nanos() as u64);
     let open = load.open_loop();
     let mut d = Dispatch {
         slots: Arc::new(Semaphore::new(load.session_slots())),
         sessions: tokio::task::JoinSet::new(),
         lane: Lane {
-            stop: stop.clone(),
+            stop: first.stop.dispatch.clone(),
+            deadline,
             in_flight: load
                 .max_in_flight
                 .map(|m| Arc::new(Semaphore::new(m.max(1) as usize))),
@@ -201,13 +219,16 @@ pub(super) async fn run_lane(cells: &[CellContext], lane: Vec<Slot>, phase: Phas
         for (i, session, offset) in lane {
             let intended = lane_start + offset.as_nanos() as u64;
             // Open loop: wait for the arrival time (not for a slot) before taking a slot.
-            if !sleep_until_ns(clock, &stop, intended).await {
+            if !d.lane.sleep_until(clock, intended).await {
                 break 'run;
             }
             let Some(slot) = d.slot().await else {
                 break 'run;
             };
             let intended = if open { intended } else { clock.now_ns() };
+            if !d.lane.open(intended) {
+                break 'run;
+            }
             d.spawn(&cells[i], session, intended, slot);
         }
         // Closed loop under a duration without a session count: keep going until it is up.
@@ -219,10 +240,14 @@ pub(super) async fn run_lane(cells: &[CellContext], lane: Vec<Slot>, phase: Phas
                 let Some(slot) = d.slot().await else {
                     break 'run;
                 };
+                let now = clock.now_ns();
+                if !d.lane.open(now) {
+                    break;
+                }
                 let Some(s) = fresh.session(cells, *i, script, false) else {
                     break;
                 };
-                d.spawn(&cells[*i], s, clock.now_ns(), slot);
+                d.spawn(&cells[*i], s, now, slot);
             }
         }
     }
@@ -234,8 +259,5 @@ pub(super) async fn run_lane(cells: &[CellContext], lane: Vec<Slot>, phase: Phas
                 std::panic::resume_unwind(e.into_panic());
             }
         }
-    }
-    if let Some(t) = timer {
-        t.abort();
     }
 }

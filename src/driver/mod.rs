@@ -32,7 +32,7 @@ use crate::transport::Trust;
 use crate::vocab::{CacheMode, Schedule};
 use crate::vocab::{RequestKind, RequestRecord, SessionRecord, TransportKind};
 use exchange::{exchange, Connector, RecordMeta, Reply, RequestSpec, SessionTransport};
-use lane::{run_lane, sleep_until_ns, Lane};
+use lane::{run_lane, Lane};
 
 /// What the driver emits.
 #[derive(Debug)]
@@ -267,7 +267,7 @@ impl SessionRun<'_> {
         intended: u64,
     ) -> Option<(Reply, u64, bool)> {
         // Under `max_in_flight` the request may wait here; it keeps its intended start.
-        let admitted = self.lane.admit().await?;
+        let admitted = self.lane.admit(intended).await?;
         if self.ctx.cell.cache == CacheMode::Cold {
             // A unique salt first in the system prompt: no prefix cache can serve this
             // request from any earlier one (see `plan::salt`).
@@ -337,7 +337,7 @@ async fn run_session(ctx: &CellContext, lane: &Lane, session: &SessionPlan, inte
 
     'turns: for (turn_no, turn) in (0u32..).zip(&session.turns) {
         intended = run.last_end.max(intended) + turn.think_time.as_nanos() as u64;
-        if !sleep_until_ns(ctx.clock, &lane.stop, intended).await {
+        if !lane.sleep_until(ctx.clock, intended).await {
             interrupted = true;
             break;
         }
@@ -405,7 +405,7 @@ async fn run_session(ctx: &CellContext, lane: &Lane, session: &SessionPlan, inte
                     .add_tool_output(&tc.call_id, &tool_output(&tc.name, call.output_bytes));
             }
             intended = end + call.tool_time.as_nanos() as u64;
-            if !sleep_until_ns(ctx.clock, &lane.stop, intended).await {
+            if !lane.sleep_until(ctx.clock, intended).await {
                 interrupted = true;
                 break 'turns;
             }

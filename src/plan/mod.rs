@@ -270,8 +270,9 @@ pub struct Load {
     /// and `burstiness`. Older manifests have none: Poisson.
     #[serde(default)]
     pub arrival: arrival::Arrival,
-    /// Stop condition beside the session count: no new session or request is dispatched
-    /// once the measured phase has run this long; requests in flight finish.
+    /// Stop condition beside the session count: no session or request *intended* after the
+    /// measured phase has run this long is sent (one intended before it is sent even when
+    /// the harness is late, so its lateness stays in the data); requests in flight finish.
     #[serde(default, with = "opt_duration")]
     pub duration: Option<Duration>,
     /// Warm-up by time (`[load] warmup`): this long of the run's load shape runs before the

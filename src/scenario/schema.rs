@@ -78,7 +78,7 @@ pub struct LoadSpec {
     pub arrival: Option<crate::vocab::ArrivalKind>,
     /// The gamma shape k for `arrival = "gamma"` (1 = Poisson, below 1 burstier).
     pub burstiness: Option<f64>,
-    /// Stop dispatching once the measured phase has run this long (beside `sessions`).
+    /// Send nothing intended after the measured phase has run this long (beside `sessions`).
     pub duration: Option<Dur>,
     /// Warm-up by time: run the load this long first, excluded from statistics.
     pub warmup: Option<Dur>,

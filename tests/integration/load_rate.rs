@@ -53,11 +53,29 @@ async fn a_constant_rate_is_planned_one_gap_apart_and_achieved_within_2_percent(
     }
     let mut dispatch: Vec<u64> = recs.iter().map(|r| r.dispatch_ns).collect();
     dispatch.sort_unstable();
-    let span = (dispatch[dispatch.len() - 1] - dispatch[0]) as f64 / 1e9;
-    let achieved = (dispatch.len() - 1) as f64 / span;
+    // The achieved rate: the least-squares slope of the dispatch instants against their
+    // rank (one late dispatch at either end cannot swing it, as it would first-to-last).
+    let n = dispatch.len() as f64;
+    let t: Vec<f64> = dispatch
+        .iter()
+        .map(|d| (d - dispatch[0]) as f64 / 1e9)
+        .collect();
+    let mean_k = (n - 1.0) / 2.0;
+    let mean_t = t.iter().sum::<f64>() / n;
+    let (mut sxy, mut sxx) = (0.0, 0.0);
+    for (k, tk) in t.iter().enumerate() {
+        sxy += (k as f64 - mean_k) * (tk - mean_t);
+        sxx += (k as f64 - mean_k) * (k as f64 - mean_k);
+    }
+    let achieved = sxx / sxy;
+    let lags: Vec<f64> = recs
+        .iter()
+        .map(|r| ms(r.dispatch_ns - r.intended_ns))
+        .collect();
+    let worst = lags.iter().copied().fold(0.0, f64::max);
     assert!(
         (achieved / rate - 1.0).abs() < 0.02,
-        "achieved {achieved:.1} requests/s for {rate}"
+        "achieved {achieved:.1} requests/s for {rate} (worst dispatch lag {worst:.1} ms)"
     );
     // Every request is measured from its intended start, never before it.
     assert!(recs.iter().all(|r| r.dispatch_ns >= r.intended_ns));
@@ -67,34 +85,42 @@ async fn a_constant_rate_is_planned_one_gap_apart_and_achieved_within_2_percent(
 async fn a_duration_stops_dispatch_and_keeps_a_closed_loop_going_until_then() {
     let recs = run("concurrency = 2\nduration = \"1s\"", "rtt=10ms", 8).await;
     let start = recs.iter().map(|r| r.intended_ns).min().unwrap();
-    let last = recs.iter().map(|r| r.dispatch_ns).max().unwrap();
+    let last = recs.iter().map(|r| r.intended_ns).max().unwrap();
+    let last_sent = recs.iter().map(|r| r.dispatch_ns).max().unwrap();
     let sessions: std::collections::HashSet<u32> = recs.iter().map(|r| r.session).collect();
     // Sessions cycled with fresh indices the whole second (each takes ~10–20 ms)…
     assert!(sessions.len() > 20, "{} sessions", sessions.len());
     assert!(
         last - start > 800_000_000,
-        "last dispatch at {} ms",
+        "last start at {} ms",
         ms(last - start)
     );
-    // …and none was sent after it (a few ms of scheduling slack).
+    // …and none intended after it was sent (a closed loop's requests are intended when a
+    // slot frees, so they are sent then, up to the scheduler's slack).
     assert!(
-        last - start < 1_030_000_000,
-        "last dispatch at {} ms",
+        last - start < 1_000_000_000,
+        "last start at {} ms",
         ms(last - start)
+    );
+    assert!(
+        last_sent - start < 1_200_000_000,
+        "last dispatch at {} ms",
+        ms(last_sent - start)
     );
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn max_in_flight_is_never_exceeded_and_the_wait_counts_from_the_intended_start() {
-    // 300 requests/s of ~25–35 ms each would keep ~8 in flight; the cap holds it at 3, so
-    // only ~90 are sent in the second (the rest wait, then the duration stops them).
+    // 300 requests/s of ~25–35 ms each would keep ~8 in flight; the cap holds it at 3
+    // (~90/s). Every request intended within the second is still sent, late, measured from
+    // its intended start: the seeded plan has 308.
     let recs = run(
         "rate = 300\nduration = \"1s\"\nmax_in_flight = 3",
         "rtt=20ms",
         16,
     )
     .await;
-    assert!((30..250).contains(&recs.len()), "{}", recs.len());
+    assert_eq!(recs.len(), 308);
     // Sweep dispatch (+1) and end (−1) instants; an end at the same instant comes first.
     let mut events: Vec<(u64, i32)> = Vec::new();
     for r in &recs {
@@ -114,5 +140,9 @@ async fn max_in_flight_is_never_exceeded_and_the_wait_counts_from_the_intended_s
         .map(|r| r.dispatch_ns - r.intended_ns)
         .max()
         .unwrap();
-    assert!(lag > 50_000_000, "largest dispatch lag {} ms", ms(lag));
+    assert!(lag > 1_000_000_000, "largest dispatch lag {} ms", ms(lag));
+    assert!(recs
+        .iter()
+        .filter(|r| r.is_ok())
+        .all(|r| r.dispatch_ns >= r.intended_ns && r.first_token_ns.unwrap() > r.dispatch_ns));
 }
