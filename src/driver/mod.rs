@@ -13,6 +13,10 @@
 //! slots), `sequential` (cell after cell) or `parallel` (all at once, each with its own
 //! slots), so `--concurrency N` means N requests in flight at that server.
 //!
+//! A lane (`lane`) is one pool of session slots: it paces the sessions (open-loop offsets
+//! of a request rate or session interval, or a closed loop), applies `duration` and warm-up
+//! by time, and admits each request under `max_in_flight`.
+//!
 //! Coordinated omission: every request carries the time it was *meant* to be sent. A session
 //! that waits for a concurrency slot, or a request the driver sends late, is measured from
 //! its intended start, so client-side queueing shows up in TTFT instead of vanishing.
