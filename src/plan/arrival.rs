@@ -38,7 +38,7 @@ impl fmt::Display for Arrival {
         match self {
             Arrival::Poisson => f.write_str("poisson"),
             Arrival::Constant => f.write_str("constant"),
-            Arrival::Gamma { shape } => write!(f, "gamma (burstiness {shape})"),
+            Arrival::Gamma { shape } => write!(f, "gamma, burstiness {shape}"),
         }
     }
 }

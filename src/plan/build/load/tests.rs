@@ -165,7 +165,8 @@ fn gamma_needs_its_shape_and_the_shape_needs_gamma() {
     .unwrap();
     assert_eq!(p.load.arrival, Arrival::Gamma { shape: 0.5 });
     assert!(
-        p.load_line().contains("gamma (burstiness 0.5)"),
+        p.load_line()
+            .contains("open loop 10 requests/s (gamma, burstiness 0.5)"),
         "{}",
         p.load_line()
     );
