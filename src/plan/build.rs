@@ -12,12 +12,12 @@ use sha2::{Digest, Sha256};
 use super::schedule::{default_schedule, shared_servers};
 use super::targets::{self, dedup, BUILTIN_TARGETS};
 use super::workload::Workload;
-use super::{arrival, salt, Cell, Load, Plan, SessionPlan, Target, ToolCallPlan, TurnPlan};
+use super::{salt, Cell, Load, Plan, SessionPlan, Target, ToolCallPlan, TurnPlan};
 use super::{STREAM_AGENT, STREAM_ARRIVALS, STREAM_CONTEXT};
 use crate::link::Link;
 use crate::rng::Rng;
 use crate::scenario::{suggest, Scenario, TargetSpec, TargetsFile, TurnSpec};
-use crate::vocab::TransportKind;
+use crate::vocab::{ArrivalKind, TransportKind};
 use crate::vocab::{CacheMode, Schedule};
 
 /// A plan that cannot be built; the message names the key or flag and the fix.
@@ -59,6 +59,19 @@ pub struct Overrides {
     pub schedule: Option<Schedule>,
     /// `--cache` (over `[load] cache` and every target's `cache`).
     pub cache: Option<CacheMode>,
+    /// `--rate`: open-loop requests per second (over `[load] rate`; over the scenario's
+    /// `concurrency` too, and `--concurrency` over the scenario's `rate`).
+    pub rate: Option<f64>,
+    /// `--duration`.
+    pub duration: Option<Duration>,
+    /// `--max-in-flight`.
+    pub max_in_flight: Option<u32>,
+    /// `--arrival`.
+    pub arrival: Option<ArrivalKind>,
+    /// `--burstiness` (the gamma shape).
+    pub burstiness: Option<f64>,
+    /// `--warmup` (warm-up by time).
+    pub warmup_duration: Option<Duration>,
 }
 
 /// Default seed when neither the scenario nor `--seed` gives one.
@@ -94,7 +107,7 @@ pub fn build(
     }
     let seed = overrides.seed.or(s.seed).unwrap_or(DEFAULT_SEED);
 
-    let mut load = resolve_load(s, overrides, &src)?;
+    let mut load = resolve_load(s, overrides, &src, &mut warnings)?;
     let default_max = s.max_output_tokens.unwrap_or(DEFAULT_MAX_OUTPUT_TOKENS);
     check_max_tokens(
         default_max,
@@ -175,7 +188,7 @@ pub fn build(
 
     if let Some(n) = workload.as_ref().and_then(Workload::natural_sessions) {
         // A dataset replays each sampled conversation once unless the sessions are given.
-        if overrides.sessions.or(s.load.sessions).is_none() {
+        if overrides.sessions.or(s.load.sessions).is_none() && !load.sessions_from_duration {
             load.sessions = n;
         }
         warnings.extend(workload.iter().flat_map(|w| w.warnings().iter().cloned()));
@@ -232,22 +245,16 @@ pub fn build(
             turns: script(i),
         });
     }
-    let offsets = match load.session_interval {
-        Some(gap) => arrival::poisson(
-            Rng::derive(seed, STREAM_ARRIVALS).next_u64(),
-            load.sessions,
-            gap,
-        ),
-        None => arrival::closed_loop(load.sessions),
-    };
-    for (j, off) in offsets.into_iter().enumerate() {
-        let index = load.warmup_sessions + j as u32;
-        sessions.push(SessionPlan {
-            index,
-            warmup: false,
-            start_offset: off,
-            turns: script(index),
-        });
+    // Measured sessions (and, in open loop, the warm-up-by-time ones before them).
+    sessions.extend(load::sessions(
+        &load,
+        Rng::derive(seed, STREAM_ARRIVALS).next_u64(),
+        load.warmup_sessions,
+        script,
+    )?);
+    if load.sessions_from_duration && load.open_loop() {
+        // The duration decided how many measured sessions there are.
+        load.sessions = sessions.iter().filter(|s| !s.warmup).count() as u32;
     }
 
     check_salt_limits(&cells, &sessions)?;
@@ -288,7 +295,12 @@ impl Src<'_> {
     }
 }
 
-fn resolve_load(s: &Scenario, o: &Overrides, src: &Src) -> Result<Load, PlanError> {
+fn resolve_load(
+    s: &Scenario,
+    o: &Overrides,
+    src: &Src,
+    warnings: &mut Vec<String>,
+) -> Result<Load, PlanError> {
     let sessions = o.sessions.or(s.load.sessions).unwrap_or(1);
     let concurrency = o.concurrency.or(s.load.concurrency).unwrap_or(1);
     let warmup_sessions = s.load.warmup_sessions.unwrap_or(0);
@@ -326,7 +338,7 @@ fn resolve_load(s: &Scenario, o: &Overrides, src: &Src) -> Result<Load, PlanErro
             )));
         }
     }
-    Ok(Load {
+    let mut load = Load {
         sessions,
         concurrency,
         warmup_sessions,
@@ -334,7 +346,15 @@ fn resolve_load(s: &Scenario, o: &Overrides, src: &Src) -> Result<Load, PlanErro
         // Resolved once the cells are known (see `resolve_schedule_and_cache`).
         schedule: Schedule::Parallel,
         salt_key: 0,
-    })
+        rate: None,
+        arrival: Default::default(),
+        duration: None,
+        warmup_duration: None,
+        max_in_flight: None,
+        sessions_from_duration: false,
+    };
+    load::resolve_shape(s, o, src, &mut load, warnings)?;
+    Ok(load)
 }
 
 /// The schedule (`--schedule`, else `[load] schedule`, else parallel for simulator-only runs
@@ -705,6 +725,9 @@ fn names(ts: &[TransportKind]) -> String {
 fn hex(bytes: &[u8]) -> String {
     bytes.iter().map(|b| format!("{b:02x}")).collect()
 }
+
+mod load;
+pub(super) use load::planned_requests;
 
 #[cfg(test)]
 mod tests;
