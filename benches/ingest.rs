@@ -120,6 +120,7 @@ fn target(sim: &SimHandle) -> Target {
         stall_timeout: Duration::from_secs(30),
         transports: TransportKind::ALL.to_vec(),
         net: Default::default(),
+        sim_profile_file: None,
     }
 }
 

@@ -309,6 +309,7 @@ pub(crate) mod tests {
             stall_timeout: Duration::from_secs(5),
             transports: TransportKind::ALL.to_vec(),
             net: Default::default(),
+            sim_profile_file: None,
         }
     }
 

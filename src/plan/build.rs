@@ -242,6 +242,7 @@ pub fn build(
         gate: s.gate.clone(),
         warnings,
         scenario_source: String::from_utf8_lossy(source_bytes).into_owned(),
+        slo: super::Slo::resolve(&s.slo, |key| src.at(Some("[slo]"), 1, key))?,
     })
 }
 

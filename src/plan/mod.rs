@@ -17,9 +17,11 @@ pub mod arrival;
 mod build;
 pub mod salt;
 pub mod schedule;
+pub mod slo;
 pub mod targets;
 
 pub use build::{build, Overrides, PlanError};
+pub use slo::{Slo, SloBound};
 
 // Seed streams of the plan's RNG, so adding randomness in one place never shifts another.
 const STREAM_ARRIVALS: u64 = 1;
@@ -66,6 +68,9 @@ pub struct Plan {
     /// not repeated inside the serialized plan.
     #[serde(skip)]
     pub scenario_source: String,
+    /// The scenario's `[slo]` (empty when it has none); goodput is counted against it.
+    #[serde(default, skip_serializing_if = "Slo::is_empty")]
+    pub slo: Slo,
 }
 
 impl Plan {
@@ -201,6 +206,10 @@ pub struct Target {
     /// Extra trust, client certificate and proxy choice (real endpoints only).
     #[serde(default)]
     pub net: TargetNet,
+    /// Embedded simulator: a profile TOML file layered on `sim_profile` (absolute, resolved
+    /// against the file that named it). Read when the run starts, not by the plan.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub sim_profile_file: Option<std::path::PathBuf>,
 }
 
 /// How a target is reached on the user's network: extra CA certificates, a client

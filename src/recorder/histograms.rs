@@ -92,6 +92,12 @@ pub struct CellStats {
     /// Samples a histogram refused (cannot happen with auto-resize unless a value
     /// overflows `u64`); reported so nothing is dropped silently.
     pub unrecordable: u64,
+    /// Measured requests that were good under the recorder's SLOs (see
+    /// `plan::Slo::request_is_good`); 0 when it has none.
+    pub good_requests: u64,
+    /// Output tokens (as the request recorded them: server-reported usage, or the chunk
+    /// count when the server reported none) of those good requests.
+    pub good_output_tokens: u64,
 }
 
 impl CellStats {
@@ -160,6 +166,8 @@ impl CellStats {
         }
         self.output_tokens += other.output_tokens;
         self.chunks += other.chunks;
+        self.good_requests += other.good_requests;
+        self.good_output_tokens += other.good_output_tokens;
         if let Some(s) = other.first_intended_ns {
             self.extend_span(s, other.last_end_ns);
         }
@@ -201,6 +209,8 @@ pub struct Recorder {
     cells: BTreeMap<CellKey, CellStats>,
     /// One sampled session per cell (see `timeline`): bounded, for the report's timeline.
     timelines: BTreeMap<CellKey, SessionTimeline>,
+    /// The SLOs goodput is counted against (empty: no goodput).
+    slo: crate::plan::Slo,
 }
 
 /// A snapshot for the progress display.
@@ -221,6 +231,19 @@ impl Recorder {
     /// An empty recorder.
     pub fn new() -> Self {
         Self::default()
+    }
+
+    /// An empty recorder that counts good requests against `slo` (the plan's `[slo]`).
+    pub fn with_slo(slo: crate::plan::Slo) -> Self {
+        Recorder {
+            slo,
+            ..Self::default()
+        }
+    }
+
+    /// The SLOs goodput is counted against.
+    pub fn slo(&self) -> &crate::plan::Slo {
+        &self.slo
     }
 
     /// Makes sure `key` appears in summaries even if none of its requests completed.
@@ -264,6 +287,10 @@ impl Recorder {
         }
         cell.extend_span(r.intended_ns, r.end_ns.or(r.last_token_ns));
         cell.output_tokens += u64::from(r.output_tokens);
+        if !self.slo.is_empty() && self.slo.request_is_good(r) {
+            cell.good_requests += 1;
+            cell.good_output_tokens += u64::from(r.output_tokens);
+        }
         cell.chunks += r.chunks.len() as u64;
         if let (Some(input), Some(cached)) = (r.input_tokens, r.cached_input_tokens) {
             cell.cache_input_tokens += u64::from(input);

@@ -321,6 +321,7 @@ fn plan(o: &SyntheticOptions) -> Plan {
         stall_timeout: Duration::from_secs(30),
         transports: TransportKind::ALL.to_vec(),
         net: Default::default(),
+        sim_profile_file: None,
     };
     let targets = [
         target("sim-gpu", "gpu", "GPU (simulated)"),
@@ -358,5 +359,6 @@ fn plan(o: &SyntheticOptions) -> Plan {
         gate: BTreeMap::new(),
         warnings: Vec::new(),
         scenario_source: format!("name = {:?}\n", o.scenario),
+        slo: Default::default(),
     }
 }

@@ -86,13 +86,7 @@ pub async fn endpoints(
                 })
             }
             (None, Some(profile_name)) => {
-                let profile = sim::Profile::builtin(profile_name).with_context(|| {
-                    format!(
-                        "target {}: unknown simulator profile {profile_name:?} (known: {})",
-                        cell.target.name,
-                        sim::Profile::builtin_names().join(", ")
-                    )
-                })?;
+                let profile = sim_profile(&cell.target, profile_name)?;
                 let mut cfg = sim::SimConfig::new(profile);
                 // One seed per target, not per cell: every transport of a target gets the same
                 // answers to the same conversation, so only the transport differs.
@@ -122,6 +116,34 @@ pub async fn endpoints(
         }
     }
     Ok((endpoints, sims))
+}
+
+/// The simulator profile of a simulator target: the built-in `name`, with the target's
+/// `sim_profile_file` layered on top when it has one (read here, at run start). Errors name
+/// the target, the file and the fix.
+pub fn sim_profile(target: &plan::Target, name: &str) -> anyhow::Result<sim::Profile> {
+    let Some(path) = &target.sim_profile_file else {
+        return sim::Profile::builtin(name).with_context(|| {
+            format!(
+                "target {}: unknown simulator profile {name:?} (known: {})",
+                target.name,
+                sim::Profile::builtin_names().join(", ")
+            )
+        });
+    };
+    if !path.is_file() {
+        anyhow::bail!(
+            "target {}: sim_profile_file {} does not exist; the path is relative to the file that names it (write e.g. sim_profile_file = \"profiles/cap8.toml\" next to a profiles/ folder, or give an absolute path)",
+            target.name,
+            path.display()
+        );
+    }
+    sim::Profile::from_toml_file(path, name).map_err(|e| {
+        anyhow::anyhow!(
+            "target {}: sim_profile_file: {e:#}; a profile file holds the keys of README's \"Simulator profiles\" section, e.g. capacity = 8 and decode_tok_s = 1000.0",
+            target.name
+        )
+    })
 }
 
 /// What the manifest says about each real target's network: what its TLS trusts and

@@ -12,7 +12,7 @@ use std::path::Path;
 
 pub use error::{edit_distance, line_col, locate, suggest, ScenarioError};
 pub use schema::{
-    AgentSpec, Dur, LinkSpec, LoadSpec, MatrixSpec, Scenario, TargetSpec, TargetsFile,
+    AgentSpec, Dur, LinkSpec, LoadSpec, MatrixSpec, Scenario, SloSpec, TargetSpec, TargetsFile,
     ToolCallSpec, TurnSpec,
 };
 

@@ -51,6 +51,22 @@ pub struct Scenario {
     /// Thresholds for `spark-bench compare` (free-form, e.g. `ttft = "+10%"`).
     #[serde(default)]
     pub gate: BTreeMap<String, String>,
+    /// Service-level objectives for goodput (`ttft = "500ms"`, `tpot = "p90<=20ms"`).
+    #[serde(default)]
+    pub slo: SloSpec,
+}
+
+/// `[slo]`: each key a per-request limit (`"500ms"`) or a percentile the load point must
+/// meet (`"p90<=500ms"`); see `plan::slo`.
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct SloSpec {
+    /// Time to first token, from the intended start.
+    pub ttft: Option<String>,
+    /// Time per output token after the first.
+    pub tpot: Option<String>,
+    /// Intended start to the last content token.
+    pub e2e: Option<String>,
 }
 
 /// `[load]`.
@@ -171,6 +187,9 @@ pub struct TargetSpec {
     pub client_key: Option<String>,
     /// `"http://host:port"` or `"none"`; overrides `HTTPS_PROXY`/`HTTP_PROXY`/`NO_PROXY`.
     pub proxy: Option<String>,
+    /// A simulator profile TOML file (relative to this file's folder), layered on
+    /// `sim_profile` (or the file's own `base`); read when the run starts.
+    pub sim_profile_file: Option<String>,
 }
 
 /// A `--targets FILE`: only `[targets.NAME]` tables.

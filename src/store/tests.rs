@@ -32,6 +32,7 @@ pub(crate) fn test_plan() -> Plan {
         stall_timeout: Duration::from_secs(30),
         transports: TransportKind::ALL.to_vec(),
         net: Default::default(),
+        sim_profile_file: None,
     };
     Plan {
         scenario_name: "smoke test".into(),
@@ -66,6 +67,7 @@ pub(crate) fn test_plan() -> Plan {
         gate: BTreeMap::new(),
         warnings: vec!["a warning".into()],
         scenario_source: "name = \"smoke test\"\n".into(),
+        slo: Default::default(),
     }
 }
 

@@ -34,6 +34,7 @@ fn target(api: ApiFlavour) -> Target {
         stall_timeout: Duration::from_secs(10),
         transports: TransportKind::ALL.to_vec(),
         net: Default::default(),
+        sim_profile_file: None,
     }
 }
 

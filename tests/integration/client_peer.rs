@@ -311,6 +311,7 @@ fn target(peer: &Peer, api: ApiFlavour) -> Target {
         stall_timeout: Duration::from_secs(5),
         transports: TransportKind::ALL.to_vec(),
         net: Default::default(),
+        sim_profile_file: None,
     }
 }
 

@@ -62,6 +62,7 @@ fn plan(scenario_hash: &str, link: &str, transports: &[TransportKind]) -> Plan {
         stall_timeout: Duration::from_secs(10),
         transports: TransportKind::ALL.to_vec(),
         net: Default::default(),
+        sim_profile_file: None,
     };
     let mut gate = BTreeMap::new();
     gate.insert("overhead".to_string(), "+1ms".to_string());
@@ -92,6 +93,7 @@ fn plan(scenario_hash: &str, link: &str, transports: &[TransportKind]) -> Plan {
         gate,
         warnings: Vec::new(),
         scenario_source: "name = \"synthetic\"\n".into(),
+        slo: Default::default(),
         link_for_real_targets: false,
         description: String::new(),
     }

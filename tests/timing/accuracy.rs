@@ -67,6 +67,7 @@ pub(crate) fn target(sim: &SimHandle) -> Target {
         stall_timeout: Duration::from_secs(10),
         transports: TransportKind::ALL.to_vec(),
         net: Default::default(),
+        sim_profile_file: None,
     }
 }
 

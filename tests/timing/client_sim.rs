@@ -41,6 +41,7 @@ fn target(sim: &SimHandle, api: ApiFlavour) -> Target {
         stall_timeout: Duration::from_secs(10),
         transports: TransportKind::ALL.to_vec(),
         net: Default::default(),
+        sim_profile_file: None,
     }
 }
 
