@@ -18,6 +18,7 @@ mod build;
 pub mod salt;
 pub mod schedule;
 pub mod slo;
+pub mod sweep;
 pub mod targets;
 
 pub use build::{build, Overrides, PlanError};

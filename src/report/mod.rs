@@ -39,6 +39,7 @@ pub mod html;
 pub mod markdown;
 pub mod model;
 pub mod style;
+pub mod sweep;
 
 use std::path::{Path, PathBuf};
 

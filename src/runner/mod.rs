@@ -24,6 +24,7 @@ use crate::recorder::LiveStats;
 use crate::store::{RunStatus, RunWriter};
 
 pub mod record;
+pub mod sweep;
 pub mod targets;
 
 /// How to run a plan, beyond the plan itself.
