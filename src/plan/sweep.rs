@@ -116,23 +116,17 @@ pub fn sessions_for_rate(plan_sessions: u32, rate: f64) -> u32 {
     plan_sessions.max(rate.ceil().max(8.0) as u32).min(100_000)
 }
 
-/// The plan driven at `rate` new sessions per second: Poisson session starts with mean gap
-/// `1 / rate` (the scenario's open-loop session rate; for single-turn sessions that is the
-/// request rate), and no concurrency cap below the session count, so arrivals never wait
-/// for a slot.
+/// The plan driven at `rate` new sessions per second: evenly spaced session starts
+/// `1 / rate` apart (constant-rate points, as GuideLLM's sweep uses; for single-turn sessions
+/// this is the request rate), and no concurrency cap below the session count, so arrivals
+/// never wait for a slot. Latencies count from these intended starts.
 pub fn at_session_rate(plan: &Plan, rate: f64) -> Plan {
     let mut p = plan.clone();
     let gap = Duration::from_secs_f64(1.0 / rate.max(1e-6));
     p.load.session_interval = Some(gap);
     p.load.concurrency = p.load.sessions.clamp(1, 10_000);
-    let measured = p.sessions.iter().filter(|s| !s.warmup).count() as u32;
-    let offsets = super::arrival::poisson(
-        crate::rng::Rng::derive(p.seed, super::STREAM_ARRIVALS).next_u64(),
-        measured,
-        gap,
-    );
-    for (s, off) in p.sessions.iter_mut().filter(|s| !s.warmup).zip(offsets) {
-        s.start_offset = off;
+    for (i, s) in p.sessions.iter_mut().filter(|s| !s.warmup).enumerate() {
+        s.start_offset = gap.saturating_mul(i as u32);
     }
     p
 }

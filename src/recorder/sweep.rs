@@ -9,8 +9,10 @@
 //! Points are taken in order of increasing load. The first point is the baseline. Point
 //! `i > 0` is *saturated* when either
 //! * latency left its flat region: its TTFT p50 exceeds the baseline's TTFT p50 by more
-//!   than [`KNEE_LATENCY_RISE`] (50 %) *and* by more than [`KNEE_LATENCY_FLOOR_MS`] (5 ms,
-//!   so a sub-millisecond baseline does not make scheduling noise a knee), or
+//!   than [`KNEE_LATENCY_RISE`] (50 %) *and* by more than a queue wait worth noting: the
+//!   larger of [`KNEE_LATENCY_FLOOR_MS`] (5 ms) and [`KNEE_WAIT_SHARE`] (a quarter) of the
+//!   baseline's end-to-end p50 (a request that waits a quarter of a request's duration for a
+//!   slot is queueing; scheduling noise on a short TTFT is not), or
 //! * throughput stopped following load: from point `i − 1` to `i` the achieved request rate
 //!   grew by less than [`KNEE_THROUGHPUT_FOLLOW`] (half) of the relative load increase
 //!   (load ×1.25 needs achieved ×1.125 or more), or
@@ -32,6 +34,8 @@ pub const SWEEP_SCHEMA_VERSION: u32 = 1;
 pub const KNEE_LATENCY_RISE: f64 = 0.5;
 /// Absolute TTFT p50 rise (ms) that must also be exceeded.
 pub const KNEE_LATENCY_FLOOR_MS: f64 = 5.0;
+/// Share of the baseline's e2e p50 the TTFT p50 rise must also exceed.
+pub const KNEE_WAIT_SHARE: f64 = 0.25;
 /// Share of the relative load increase the achieved rate must keep up with.
 pub const KNEE_THROUGHPUT_FOLLOW: f64 = 0.5;
 /// Error rate above which a point is saturated.
@@ -150,8 +154,9 @@ impl CurvePoint {
 /// The knee rule in words (kept in `sweep.json`).
 pub fn knee_rule() -> String {
     format!(
-        "knee = last point before the first saturated one; a point is saturated when its TTFT p50 exceeds the lowest-load point's by more than {:.0}% and {KNEE_LATENCY_FLOOR_MS} ms, or its achieved request rate grew by less than {:.0}% of the relative load increase from the previous point, or more than {:.0}% of its requests failed",
+        "knee = last point before the first saturated one; a point is saturated when its TTFT p50 exceeds the lowest-load point's by more than {:.0}% and by more than the larger of {KNEE_LATENCY_FLOOR_MS} ms and {:.0}% of the lowest-load point's e2e p50, or its achieved request rate grew by less than {:.0}% of the relative load increase from the previous point, or more than {:.0}% of its requests failed",
         KNEE_LATENCY_RISE * 100.0,
+        KNEE_WAIT_SHARE * 100.0,
         KNEE_THROUGHPUT_FOLLOW * 100.0,
         KNEE_ERROR_RATE * 100.0
     )
@@ -164,7 +169,8 @@ pub fn saturated(pts: &[CurvePoint], i: usize) -> Option<String> {
         return Some(format!("{:.0}% of requests failed", p.error_rate * 100.0));
     }
     let (b, t) = (base.ttft_ms[0], p.ttft_ms[0]);
-    if b > 0.0 && t > b * (1.0 + KNEE_LATENCY_RISE) && t - b > KNEE_LATENCY_FLOOR_MS {
+    let floor = KNEE_LATENCY_FLOOR_MS.max(KNEE_WAIT_SHARE * base.e2e_ms[0]);
+    if b > 0.0 && t > b * (1.0 + KNEE_LATENCY_RISE) && t - b > floor {
         return Some(format!(
             "TTFT p50 {t:.1} ms against {b:.1} ms at the lowest load"
         ));
@@ -258,8 +264,8 @@ pub fn sweep_table(s: &SweepSummary) -> String {
                 let g = match (p.good_req_s, p.good_output_tok_s) {
                     (Some(r), Some(t)) => format!(
                         "{} ({}){}",
-                        num(r),
-                        num(t),
+                        if r == 0.0 { "0".to_string() } else { num(r) },
+                        if t == 0.0 { "0".to_string() } else { num(t) },
                         if p.slo_met == Some(false) {
                             " miss"
                         } else {

@@ -23,3 +23,4 @@ mod sim_faults;
 mod sim_groups;
 mod sim_wire;
 mod sim_ws;
+mod sweep;
