@@ -184,3 +184,56 @@ fn endpoint_trust(t: &plan::Target) -> anyhow::Result<Trust> {
         EndpointTrust::load(ca, client).map_err(|e| anyhow::anyhow!("target {}: {e:#}", t.name))?;
     Ok(Trust::Endpoint(Arc::new(trust)))
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn target_from(dir: &std::path::Path, spec: &str) -> anyhow::Result<sim::Profile> {
+        let scenario = dir.join("s.toml");
+        let text = format!("name = \"s\"\n[targets.t]\n{spec}\n[[turns]]\nprompt = \"hi\"\n");
+        std::fs::write(&scenario, &text)?;
+        let s = crate::scenario::parse(&scenario.display().to_string(), &text)?;
+        let o = crate::plan::Overrides {
+            targets: vec!["t".into()],
+            ..Default::default()
+        };
+        let plan = crate::plan::build(&s, &scenario.display().to_string(), text.as_bytes(), &o)
+            .map_err(|e| anyhow::anyhow!(e.message))?;
+        let t = &plan.cells[0].target;
+        sim_profile(t, t.sim_profile.as_deref().unwrap_or("gpu"))
+    }
+
+    #[test]
+    fn sim_profile_file_is_relative_to_its_file_and_errors_say_the_fix() {
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::create_dir(dir.path().join("profiles")).unwrap();
+        std::fs::write(
+            dir.path().join("profiles/cap.toml"),
+            "capacity = 8\ndecode_tok_s = 500.0\n",
+        )
+        .unwrap();
+        let p = target_from(dir.path(), "sim_profile_file = \"profiles/cap.toml\"").unwrap();
+        assert_eq!((p.capacity, p.decode_tok_s), (8, 500.0));
+        // Layered on the target's sim_profile.
+        let p = target_from(
+            dir.path(),
+            "sim_profile = \"wafer\"\nsim_profile_file = \"profiles/cap.toml\"",
+        )
+        .unwrap();
+        assert_eq!(p.api_base, std::time::Duration::from_millis(40));
+        let e = target_from(dir.path(), "sim_profile_file = \"profiles/nope.toml\"")
+            .unwrap_err()
+            .to_string();
+        assert!(
+            e.contains("nope.toml") && e.contains("relative to the file"),
+            "{e}"
+        );
+        std::fs::write(dir.path().join("profiles/bad.toml"), "capacty = 8\n").unwrap();
+        let e = format!(
+            "{:#}",
+            target_from(dir.path(), "sim_profile_file = \"profiles/bad.toml\"").unwrap_err()
+        );
+        assert!(e.contains("bad.toml") && e.contains("capacty"), "{e}");
+    }
+}

@@ -205,6 +205,7 @@ mod tests {
             format!("name = \"x\"\n{t}tool_calls = [{{ name = \"a\", zzz = 1 }}]\n"),
             format!("name = \"x\"\n{t}agent = {{ calls = 1, tools = [\"a\"], zzz = 1 }}\n"),
             "name = \"x\"\n[targets.a]\nzzz = 1\n".to_string(),
+            "name = \"x\"\n[slo]\nzzz = 1\n".to_string(),
         ];
         let mut checked = 0;
         for text in &tables {
