@@ -57,7 +57,8 @@ pub struct RunArgs {
     /// Measured sessions per target × transport (overrides the scenario).
     #[arg(long)]
     pub sessions: Option<u32>,
-    /// Sessions in flight at once per target × transport (overrides the scenario).
+    /// Sessions in flight at once per target × transport (overrides the scenario): a closed
+    /// loop, a new session as soon as one ends. Exclusive with --rate.
     #[arg(long)]
     pub concurrency: Option<u32>,
     /// Master seed (overrides the scenario's `seed`).
@@ -75,6 +76,39 @@ pub struct RunArgs {
     /// embedded simulator.
     #[arg(long, value_enum, value_name = "MODE")]
     pub cache: Option<crate::vocab::CacheMode>,
+    /// Open-loop request rate, requests per second per target × transport (per shared
+    /// server under interleaved), overrides `[load] rate`. Requests start on the arrival
+    /// process's instants whether or not earlier ones have finished, and every latency counts
+    /// from that intended instant, so a request the harness or a cap sends late shows its
+    /// wait in TTFT. A session of R planned requests claims R instants and starts at the
+    /// first (later turns follow their think time), so the offered request rate is RATE for
+    /// single- and multi-turn sessions alike. Exclusive with --concurrency (a closed loop).
+    #[arg(long, value_name = "REQ_PER_S")]
+    pub rate: Option<f64>,
+    /// Shape of open-loop arrivals (overrides `[load] arrival`): poisson (exponential gaps,
+    /// the default), constant (gaps exactly 1/rate), gamma (gaps gamma-distributed with
+    /// shape --burstiness and mean 1/rate).
+    #[arg(long, value_enum, value_name = "SHAPE")]
+    pub arrival: Option<crate::vocab::ArrivalKind>,
+    /// The gamma shape k of --arrival gamma, as vLLM's --burstiness: gaps are gamma with
+    /// shape k and mean 1/rate, so k = 1 is Poisson, k < 1 burstier (clumps and pauses),
+    /// k > 1 more regular; the gaps' coefficient of variation is 1/sqrt(k).
+    #[arg(long, value_name = "K")]
+    pub burstiness: Option<f64>,
+    /// Stop condition beside the session count (overrides `[load] duration`): no new session
+    /// or request is sent once the measured phase has run this long; requests in flight
+    /// finish. Without a session count the run keeps starting sessions until then.
+    #[arg(long, value_name = "DURATION", value_parser = humantime::parse_duration)]
+    pub duration: Option<std::time::Duration>,
+    /// Warm-up by time (overrides `[load] warmup`): run the load this long before the
+    /// measured phase; its requests are recorded as warm-up and excluded from statistics.
+    #[arg(long, value_name = "DURATION", value_parser = humantime::parse_duration)]
+    pub warmup: Option<std::time::Duration>,
+    /// At most N requests in flight per target × transport (per shared server when cells
+    /// share one), overrides `[load] max_in_flight`. A request that waits for a place is
+    /// still measured from its intended start.
+    #[arg(long, value_name = "N")]
+    pub max_in_flight: Option<u32>,
     /// Results root; the run writes to DIR/RUN_ID/.
     #[arg(long, value_name = "DIR", default_value = "results")]
     pub out: PathBuf,

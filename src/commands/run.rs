@@ -143,6 +143,12 @@ pub fn load_plan(args: &RunArgs) -> anyhow::Result<Plan> {
         link: args.link,
         schedule: args.schedule,
         cache: args.cache,
+        rate: args.rate,
+        duration: args.duration,
+        max_in_flight: args.max_in_flight,
+        arrival: args.arrival,
+        burstiness: args.burstiness,
+        warmup_duration: args.warmup,
     };
     Ok(plan::build(
         &loaded.scenario,

@@ -18,9 +18,10 @@
 //! its intended start, so client-side queueing shows up in TTFT instead of vanishing.
 
 pub mod exchange;
+mod lane;
 
 use std::sync::Arc;
-use tokio::sync::{mpsc, Semaphore};
+use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
 
 use crate::backend::{Conversation, ToolChoice};
@@ -31,6 +32,7 @@ use crate::transport::Trust;
 use crate::vocab::{CacheMode, Schedule};
 use crate::vocab::{RequestKind, RequestRecord, SessionRecord, TransportKind};
 use exchange::{exchange, Connector, RecordMeta, Reply, RequestSpec, SessionTransport};
+use lane::{run_lane, sleep_until_ns, Lane};
 
 /// What the driver emits.
 #[derive(Debug)]
@@ -150,9 +152,11 @@ impl CellContext {
         self.ids.fetch_add(1, std::sync::atomic::Ordering::Relaxed)
     }
 
-    /// The cell's sessions of `phase`: cache-warming (for `warm`) and warm-up sessions, or
-    /// the measured ones.
+    /// The cell's sessions of `phase`: cache-warming (for `warm`) and `warmup_sessions`, or
+    /// the measured ones (after, in open loop, the warm-up-by-time sessions that share
+    /// their arrival process).
     fn sessions(&self, phase: Phase) -> Vec<SessionPlan> {
+        let counted = self.plan.load.warmup_sessions;
         match phase {
             Phase::Warmup => {
                 let mut v = if self.cell.cache == CacheMode::Warm {
@@ -160,14 +164,20 @@ impl CellContext {
                 } else {
                     Vec::new()
                 };
-                v.extend(self.plan.sessions.iter().filter(|s| s.warmup).cloned());
+                v.extend(
+                    self.plan
+                        .sessions
+                        .iter()
+                        .filter(|s| s.warmup && s.index < counted)
+                        .cloned(),
+                );
                 v
             }
             Phase::Measured => self
                 .plan
                 .sessions
                 .iter()
-                .filter(|s| !s.warmup)
+                .filter(|s| s.index >= counted)
                 .cloned()
                 .collect(),
         }
@@ -201,99 +211,43 @@ async fn run_group(cells: Vec<CellContext>, schedule: Schedule, phase: Phase) {
                         (i, s, off)
                     })
                     .collect();
-                run_lane(&cells, lane).await;
+                run_lane(&cells, lane, phase).await;
                 if cells[0].stop.dispatch.is_cancelled() {
                     break;
                 }
             }
         }
         Schedule::Interleaved => {
-            // Session k of every cell, then session k + 1 …, through one pool of slots.
-            let m = cells.len();
-            let open = plan
-                .load
-                .session_interval
-                .filter(|_| phase == Phase::Measured)
-                .map(|gap| {
-                    let longest = per_cell.iter().map(Vec::len).max().unwrap_or(0);
-                    schedule::interleaved_offsets(plan.seed, longest as u32, m, gap)
-                });
+            // Session k of every cell, then session k + 1 …, through one pool of slots; in
+            // open loop the group shares ONE arrival process in that order.
             let longest = per_cell.iter().map(Vec::len).max().unwrap_or(0);
             let mut lane: Vec<Slot> = Vec::new();
             for k in 0..longest {
                 for (i, sessions) in per_cell.iter().enumerate() {
                     if let Some(s) = sessions.get(k) {
-                        let off = match &open {
-                            Some(offsets) => offsets[k][i],
-                            None => s.start_offset,
-                        };
-                        lane.push((i, s.clone(), off));
+                        lane.push((i, s.clone(), s.start_offset));
                     }
                 }
             }
-            run_lane(&cells, lane).await;
-        }
-    }
-}
-
-/// Dispatches `lane` in order through one pool of `concurrency` session slots and waits for
-/// every session to end.
-async fn run_lane(cells: &[CellContext], lane: Vec<Slot>) {
-    let Some(first) = cells.first() else { return };
-    let (clock, stop) = (first.clock, first.stop.clone());
-    let slots = Arc::new(Semaphore::new(first.plan.load.concurrency.max(1) as usize));
-    let closed_loop = first.plan.load.session_interval.is_none();
-    let lane_start = clock.now_ns();
-    let mut sessions = tokio::task::JoinSet::new();
-    for (i, session, offset) in lane {
-        if stop.dispatch.is_cancelled() {
-            break;
-        }
-        let ctx = &cells[i];
-        let intended = lane_start + offset.as_nanos() as u64;
-        // Open loop: wait for the arrival time (not for a slot) before taking a slot,
-        // so a late slot shows up as dispatch lag from the intended start.
-        if !sleep_until_ns(ctx, intended).await {
-            break;
-        }
-        let permit = tokio::select! {
-            p = slots.clone().acquire_owned() => match p { Ok(p) => p, Err(_) => break },
-            _ = stop.dispatch.cancelled() => break,
-        };
-        let session_intended = if closed_loop {
-            clock.now_ns()
-        } else {
-            intended
-        };
-        let ctx2 = ctx.clone();
-        sessions.spawn(async move {
-            run_session(&ctx2, &session, session_intended).await;
-            drop(permit);
-        });
-    }
-    while let Some(joined) = sessions.join_next().await {
-        // A session that panicked is a bug: fail the cell (and the run) loudly rather
-        // than lose the session's requests without a word.
-        if let Err(e) = joined {
-            if e.is_panic() {
-                std::panic::resume_unwind(e.into_panic());
+            if plan.load.open_loop() && phase == Phase::Measured {
+                let claims: Vec<u32> = lane.iter().map(|(_, s, _)| s.planned_requests()).collect();
+                let starts = schedule::interleaved_starts(plan.seed, &plan.load, &claims);
+                let warm = plan.load.warmup_duration.unwrap_or_default();
+                for (slot, start) in lane.iter_mut().zip(starts) {
+                    slot.2 = start;
+                    // Warm-up by time is the first `warmup` of the group's process.
+                    slot.1.warmup = start < warm;
+                }
             }
+            run_lane(&cells, lane, phase).await;
         }
-    }
-}
-
-/// Sleeps until `ns` on the run clock; false if dispatch was stopped first.
-async fn sleep_until_ns(ctx: &CellContext, ns: u64) -> bool {
-    let deadline = ctx.clock.instant(ns);
-    tokio::select! {
-        _ = crate::clock::timer::sleep_until(deadline) => true,
-        _ = ctx.stop.dispatch.cancelled() => false,
     }
 }
 
 /// One session's mutable state while it runs.
 struct SessionRun<'a> {
     ctx: &'a CellContext,
+    lane: &'a Lane,
     session: &'a SessionPlan,
     conn: SessionTransport,
     conv: Conversation,
@@ -303,14 +257,17 @@ struct SessionRun<'a> {
 }
 
 impl SessionRun<'_> {
-    /// Sends one request (step `step` of scenario turn `turn`), forwards its record, and
-    /// returns the reply, end time and success.
+    /// Sends one request (step `step` of scenario turn `turn`) once the lane admits it,
+    /// forwards its record, and returns the reply, end time and success; `None` when the
+    /// lane stopped dispatching first (nothing was sent).
     async fn send(
         &mut self,
         spec: RequestSpec,
         (turn, step): (u32, u32),
         intended: u64,
-    ) -> (Reply, u64, bool) {
+    ) -> Option<(Reply, u64, bool)> {
+        // Under `max_in_flight` the request may wait here; it keeps its intended start.
+        let admitted = self.lane.admit().await?;
         if self.ctx.cell.cache == CacheMode::Cold {
             // A unique salt first in the system prompt: no prefix cache can serve this
             // request from any earlier one (see `plan::salt`).
@@ -345,6 +302,7 @@ impl SessionRun<'_> {
             &self.ctx.stop.inflight,
         )
         .await;
+        drop(admitted);
         // `exchange` always sets `end_ns`; the fallback only keeps this total.
         let end = record.end_ns.unwrap_or(record.dispatch_ns);
         let ok = record.is_ok();
@@ -352,14 +310,15 @@ impl SessionRun<'_> {
         self.failed += u32::from(!ok);
         self.last_end = end;
         let _ = self.ctx.tx.send(Event::Request(Box::new(record))).await;
-        (reply, end, ok)
+        Some((reply, end, ok))
     }
 }
 
-async fn run_session(ctx: &CellContext, session: &SessionPlan, intended_start: u64) {
+async fn run_session(ctx: &CellContext, lane: &Lane, session: &SessionPlan, intended_start: u64) {
     let target: &Target = &ctx.cell.target;
     let mut run = SessionRun {
         ctx,
+        lane,
         session,
         conn: ctx.connector.session(),
         conv: Conversation::new(
@@ -378,7 +337,7 @@ async fn run_session(ctx: &CellContext, session: &SessionPlan, intended_start: u
 
     'turns: for (turn_no, turn) in (0u32..).zip(&session.turns) {
         intended = run.last_end.max(intended) + turn.think_time.as_nanos() as u64;
-        if !sleep_until_ns(ctx, intended).await {
+        if !sleep_until_ns(ctx.clock, &lane.stop, intended).await {
             interrupted = true;
             break;
         }
@@ -392,7 +351,10 @@ async fn run_session(ctx: &CellContext, session: &SessionPlan, intended_start: u
                 fault: None,
                 continuous_usage_stats: false,
             };
-            let (_, end, _) = run.send(spec, (turn_no, 0), intended).await;
+            let Some((_, end, _)) = run.send(spec, (turn_no, 0), intended).await else {
+                interrupted = true;
+                break;
+            };
             intended = end;
         }
         run.conv.add_user_message(&turn.user_text);
@@ -403,7 +365,7 @@ async fn run_session(ctx: &CellContext, session: &SessionPlan, intended_start: u
         let mut kind = RequestKind::User;
         let mut step = 0;
         loop {
-            if ctx.stop.dispatch.is_cancelled() {
+            if lane.stop.is_cancelled() {
                 interrupted = true;
                 break 'turns;
             }
@@ -422,7 +384,10 @@ async fn run_session(ctx: &CellContext, session: &SessionPlan, intended_start: u
                 // (the embedded simulator does); real APIs may reject unknown stream options.
                 continuous_usage_stats: target.sim_profile.is_some(),
             };
-            let (reply, end, ok) = run.send(spec, (turn_no, step), intended).await;
+            let Some((reply, end, ok)) = run.send(spec, (turn_no, step), intended).await else {
+                interrupted = true;
+                break 'turns;
+            };
             step += 1;
             // `exchange` has already updated the conversation with the reply (or the failure).
             if !ok {
@@ -440,7 +405,7 @@ async fn run_session(ctx: &CellContext, session: &SessionPlan, intended_start: u
                     .add_tool_output(&tc.call_id, &tool_output(&tc.name, call.output_bytes));
             }
             intended = end + call.tool_time.as_nanos() as u64;
-            if !sleep_until_ns(ctx, intended).await {
+            if !sleep_until_ns(ctx.clock, &lane.stop, intended).await {
                 interrupted = true;
                 break 'turns;
             }

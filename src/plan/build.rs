@@ -11,12 +11,12 @@ use sha2::{Digest, Sha256};
 
 use super::schedule::{default_schedule, shared_servers};
 use super::targets::{self, dedup, BUILTIN_TARGETS};
-use super::{arrival, salt, Cell, Load, Plan, SessionPlan, Target, ToolCallPlan, TurnPlan};
+use super::{salt, Cell, Load, Plan, SessionPlan, Target, ToolCallPlan, TurnPlan};
 use super::{STREAM_AGENT, STREAM_ARRIVALS, STREAM_CONTEXT};
 use crate::link::Link;
 use crate::rng::Rng;
 use crate::scenario::{suggest, Scenario, TargetSpec, TargetsFile, TurnSpec};
-use crate::vocab::TransportKind;
+use crate::vocab::{ArrivalKind, TransportKind};
 use crate::vocab::{CacheMode, Schedule};
 
 /// A plan that cannot be built; the message names the key or flag and the fix.
@@ -58,6 +58,19 @@ pub struct Overrides {
     pub schedule: Option<Schedule>,
     /// `--cache` (over `[load] cache` and every target's `cache`).
     pub cache: Option<CacheMode>,
+    /// `--rate`: open-loop requests per second (over `[load] rate`; over the scenario's
+    /// `concurrency` too, and `--concurrency` over the scenario's `rate`).
+    pub rate: Option<f64>,
+    /// `--duration`.
+    pub duration: Option<Duration>,
+    /// `--max-in-flight`.
+    pub max_in_flight: Option<u32>,
+    /// `--arrival`.
+    pub arrival: Option<ArrivalKind>,
+    /// `--burstiness` (the gamma shape).
+    pub burstiness: Option<f64>,
+    /// `--warmup` (warm-up by time).
+    pub warmup_duration: Option<Duration>,
 }
 
 /// Default seed when neither the scenario nor `--seed` gives one.
@@ -93,7 +106,7 @@ pub fn build(
     }
     let seed = overrides.seed.or(s.seed).unwrap_or(DEFAULT_SEED);
 
-    let load = resolve_load(s, overrides, &src)?;
+    let load = resolve_load(s, overrides, &src, &mut warnings)?;
     let default_max = s.max_output_tokens.unwrap_or(DEFAULT_MAX_OUTPUT_TOKENS);
     check_max_tokens(
         default_max,
@@ -207,22 +220,16 @@ pub fn build(
             turns: expand_turns(s, default_max, seed, i),
         });
     }
-    let offsets = match load.session_interval {
-        Some(gap) => arrival::poisson(
-            Rng::derive(seed, STREAM_ARRIVALS).next_u64(),
-            load.sessions,
-            gap,
-        ),
-        None => arrival::closed_loop(load.sessions),
-    };
-    for (j, off) in offsets.into_iter().enumerate() {
-        let index = load.warmup_sessions + j as u32;
-        sessions.push(SessionPlan {
-            index,
-            warmup: false,
-            start_offset: off,
-            turns: expand_turns(s, default_max, seed, index),
-        });
+    // Measured sessions (and, in open loop, the warm-up-by-time ones before them).
+    sessions.extend(load::sessions(
+        &load,
+        Rng::derive(seed, STREAM_ARRIVALS).next_u64(),
+        load.warmup_sessions,
+        |index| expand_turns(s, default_max, seed, index),
+    )?);
+    if load.sessions_from_duration && load.open_loop() {
+        // The duration decided how many measured sessions there are.
+        load.sessions = sessions.iter().filter(|s| !s.warmup).count() as u32;
     }
 
     check_salt_limits(&cells, &sessions)?;
@@ -262,7 +269,12 @@ impl Src<'_> {
     }
 }
 
-fn resolve_load(s: &Scenario, o: &Overrides, src: &Src) -> Result<Load, PlanError> {
+fn resolve_load(
+    s: &Scenario,
+    o: &Overrides,
+    src: &Src,
+    warnings: &mut Vec<String>,
+) -> Result<Load, PlanError> {
     let sessions = o.sessions.or(s.load.sessions).unwrap_or(1);
     let concurrency = o.concurrency.or(s.load.concurrency).unwrap_or(1);
     let warmup_sessions = s.load.warmup_sessions.unwrap_or(0);
@@ -300,7 +312,7 @@ fn resolve_load(s: &Scenario, o: &Overrides, src: &Src) -> Result<Load, PlanErro
             )));
         }
     }
-    Ok(Load {
+    let mut load = Load {
         sessions,
         concurrency,
         warmup_sessions,
@@ -308,7 +320,15 @@ fn resolve_load(s: &Scenario, o: &Overrides, src: &Src) -> Result<Load, PlanErro
         // Resolved once the cells are known (see `resolve_schedule_and_cache`).
         schedule: Schedule::Parallel,
         salt_key: 0,
-    })
+        rate: None,
+        arrival: Default::default(),
+        duration: None,
+        warmup_duration: None,
+        max_in_flight: None,
+        sessions_from_duration: false,
+    };
+    load::resolve_shape(s, o, src, &mut load, warnings)?;
+    Ok(load)
 }
 
 /// The schedule (`--schedule`, else `[load] schedule`, else parallel for simulator-only runs
@@ -679,6 +699,9 @@ fn names(ts: &[TransportKind]) -> String {
 fn hex(bytes: &[u8]) -> String {
     bytes.iter().map(|b| format!("{b:02x}")).collect()
 }
+
+mod load;
+pub(super) use load::planned_requests;
 
 #[cfg(test)]
 mod tests;

@@ -114,24 +114,38 @@ impl Plan {
     }
 
     /// One line on how the run shares servers and treats prefix caches, for the header the
-    /// run prints and the report: `schedule interleaved (… share …); cache cold`.
+    /// run prints and the report: `schedule interleaved (… share …); cache cold`, after the
+    /// load shape when it is more than a plain closed loop (see [`Load::shape_line`]).
     pub fn load_line(&self) -> String {
         let shared = self.shared_servers();
-        let mut s = format!("schedule {}", self.load.schedule);
+        let shape = self.load.shape_line();
+        let mut s = if shape.is_empty() {
+            format!("schedule {}", self.load.schedule)
+        } else {
+            format!("{shape}; schedule {}", self.load.schedule)
+        };
         if shared.is_empty() {
             s.push_str(" (no two cells share a server)");
         } else {
             let parts: Vec<String> = shared
                 .iter()
                 .map(|sh| {
+                    let per_lane = match (self.load.rate, self.load.max_in_flight) {
+                        (_, Some(m)) => m,
+                        (Some(_), None) => 0,
+                        (None, None) => self.load.concurrency,
+                    };
                     let inflight = match self.load.schedule {
-                        Schedule::Parallel => {
-                            sh.cells.len() as u64 * u64::from(self.load.concurrency)
-                        }
-                        _ => u64::from(self.load.concurrency),
+                        Schedule::Parallel => sh.cells.len() as u64 * u64::from(per_lane),
+                        _ => u64::from(per_lane),
+                    };
+                    let inflight = if per_lane == 0 {
+                        "no cap on requests".to_string()
+                    } else {
+                        format!("at most {inflight}")
                     };
                     format!(
-                        "{} share {}, at most {inflight} in flight there",
+                        "{} share {}, {inflight} in flight there",
                         sh.cells.join(", "),
                         sh.server
                     )
@@ -235,7 +249,7 @@ pub struct TargetNet {
 }
 
 /// Load shape for every cell.
-#[derive(Debug, Clone, Serialize, Deserialize)]
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
 pub struct Load {
     /// Measured sessions per cell.
     pub sessions: u32,
@@ -256,6 +270,92 @@ pub struct Load {
     /// salts and find them in the server's cache). 0 in a plan that has not run.
     #[serde(default)]
     pub salt_key: u64,
+    /// Open-loop request rate, requests per second per cell (or per shared server under
+    /// `interleaved`): `[load] rate` / `--rate`. Sessions start on the arrival process's
+    /// instants, each claiming as many instants as it plans requests (see
+    /// [`arrival::session_offsets`]); later turns follow their think time. `None`: no rate.
+    #[serde(default)]
+    pub rate: Option<f64>,
+    /// The shape of the open-loop arrivals (`rate` or `session_interval`): `[load] arrival`
+    /// and `burstiness`. Older manifests have none: Poisson.
+    #[serde(default)]
+    pub arrival: arrival::Arrival,
+    /// Stop condition beside the session count: no new session or request is dispatched
+    /// once the measured phase has run this long; requests in flight finish.
+    #[serde(default, with = "opt_duration")]
+    pub duration: Option<Duration>,
+    /// Warm-up by time (`[load] warmup`): this long of the run's load shape runs before the
+    /// measured phase, its requests marked warm-up (excluded from statistics). Open loop:
+    /// the plan's warm-up sessions with offsets below it; closed loop: the driver starts
+    /// fresh warm-up sessions until it is over.
+    #[serde(default, with = "opt_duration")]
+    pub warmup_duration: Option<Duration>,
+    /// At most this many requests in flight per cell (per shared server under
+    /// `interleaved`/`sequential`); a request that waits for a place is still measured from
+    /// its intended start.
+    #[serde(default)]
+    pub max_in_flight: Option<u32>,
+    /// True when `duration` (not a session count) decides how many measured sessions run:
+    /// in closed loop the driver keeps starting fresh sessions (cycling the plan's scripts,
+    /// each with a new index) until the duration is up.
+    #[serde(default)]
+    pub sessions_from_duration: bool,
+}
+
+impl Load {
+    /// True for an open loop (`rate` or `session_interval`): sessions start at planned
+    /// instants whether or not earlier ones have finished.
+    pub fn open_loop(&self) -> bool {
+        self.rate.is_some() || self.session_interval.is_some()
+    }
+
+    /// Session slots per lane: `concurrency`, except under a request rate, where sessions
+    /// are not capped (only `max_in_flight` caps requests).
+    pub fn session_slots(&self) -> usize {
+        if self.rate.is_some() {
+            tokio::sync::Semaphore::MAX_PERMITS
+        } else {
+            self.concurrency.max(1) as usize
+        }
+    }
+
+    /// One phrase on the load shape for the run's header: `open loop 200 requests/s
+    /// (constant)`, `closed loop, concurrency 4, for 1m`, … with the stop conditions; empty
+    /// for a plain closed loop (the header's session count and concurrency say it all).
+    pub fn shape_line(&self) -> String {
+        let plain = !self.open_loop()
+            && self.max_in_flight.is_none()
+            && self.warmup_duration.is_none()
+            && self.duration.is_none();
+        if plain {
+            return String::new();
+        }
+        let mut s = match (self.rate, self.session_interval) {
+            (Some(r), _) => format!("open loop {} requests/s ({})", fmt_rate(r), self.arrival),
+            (None, Some(gap)) => format!(
+                "open loop, a session every {} on average ({})",
+                crate::units::fmt_duration_spec(gap),
+                self.arrival
+            ),
+            (None, None) => format!("closed loop, concurrency {}", self.concurrency),
+        };
+        if let Some(m) = self.max_in_flight {
+            s.push_str(&format!(", at most {m} requests in flight"));
+        }
+        if let Some(w) = self.warmup_duration {
+            s.push_str(&format!(", warm-up {}", crate::units::fmt_duration_spec(w)));
+        }
+        if let Some(d) = self.duration {
+            s.push_str(&format!(", for {}", crate::units::fmt_duration_spec(d)));
+        }
+        s
+    }
+}
+
+/// A rate without trailing zeros: `200`, `0.5`, `12.25`.
+fn fmt_rate(r: f64) -> String {
+    let s = format!("{r:.3}");
+    s.trim_end_matches('0').trim_end_matches('.').to_string()
 }
 
 /// One scripted session (a coding conversation).
@@ -272,6 +372,14 @@ pub struct SessionPlan {
     pub start_offset: Duration,
     /// The turns, in order.
     pub turns: Vec<TurnPlan>,
+}
+
+impl SessionPlan {
+    /// Requests the session plans: one per turn plus one per tool call (at least 1). Under
+    /// a request rate the session claims this many of the arrival process's instants.
+    pub fn planned_requests(&self) -> u32 {
+        build::planned_requests(&self.turns)
+    }
 }
 
 /// One user turn; an agent-loop turn expands to several requests (one per tool call + 1).

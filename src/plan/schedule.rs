@@ -129,7 +129,26 @@ pub fn interleaved_offsets(
     gap: Duration,
 ) -> Vec<Vec<Duration>> {
     let n = sessions.saturating_mul(cells as u32);
-    let seed = crate::rng::Rng::derive(plan_seed, super::STREAM_ARRIVALS).next_u64();
-    let all = arrival::poisson(seed, n, gap);
+    let load = super::Load {
+        session_interval: Some(gap),
+        ..Default::default()
+    };
+    let all = interleaved_starts(plan_seed, &load, &vec![1; n as usize]);
     all.chunks(cells.max(1)).map(<[Duration]>::to_vec).collect()
+}
+
+/// Open loop under `interleaved`: the starts of a group's sessions in turn order, where
+/// `claims[j]` is the requests the j-th session plans. ONE arrival process of the load's
+/// shape serves the whole group (see [`interleaved_offsets`]); under `rate` each session
+/// claims one instant per planned request, under `session_interval` one. `None` for a
+/// closed loop.
+pub fn interleaved_starts(plan_seed: u64, load: &super::Load, claims: &[u32]) -> Vec<Duration> {
+    let gap = match (load.rate, load.session_interval) {
+        (Some(r), _) => arrival::gap_of_rate(r),
+        (None, Some(gap)) => gap,
+        (None, None) => return vec![Duration::ZERO; claims.len()],
+    };
+    let seed = crate::rng::Rng::derive(plan_seed, super::STREAM_ARRIVALS).next_u64();
+    let per = |j: usize| if load.rate.is_some() { claims[j] } else { 1 };
+    arrival::session_offsets(seed, load.arrival, gap, per, claims.len(), None)
 }

@@ -17,7 +17,7 @@ use crate::vocab::{ApiFlavour, TransportKind};
 pub const BUILTIN_TARGETS: [&str; 3] = ["sim-gpu", "sim-wafer", "sim-cpu"];
 
 /// Simulator profiles a target's `sim_profile` may name.
-pub const SIM_PROFILES: [&str; 3] = ["gpu", "wafer", "cpu"];
+pub const SIM_PROFILES: [&str; 4] = ["gpu", "wafer", "cpu", "fast"];
 
 /// Default per-request deadline.
 pub const DEFAULT_REQUEST_TIMEOUT: Duration = Duration::from_secs(300);

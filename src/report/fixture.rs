@@ -352,6 +352,7 @@ fn plan(o: &SyntheticOptions) -> Plan {
             session_interval: None,
             schedule: Default::default(),
             salt_key: 0,
+            ..Default::default()
         },
         link: "rtt=40ms".parse::<Link>().unwrap_or_default(),
         link_for_real_targets: false,

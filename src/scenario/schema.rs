@@ -87,6 +87,19 @@ pub struct LoadSpec {
     /// The server's prefix cache: `cold`, `warm`, `as-is`. Default: `cold` for real
     /// endpoints, `as-is` for the embedded simulator.
     pub cache: Option<crate::vocab::CacheMode>,
+    /// Open-loop request rate, requests per second (per cell, or per shared server under
+    /// `interleaved`). Exclusive with `session_interval`.
+    pub rate: Option<f64>,
+    /// Shape of open-loop arrivals: `poisson` (default), `constant`, `gamma`.
+    pub arrival: Option<crate::vocab::ArrivalKind>,
+    /// The gamma shape k for `arrival = "gamma"` (1 = Poisson, below 1 burstier).
+    pub burstiness: Option<f64>,
+    /// Stop dispatching once the measured phase has run this long (beside `sessions`).
+    pub duration: Option<Dur>,
+    /// Warm-up by time: run the load this long first, excluded from statistics.
+    pub warmup: Option<Dur>,
+    /// At most this many requests in flight per cell (per shared server when shared).
+    pub max_in_flight: Option<u32>,
 }
 
 /// `[matrix]`.

@@ -60,6 +60,7 @@ pub(crate) fn test_plan() -> Plan {
             session_interval: None,
             schedule: Default::default(),
             salt_key: 0,
+            ..Default::default()
         },
         link: "rtt=40ms".parse::<Link>().unwrap(),
         link_for_real_targets: false,

@@ -155,6 +155,21 @@ names! {
     }
 }
 
+names! {
+    /// The shape of open-loop arrivals, as written in `[load] arrival` / `--arrival` (the
+    /// plan resolves it, with `burstiness`, into `plan::arrival::Arrival`).
+    #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+    pub value_enum enum ArrivalKind ("arrival") {
+        /// Exponential gaps (independent arrivals).
+        #[default]
+        Poisson = "poisson",
+        /// Equal gaps, exactly 1/rate apart.
+        Constant = "constant",
+        /// Gamma gaps with shape `burstiness` (1 = Poisson, below 1 burstier).
+        Gamma = "gamma",
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

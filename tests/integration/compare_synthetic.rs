@@ -88,6 +88,7 @@ fn plan(scenario_hash: &str, link: &str, transports: &[TransportKind]) -> Plan {
             session_interval: None,
             schedule: Default::default(),
             salt_key: 0,
+            ..Default::default()
         },
         link: link.parse::<Link>().unwrap(),
         gate,

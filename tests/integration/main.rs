@@ -12,6 +12,7 @@ mod compare_synthetic;
 mod conn_lifecycle;
 mod data;
 mod llama;
+mod load_rate;
 mod load_schedule;
 mod report;
 mod run_e2e;

@@ -1,0 +1,241 @@
+//! One lane: sessions dispatched in order through one pool of session slots, under the
+//! run's stop conditions (`duration`, warm-up by time) and its cap on requests in flight
+//! (`max_in_flight`).
+//!
+//! Owns: each session's intended start (the plan's open-loop offset from the lane's start,
+//! or the moment a closed-loop slot frees), fresh sessions cycled from the lane's scripts
+//! (closed-loop warm-up by time, and a closed-loop `duration` without a session count, each
+//! with a new index and so its own cold-cache salt), the lane's dispatch deadline, and the
+//! admission of each request under `max_in_flight`.
+//! Does not own: what a session sends (`super::run_session`).
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use tokio::sync::{OwnedSemaphorePermit, Semaphore};
+use tokio_util::sync::CancellationToken;
+
+use super::{run_session, CellContext, Phase, Slot};
+use crate::clock::Clock;
+use crate::plan::{salt, SessionPlan};
+use crate::vocab::CacheMode;
+
+/// What the sessions of a lane share.
+#[derive(Clone)]
+pub(super) struct Lane {
+    /// Cancelled when the run stops dispatching (Ctrl-C) or the lane's `duration` is up.
+    pub stop: CancellationToken,
+    /// The `max_in_flight` places, when capped.
+    in_flight: Option<Arc<Semaphore>>,
+}
+
+/// A request's place under `max_in_flight`, held until its exchange ends.
+pub(super) struct Admitted {
+    _permit: Option<OwnedSemaphorePermit>,
+}
+
+impl Lane {
+    /// Waits for a place for one request; `None` when dispatch stopped first (the request
+    /// is then not sent). The request keeps its intended start, so the wait shows in TTFT.
+    pub async fn admit(&self) -> Option<Admitted> {
+        let Some(places) = &self.in_flight else {
+            return (!self.stop.is_cancelled()).then_some(Admitted { _permit: None });
+        };
+        tokio::select! {
+            biased;
+            _ = self.stop.cancelled() => None,
+            p = places.clone().acquire_owned() => p.ok().map(|p| Admitted { _permit: Some(p) }),
+        }
+    }
+}
+
+/// Sleeps until `ns` on the run clock; false if `stop` was cancelled first.
+pub(super) async fn sleep_until_ns(clock: Clock, stop: &CancellationToken, ns: u64) -> bool {
+    let deadline = clock.instant(ns);
+    tokio::select! {
+        _ = crate::clock::timer::sleep_until(deadline) => true,
+        _ = stop.cancelled() => false,
+    }
+}
+
+/// Session slots and the sessions running in them.
+struct Dispatch {
+    slots: Arc<Semaphore>,
+    sessions: tokio::task::JoinSet<()>,
+    lane: Lane,
+}
+
+impl Dispatch {
+    /// A free session slot; `None` once the lane stopped.
+    async fn slot(&self) -> Option<OwnedSemaphorePermit> {
+        tokio::select! {
+            biased;
+            _ = self.lane.stop.cancelled() => None,
+            p = self.slots.clone().acquire_owned() => p.ok(),
+        }
+    }
+
+    fn spawn(
+        &mut self,
+        ctx: &CellContext,
+        session: SessionPlan,
+        intended: u64,
+        slot: OwnedSemaphorePermit,
+    ) {
+        let (ctx, lane) = (ctx.clone(), self.lane.clone());
+        self.sessions.spawn(async move {
+            run_session(&ctx, &lane, &session, intended).await;
+            drop(slot);
+        });
+    }
+}
+
+/// New session indices per cell of the lane, after every index the plan uses.
+struct Fresh {
+    next: Vec<Option<u32>>,
+}
+
+impl Fresh {
+    /// A fresh session running `script`'s turns in cell `i` of the lane; `None` when the
+    /// cell's cold-cache salts would no longer be distinct.
+    fn session(
+        &mut self,
+        cells: &[CellContext],
+        i: usize,
+        script: &SessionPlan,
+        warmup: bool,
+    ) -> Option<SessionPlan> {
+        let ctx = &cells[i];
+        let next = self.next[i].get_or_insert_with(|| {
+            let plan = &ctx.plan;
+            let top = plan.sessions.iter().map(|s| s.index + 1).max().unwrap_or(0);
+            let warm = plan.sessions_of_cell(ctx.index as usize) - plan.sessions.len();
+            top + warm as u32
+        });
+        if ctx.cell.cache == CacheMode::Cold && u64::from(*next) >= salt::LIMITS.1 {
+            return None;
+        }
+        let index = *next;
+        *next += 1;
+        Some(SessionPlan {
+            index,
+            warmup,
+            start_offset: Duration::ZERO,
+            turns: script.turns.clone(),
+        })
+    }
+}
+
+/// Dispatches `lane` in order through one pool of session slots (`concurrency`, or no cap
+/// under a request rate) and waits for every session to end.
+///
+/// Open loop: each session waits for its intended start (the lane's start + its offset),
+/// not for a slot, so a late slot shows up as dispatch lag from the intended start. Closed
+/// loop: a session starts when a slot frees and is measured from then. In the measured
+/// phase, a closed loop first runs fresh warm-up sessions until `warmup_duration` is over;
+/// `duration` stops all dispatch that long after the warm-up (sessions in progress end
+/// `interrupted`, requests in flight finish); with no session count a closed loop keeps
+/// starting fresh sessions until then.
+pub(super) async fn run_lane(cells: &[CellContext], lane: Vec<Slot>, phase: Phase) {
+    let Some(first) = cells.first() else { return };
+    let plan = first.plan.clone();
+    let load = &plan.load;
+    let clock = first.clock;
+    let measured = phase == Phase::Measured;
+    let lane_start = clock.now_ns();
+    let warm_ns = match load.warmup_duration {
+        Some(w) if measured => w.as_nanos() as u64,
+        _ => 0,
+    };
+    let warm_end = lane_start + warm_ns;
+    let stop = first.stop.dispatch.child_token();
+    let timer = load.duration.filter(|_| measured).map(|d| {
+        let (stop, at) = (stop.clone(), warm_end + d.as_nanos() as u64);
+        tokio::spawn(async move {
+            crate::clock::timer::sleep_until(clock.instant(at)).await;
+            stop.cancel();
+        })
+    });
+    let open = load.open_loop();
+    let mut d = Dispatch {
+        slots: Arc::new(Semaphore::new(load.session_slots())),
+        sessions: tokio::task::JoinSet::new(),
+        lane: Lane {
+            stop: stop.clone(),
+            in_flight: load
+                .max_in_flight
+                .map(|m| Arc::new(Semaphore::new(m.max(1) as usize))),
+        },
+    };
+    let cycle_warm = !open && warm_ns > 0;
+    let cycle_measured = !open && measured && load.sessions_from_duration;
+    let scripts: Vec<(usize, SessionPlan)> = if cycle_warm || cycle_measured {
+        lane.iter().map(|(i, s, _)| (*i, s.clone())).collect()
+    } else {
+        Vec::new()
+    };
+    let mut fresh = Fresh {
+        next: vec![None; cells.len()],
+    };
+
+    'run: {
+        // Closed-loop warm-up by time: fresh warm-up sessions while it lasts.
+        if cycle_warm {
+            for k in 0.. {
+                let Some((i, script)) = scripts.get(k % scripts.len().max(1)) else {
+                    break;
+                };
+                let Some(slot) = d.slot().await else {
+                    break 'run;
+                };
+                let now = clock.now_ns();
+                if now >= warm_end {
+                    break;
+                }
+                let Some(s) = fresh.session(cells, *i, script, true) else {
+                    break;
+                };
+                d.spawn(&cells[*i], s, now, slot);
+            }
+        }
+        for (i, session, offset) in lane {
+            let intended = lane_start + offset.as_nanos() as u64;
+            // Open loop: wait for the arrival time (not for a slot) before taking a slot.
+            if !sleep_until_ns(clock, &stop, intended).await {
+                break 'run;
+            }
+            let Some(slot) = d.slot().await else {
+                break 'run;
+            };
+            let intended = if open { intended } else { clock.now_ns() };
+            d.spawn(&cells[i], session, intended, slot);
+        }
+        // Closed loop under a duration without a session count: keep going until it is up.
+        if cycle_measured {
+            for k in 0.. {
+                let Some((i, script)) = scripts.get(k % scripts.len().max(1)) else {
+                    break;
+                };
+                let Some(slot) = d.slot().await else {
+                    break 'run;
+                };
+                let Some(s) = fresh.session(cells, *i, script, false) else {
+                    break;
+                };
+                d.spawn(&cells[*i], s, clock.now_ns(), slot);
+            }
+        }
+    }
+    while let Some(joined) = d.sessions.join_next().await {
+        // A session that panicked is a bug: fail the cell (and the run) loudly rather
+        // than lose the session's requests without a word.
+        if let Err(e) = joined {
+            if e.is_panic() {
+                std::panic::resume_unwind(e.into_panic());
+            }
+        }
+    }
+    if let Some(t) = timer {
+        t.abort();
+    }
+}
