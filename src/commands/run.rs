@@ -5,13 +5,14 @@ use std::sync::Arc;
 use crate::cli::RunArgs;
 use crate::plan::{self, Plan};
 use crate::runner::{self, Options};
+use crate::vocab::ArrivalKind;
 
 use super::{EXIT_INTERRUPTED, EXIT_OK};
 
 /// Executes `spark-bench run`; returns the exit code.
 pub async fn execute(args: RunArgs) -> anyhow::Result<u8> {
     if let Some(spec) = args.sweep.clone() {
-        return sweep(args, spec).await;
+        return sweep(args, *spec).await;
     }
     let plan = Arc::new(load_plan(&args)?);
     for w in &plan.warnings {
@@ -77,6 +78,7 @@ async fn sweep(args: RunArgs, spec: plan::sweep::SweepSpec) -> anyhow::Result<u8
         progress: crate::progress::Mode::detect(args.quiet || args.json),
         realtime: args.realtime,
     };
+    let scenario_arrival = crate::scenario::load(&args.scenario)?.scenario.load.arrival;
     let build = |load: runner::sweep::PointLoad| -> anyhow::Result<Plan> {
         let mut a = args.clone();
         match load {
@@ -86,8 +88,18 @@ async fn sweep(args: RunArgs, spec: plan::sweep::SweepSpec) -> anyhow::Result<u8
                 load_plan(&a)
             }
             runner::sweep::PointLoad::Rate(r) => {
-                a.sessions = Some(plan::sweep::sessions_for_rate(base.load.sessions, r));
-                Ok(plan::sweep::at_session_rate(&load_plan(&a)?, r))
+                // Open-loop request rate (`--rate`), constant arrivals unless the command
+                // line or the scenario chose a shape.
+                a.rate = Some(r);
+                a.concurrency = None;
+                a.arrival = a
+                    .arrival
+                    .or(scenario_arrival)
+                    .or(Some(ArrivalKind::Constant));
+                if base.load.duration.is_none() {
+                    a.sessions = Some(plan::sweep::sessions_for_rate(base.load.sessions, r));
+                }
+                load_plan(&a)
             }
         }
     };

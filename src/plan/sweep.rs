@@ -2,12 +2,10 @@
 //! load point.
 //!
 //! Owns: the `--sweep` syntax (`concurrency=1,2,4,8`, `rate=2,4,8`, `concurrency=auto`,
-//! `rate=auto`), and turning a plan into the plan of a rate point. Pure.
+//! `rate=auto`), and how many sessions a point runs. Pure. A point's load itself is set
+//! through `plan::Overrides` (`concurrency`, or `rate` with its arrival shape).
 
 use std::fmt;
-use std::time::Duration;
-
-use super::Plan;
 
 /// The load parameter a sweep varies.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -43,6 +41,11 @@ impl SweepSpec {
     /// True for `…=auto`.
     pub fn is_auto(&self) -> bool {
         self.values.is_empty()
+    }
+
+    /// [`SweepSpec::parse`], boxed (for the command line's argument struct).
+    pub fn parse_boxed(text: &str) -> Result<Box<SweepSpec>, String> {
+        SweepSpec::parse(text).map(Box::new)
     }
 
     /// Parses `concurrency=1,2,4`, `rate=0.5,1,2` or `…=auto`; the error shows the forms.
@@ -111,24 +114,11 @@ pub fn sessions_for_concurrency(plan_sessions: u32, concurrency: u32) -> u32 {
         .min(100_000)
 }
 
-/// Sessions a rate point runs: the plan's, raised to one second of arrivals (and at least 8).
+/// Sessions a rate point runs: the plan's, raised to ⌈rate⌉ (and at least 8): one second of
+/// arrivals for single-turn sessions (a session of R requests claims R arrival instants, so
+/// R seconds for those). A scenario with a `duration` keeps its own count.
 pub fn sessions_for_rate(plan_sessions: u32, rate: f64) -> u32 {
     plan_sessions.max(rate.ceil().max(8.0) as u32).min(100_000)
-}
-
-/// The plan driven at `rate` new sessions per second: evenly spaced session starts
-/// `1 / rate` apart (constant-rate points, as GuideLLM's sweep uses; for single-turn sessions
-/// this is the request rate), and no concurrency cap below the session count, so arrivals
-/// never wait for a slot. Latencies count from these intended starts.
-pub fn at_session_rate(plan: &Plan, rate: f64) -> Plan {
-    let mut p = plan.clone();
-    let gap = Duration::from_secs_f64(1.0 / rate.max(1e-6));
-    p.load.session_interval = Some(gap);
-    p.load.concurrency = p.load.sessions.clamp(1, 10_000);
-    for (i, s) in p.sessions.iter_mut().filter(|s| !s.warmup).enumerate() {
-        s.start_offset = gap.saturating_mul(i as u32);
-    }
-    p
 }
 
 #[cfg(test)]

@@ -139,7 +139,7 @@ pub async fn run(
     let dir = out.join(&id);
     let load_note = match spec.param {
         SweepParam::Concurrency => "closed loop: each point keeps `concurrency` sessions in flight per cell".to_string(),
-        SweepParam::Rate => "open loop: Poisson session starts at `rate` per second (for single-turn sessions, the request rate), no concurrency cap".to_string(),
+        SweepParam::Rate => "open loop: `rate` requests per second per cell (constant arrivals unless --arrival or [load] arrival says otherwise), no concurrency cap".to_string(),
     };
     let mut st = State {
         dir: dir.clone(),
