@@ -623,6 +623,41 @@ mod tests {
     }
 
     #[test]
+    fn goodput_counts_requests_that_met_every_per_request_slo() {
+        let slo = crate::plan::Slo {
+            ttft: crate::plan::SloBound::parse("150ms").ok(),
+            e2e: crate::plan::SloBound::parse("p50<=100ms").ok(),
+            ..Default::default()
+        };
+        let mut rec = Recorder::with_slo(slo);
+        // TTFT 100, 200 and 120 ms (11 tokens 10 ms apart: e2e = TTFT + 100 ms); one failure.
+        rec.add_request(&req("http", 50, 100, 11, 10));
+        rec.add_request(&req("http", 50, 200, 11, 10));
+        rec.add_request(&req("http", 50, 120, 11, 10));
+        rec.add_request(&RequestRecord {
+            outcome: OutcomeKind::Timeout,
+            ..req("http", 1, 1, 1, 1)
+        });
+        let s = Summary::from_recorder(&rec);
+        let c = s.cell("sim", "http").unwrap();
+        let g = c.goodput.as_ref().unwrap();
+        assert_eq!((g.good_requests, g.good_output_tokens), (2, 22));
+        // The window: intended start 0 to the last token at 300 ms.
+        assert!((g.good_req_s - 2.0 / c.span_s).abs() < 1e-9 && (c.span_s - 0.3).abs() < 1e-9);
+        // e2e p50 is 220 ms: the load point misses its percentile SLO.
+        assert!(
+            !g.slo_met && g.misses[0].starts_with("e2e p50"),
+            "{:?}",
+            g.misses
+        );
+        assert!(table(&s).contains("good req/s (tok/s)"), "{}", table(&s));
+        // No SLO, no goodput.
+        let mut plain = Recorder::new();
+        plain.add_request(&req("http", 50, 100, 11, 10));
+        assert!(Summary::from_recorder(&plain).cells[0].goodput.is_none());
+    }
+
+    #[test]
     fn percent_text() {
         assert_eq!(percent(-81.4), "\u{2212}81%");
         assert_eq!(percent(12.6), "+13%");

@@ -145,6 +145,12 @@ async fn concurrency_sweep_finds_the_capacity_and_goodput_matches_the_script() {
     spark_bench::store::LoadedRun::open(&dir.join(&s.points[0].dir)).unwrap();
     let written = spark_bench::report::sweep::render_sweep(&dir).unwrap();
     assert!(written.iter().any(|p| p.ends_with("charts/sweep_ttft.svg")));
+    let md = std::fs::read_to_string(dir.join("report.md")).unwrap();
+    let knee_text = spark_bench::recorder::sweep::num(knee);
+    assert!(
+        md.contains(&format!("| cap8 | http2 | concurrency {knee_text} |")),
+        "{md}"
+    );
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

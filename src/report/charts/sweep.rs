@@ -185,11 +185,8 @@ pub fn draw<DB: DrawingBackend>(
                 .draw_series([Circle::new((k.value, y), 9, col.stroke_width(2))])
                 .map_err(de)?;
             chart
-                .draw_series([Text::new(
-                    "knee".to_string(),
-                    (k.value, y),
-                    font(14).color(&col),
-                )])
+                .draw_series([EmptyElement::at((k.value, y))
+                    + Text::new("knee".to_string(), (12, -22), font(14).color(&col))])
                 .map_err(de)?;
         }
     }
