@@ -141,7 +141,8 @@ pub struct RunArgs {
     /// DIR/SWEEP_ID/ (sweep.json, points/NN-PARAM-VALUE/, a sweep report with the knee).
     /// concurrency=1,2,4,8 (closed loop; each point runs at least 4 × concurrency
     /// sessions), rate=2,4,8 (requests/s, open loop; at least one second of arrivals),
-    /// or concurrency=auto / rate=auto to find the saturation point (README, "Sweeps").
+    /// or concurrency=auto / rate=auto to find the saturation point (README, "Sweeps and
+    /// goodput").
     #[arg(long, value_name = "PARAM=V1,V2,…|auto", value_parser = crate::plan::sweep::SweepSpec::parse_boxed)]
     pub sweep: Option<Box<crate::plan::sweep::SweepSpec>>,
 }
