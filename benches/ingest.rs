@@ -121,6 +121,7 @@ fn target(sim: &SimHandle) -> Target {
         transports: TransportKind::ALL.to_vec(),
         net: Default::default(),
         ignore_eos: false,
+        sim_profile_file: None,
     }
 }
 

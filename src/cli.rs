@@ -37,7 +37,7 @@ pub enum Command {
 }
 
 /// `spark-bench run`.
-#[derive(Debug, Args)]
+#[derive(Debug, Clone, Args)]
 pub struct RunArgs {
     /// Scenario file (TOML), e.g. scenarios/snake.toml.
     pub scenario: PathBuf,
@@ -139,6 +139,14 @@ pub struct RunArgs {
     /// Compare this run against the named baseline after it finishes (exit 1 on regression).
     #[arg(long, value_name = "NAME")]
     pub baseline: Option<String>,
+    /// Run a load sweep: one full run per load point, every target × transport, into
+    /// DIR/SWEEP_ID/ (sweep.json, points/NN-PARAM-VALUE/, a sweep report with the knee).
+    /// concurrency=1,2,4,8 (closed loop; each point runs at least 4 × concurrency
+    /// sessions), rate=2,4,8 (requests/s, open loop; at least one second of arrivals),
+    /// or concurrency=auto / rate=auto to find the saturation point (README, "Sweeps and
+    /// goodput").
+    #[arg(long, value_name = "PARAM=V1,V2,…|auto", value_parser = crate::plan::sweep::SweepSpec::parse_boxed)]
+    pub sweep: Option<Box<crate::plan::sweep::SweepSpec>>,
 }
 
 /// `spark-bench serve`.

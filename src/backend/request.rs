@@ -314,6 +314,7 @@ pub(crate) mod tests {
             transports: TransportKind::ALL.to_vec(),
             net: Default::default(),
             ignore_eos: false,
+            sim_profile_file: None,
         }
     }
 

@@ -5,11 +5,15 @@ use std::sync::Arc;
 use crate::cli::RunArgs;
 use crate::plan::{self, Plan};
 use crate::runner::{self, Options};
+use crate::vocab::ArrivalKind;
 
 use super::{EXIT_INTERRUPTED, EXIT_OK};
 
 /// Executes `spark-bench run`; returns the exit code.
 pub async fn execute(args: RunArgs) -> anyhow::Result<u8> {
+    if let Some(spec) = args.sweep.clone() {
+        return sweep(args, *spec).await;
+    }
     let plan = Arc::new(load_plan(&args)?);
     for w in &plan.warnings {
         errln!("warning: {w}");
@@ -60,6 +64,78 @@ pub async fn execute(args: RunArgs) -> anyhow::Result<u8> {
     }
     if let Some(name) = &args.baseline {
         return super::compare::gate_against_baseline(name, &outcome.dir);
+    }
+    Ok(EXIT_OK)
+}
+
+/// `spark-bench run --sweep`: one run per load point, the sweep table and report.
+async fn sweep(args: RunArgs, spec: plan::sweep::SweepSpec) -> anyhow::Result<u8> {
+    if args.save_baseline.is_some() || args.baseline.is_some() {
+        anyhow::bail!("--sweep writes one run per load point; --save-baseline and --baseline take a single run (run `spark-bench compare` on a point's directory instead)");
+    }
+    let base = load_plan(&args)?;
+    for w in &base.warnings {
+        errln!("warning: {w}");
+    }
+    let options = Options {
+        progress: crate::progress::Mode::detect(args.quiet || args.json),
+        realtime: args.realtime,
+    };
+    let scenario_arrival = crate::scenario::load(&args.scenario)?.scenario.load.arrival;
+    let build = |load: runner::sweep::PointLoad| -> anyhow::Result<Plan> {
+        let mut a = args.clone();
+        match load {
+            runner::sweep::PointLoad::Concurrency(c) => {
+                a.concurrency = Some(c);
+                a.sessions = Some(plan::sweep::sessions_for_concurrency(base.load.sessions, c));
+                load_plan(&a)
+            }
+            runner::sweep::PointLoad::Rate(r) => {
+                // Open-loop request rate (`--rate`), constant arrivals unless the command
+                // line or the scenario chose a shape.
+                a.rate = Some(r);
+                a.concurrency = None;
+                a.arrival = a
+                    .arrival
+                    .or(scenario_arrival)
+                    .or(Some(ArrivalKind::Constant));
+                if base.load.duration.is_none() {
+                    a.sessions = Some(plan::sweep::sessions_for_rate(base.load.sessions, r));
+                }
+                load_plan(&a)
+            }
+        }
+    };
+    let outcome = runner::sweep::run(
+        &spec,
+        &base.scenario_name,
+        &base.slo.describe(),
+        &build,
+        &args.out,
+        options,
+    )
+    .await?;
+    if args.json {
+        outln!("{}", serde_json::to_string_pretty(&outcome.summary)?);
+    } else {
+        outln!("{}", crate::recorder::sweep::sweep_table(&outcome.summary));
+    }
+    errln!("sweep: {}", outcome.dir.display());
+    if !args.no_report {
+        match crate::report::sweep::render_sweep(&outcome.dir) {
+            Ok(paths) => {
+                if let Some(html) = paths
+                    .iter()
+                    .find(|p| p.extension().is_some_and(|e| e == "html"))
+                {
+                    errln!("report: {}", html.display());
+                }
+            }
+            Err(e) => errln!("warning: the sweep report could not be rendered: {e:#}"),
+        }
+    }
+    if outcome.interrupted {
+        return Ok(EXIT_INTERRUPTED);
     }
     Ok(EXIT_OK)
 }

@@ -17,10 +17,13 @@ pub mod arrival;
 mod build;
 pub mod salt;
 pub mod schedule;
+pub mod slo;
+pub mod sweep;
 pub mod targets;
 pub mod workload;
 
 pub use build::{build, Overrides, PlanError};
+pub use slo::{Slo, SloBound};
 
 // Seed streams of the plan's RNG, so adding randomness in one place never shifts another.
 const STREAM_ARRIVALS: u64 = 1;
@@ -76,6 +79,9 @@ pub struct Plan {
     /// sized it; `None` for hand-written `[[turns]]` (and in older manifests).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub workload: Option<workload::WorkloadInfo>,
+    /// The scenario's `[slo]` (empty when it has none); goodput is counted against it.
+    #[serde(default, skip_serializing_if = "Slo::is_empty")]
+    pub slo: Slo,
 }
 
 impl Plan {
@@ -229,6 +235,10 @@ pub struct Target {
     /// output length is `max_tokens` rather than wherever the model stops.
     #[serde(default)]
     pub ignore_eos: bool,
+    /// Embedded simulator: a profile TOML file layered on `sim_profile` (absolute, resolved
+    /// against the file that named it). Read when the run starts, not by the plan.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub sim_profile_file: Option<std::path::PathBuf>,
 }
 
 /// How a target is reached on the user's network: extra CA certificates, a client

@@ -89,6 +89,7 @@ fn sim_target(name: &str, profile: &str, hardware: &str) -> Target {
         transports: TransportKind::ALL.to_vec(),
         net: Default::default(),
         ignore_eos: false,
+        sim_profile_file: None,
     }
 }
 
@@ -115,11 +116,15 @@ pub fn resolve(name: &str, layers: &[(&str, &TargetSpec)]) -> Result<Target, Pla
         None => {
             // A new target: it needs somewhere to go.
             let base_url = layers.iter().rev().find_map(|(_, s)| s.base_url.clone());
-            let profile = layers.iter().rev().find_map(|(_, s)| s.sim_profile.clone());
+            let profile = layers.iter().rev().find_map(|(_, s)| {
+                s.sim_profile
+                    .clone()
+                    .or_else(|| s.sim_profile_file.as_ref().map(|_| "gpu".to_string()))
+            });
             match (base_url, profile) {
                 (None, None) => {
                     return Err(PlanError::new(format!(
-                        "[targets.{name}] in {origin} has neither `base_url` nor `sim_profile`; add `base_url = \"https://host/v1\"` for a real endpoint or `sim_profile = \"gpu\"` for the embedded simulator"
+                        "[targets.{name}] in {origin} has neither `base_url` nor `sim_profile`; add `base_url = \"https://host/v1\"` for a real endpoint, or `sim_profile = \"gpu\"` (or `sim_profile_file = \"profiles/cap8.toml\"`) for the embedded simulator"
                     )))
                 }
                 (Some(_), _) => Target {
@@ -139,9 +144,16 @@ pub fn resolve(name: &str, layers: &[(&str, &TargetSpec)]) -> Result<Target, Pla
         if let Some(v) = &s.base_url {
             t.base_url = Some(v.trim_end_matches('/').to_string());
             t.sim_profile = None;
+            t.sim_profile_file = None;
         }
         if let Some(v) = &s.sim_profile {
             t.sim_profile = Some(v.clone());
+            t.base_url = None;
+        }
+        if let Some(v) = &s.sim_profile_file {
+            // The file's `base` (or `sim_profile`, or `gpu`) is the profile it layers on.
+            t.sim_profile_file = Some(relative_to(layer_origin, v));
+            t.sim_profile.get_or_insert_with(|| "gpu".to_string());
             t.base_url = None;
         }
         if let Some(v) = s.api {

@@ -96,6 +96,12 @@ pub struct CellStats {
     /// Samples a histogram refused (cannot happen with auto-resize unless a value
     /// overflows `u64`); reported so nothing is dropped silently.
     pub unrecordable: u64,
+    /// Measured requests that were good under the recorder's SLOs (see
+    /// `plan::Slo::request_is_good`); 0 when it has none.
+    pub good_requests: u64,
+    /// Output tokens (as the request recorded them: server-reported usage, or the chunk
+    /// count when the server reported none) of those good requests.
+    pub good_output_tokens: u64,
 }
 
 impl CellStats {
@@ -166,6 +172,8 @@ impl CellStats {
         self.chunks += other.chunks;
         self.input_tokens += other.input_tokens;
         self.input_token_requests += other.input_token_requests;
+        self.good_requests += other.good_requests;
+        self.good_output_tokens += other.good_output_tokens;
         if let Some(s) = other.first_intended_ns {
             self.extend_span(s, other.last_end_ns);
         }
@@ -207,6 +215,8 @@ pub struct Recorder {
     cells: BTreeMap<CellKey, CellStats>,
     /// One sampled session per cell (see `timeline`): bounded, for the report's timeline.
     timelines: BTreeMap<CellKey, SessionTimeline>,
+    /// The SLOs goodput is counted against (empty: no goodput).
+    slo: crate::plan::Slo,
 }
 
 /// A snapshot for the progress display.
@@ -227,6 +237,19 @@ impl Recorder {
     /// An empty recorder.
     pub fn new() -> Self {
         Self::default()
+    }
+
+    /// An empty recorder that counts good requests against `slo` (the plan's `[slo]`).
+    pub fn with_slo(slo: crate::plan::Slo) -> Self {
+        Recorder {
+            slo,
+            ..Self::default()
+        }
+    }
+
+    /// The SLOs goodput is counted against.
+    pub fn slo(&self) -> &crate::plan::Slo {
+        &self.slo
     }
 
     /// Makes sure `key` appears in summaries even if none of its requests completed.
@@ -270,6 +293,10 @@ impl Recorder {
         }
         cell.extend_span(r.intended_ns, r.end_ns.or(r.last_token_ns));
         cell.output_tokens += u64::from(r.output_tokens);
+        if !self.slo.is_empty() && self.slo.request_is_good(r) {
+            cell.good_requests += 1;
+            cell.good_output_tokens += u64::from(r.output_tokens);
+        }
         cell.chunks += r.chunks.len() as u64;
         if let Some(input) = r.input_tokens {
             cell.input_tokens += u64::from(input);

@@ -4,10 +4,12 @@
 //! * [`histograms`]: the [`Recorder`]: one histogram per metric × cell, counters, merge.
 //! * [`summary`]: percentiles in natural units, "vs http" changes, the terminal table.
 //! * [`timeline`]: the bounded per-cell sample of one session's full records, for reports.
+//! * [`sweep`]: a sweep's load points folded into curves, the knee, the sweep table.
 
 pub mod histograms;
 pub mod metrics;
 pub mod summary;
+pub mod sweep;
 pub mod timeline;
 
 pub use histograms::*;

@@ -97,6 +97,35 @@ pub struct CellSummary {
     /// Mean output tokens per successful measured request; absent when none succeeded.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub mean_output_tokens: Option<f64>,
+    /// Goodput under the scenario's `[slo]`; absent when it has none.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub goodput: Option<Goodput>,
+}
+
+/// Goodput of one cell: what met the scenario's `[slo]`.
+///
+/// A request is good when it succeeded and meets every per-request SLO (see `plan::slo`).
+/// Rates are over the cell's measured window, `span_s` (earliest intended start to latest
+/// end of its successful measured requests), the same window as `aggregate_output_tok_s`.
+/// Tokens are the output tokens each good request recorded: the server's usage report, or
+/// the chunk count when the server sent none (`token_sources` says which).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Goodput {
+    /// The SLOs, e.g. `ttft <=500ms, tpot p90<=20ms`.
+    pub slo: String,
+    /// Good measured requests.
+    pub good_requests: u64,
+    /// Output tokens of the good requests.
+    pub good_output_tokens: u64,
+    /// `good_requests / span_s` (0 when the span is 0).
+    pub good_req_s: f64,
+    /// `good_output_tokens / span_s` (0 when the span is 0).
+    pub good_output_tok_s: f64,
+    /// True when every percentile SLO (`p90<=…`) holds over the cell's successful measured
+    /// requests (true when none is set).
+    pub slo_met: bool,
+    /// The percentile SLOs that did not hold, e.g. `ttft p90 612 ms > 500 ms`.
+    pub misses: Vec<String>,
 }
 
 /// Statistics of one metric in one cell, in the metric's natural unit (`unit`).
@@ -154,7 +183,11 @@ impl Summary {
         let mut cells: Vec<CellSummary> = rec
             .cells()
             .iter()
-            .map(|(k, c)| cell_summary(&k.target, &k.transport, c))
+            .map(|(k, c)| {
+                let mut s = cell_summary(&k.target, &k.transport, c);
+                s.goodput = goodput(rec.slo(), c, s.span_s);
+                s
+            })
             .collect();
         // vs http: a second pass, once every cell's p50s are known.
         let http_p50: BTreeMap<(String, String), f64> = cells
@@ -251,7 +284,43 @@ fn cell_summary(target: &str, transport: &str, c: &CellStats) -> CellSummary {
         mean_input_tokens: (c.input_token_requests > 0)
             .then(|| c.input_tokens as f64 / c.input_token_requests as f64),
         mean_output_tokens: (c.ok() > 0).then(|| c.output_tokens as f64 / c.ok() as f64),
+        goodput: None,
     }
+}
+
+/// The cell's goodput under `slo`; `None` when there is no SLO.
+fn goodput(slo: &crate::plan::Slo, c: &CellStats, span_s: f64) -> Option<Goodput> {
+    if slo.is_empty() {
+        return None;
+    }
+    let mut misses = Vec::new();
+    for (name, b) in slo.bounds() {
+        let Some(p) = b.percentile else { continue };
+        let limit_ms = b.limit.as_secs_f64() * 1e3;
+        match Metric::from_name(name).and_then(|m| c.histogram(m)) {
+            Some(h) => {
+                let v = h.value_at_quantile(p / 100.0) as f64;
+                if !b.met_by_ns(v) {
+                    misses.push(format!(
+                        "{name} p{p} {} ms > {} ms",
+                        num(v / 1e6),
+                        num(limit_ms)
+                    ));
+                }
+            }
+            None => misses.push(format!("{name} p{p}: no successful request measured it")),
+        }
+    }
+    let rate = |n: u64| if span_s > 0.0 { n as f64 / span_s } else { 0.0 };
+    Some(Goodput {
+        slo: slo.describe(),
+        good_requests: c.good_requests,
+        good_output_tokens: c.good_output_tokens,
+        good_req_s: rate(c.good_requests),
+        good_output_tok_s: rate(c.good_output_tokens),
+        slo_met: misses.is_empty(),
+        misses,
+    })
 }
 
 /// The terminal table: one row per target × transport with p50/p90/p99 of TTFT, overhead and
@@ -273,6 +342,11 @@ pub fn table(summary: &Summary) -> String {
         "tokens in/out",
         "vs http (p50)",
     ];
+    let with_goodput = summary.cells.iter().any(|c| c.goodput.is_some());
+    let mut header: Vec<&str> = header.to_vec();
+    if with_goodput {
+        header.insert(header.len() - 1, "good req/s (tok/s)");
+    }
     let mut rows: Vec<Vec<String>> = vec![header.iter().map(|s| s.to_string()).collect()];
     for c in &summary.cells {
         let triple = |m: Metric| {
@@ -304,6 +378,18 @@ pub fn table(summary: &Summary) -> String {
             tokens_in_out_text(c),
             vs_http_text(c),
         ]);
+        if with_goodput {
+            let g = c.goodput.as_ref().map_or_else(
+                || "-".to_string(),
+                |g| {
+                    let miss = if g.slo_met { "" } else { " SLO missed" };
+                    format!("{} ({}){miss}", num(g.good_req_s), num(g.good_output_tok_s))
+                },
+            );
+            let row = rows.last_mut().expect("a row was just pushed");
+            let at = row.len() - 1;
+            row.insert(at, g);
+        }
     }
     let widths: Vec<usize> = (0..header.len())
         .map(|i| rows.iter().map(|r| r[i].chars().count()).max().unwrap_or(0))
@@ -553,6 +639,41 @@ mod tests {
         // JSON round trip keeps everything.
         let back: Summary = serde_json::from_str(&serde_json::to_string(&s).unwrap()).unwrap();
         assert_eq!(back, s);
+    }
+
+    #[test]
+    fn goodput_counts_requests_that_met_every_per_request_slo() {
+        let slo = crate::plan::Slo {
+            ttft: crate::plan::SloBound::parse("150ms").ok(),
+            e2e: crate::plan::SloBound::parse("p50<=100ms").ok(),
+            ..Default::default()
+        };
+        let mut rec = Recorder::with_slo(slo);
+        // TTFT 100, 200 and 120 ms (11 tokens 10 ms apart: e2e = TTFT + 100 ms); one failure.
+        rec.add_request(&req("http", 50, 100, 11, 10));
+        rec.add_request(&req("http", 50, 200, 11, 10));
+        rec.add_request(&req("http", 50, 120, 11, 10));
+        rec.add_request(&RequestRecord {
+            outcome: OutcomeKind::Timeout,
+            ..req("http", 1, 1, 1, 1)
+        });
+        let s = Summary::from_recorder(&rec);
+        let c = s.cell("sim", "http").unwrap();
+        let g = c.goodput.as_ref().unwrap();
+        assert_eq!((g.good_requests, g.good_output_tokens), (2, 22));
+        // The window: intended start 0 to the last token at 300 ms.
+        assert!((g.good_req_s - 2.0 / c.span_s).abs() < 1e-9 && (c.span_s - 0.3).abs() < 1e-9);
+        // e2e p50 is 220 ms: the load point misses its percentile SLO.
+        assert!(
+            !g.slo_met && g.misses[0].starts_with("e2e p50"),
+            "{:?}",
+            g.misses
+        );
+        assert!(table(&s).contains("good req/s (tok/s)"), "{}", table(&s));
+        // No SLO, no goodput.
+        let mut plain = Recorder::new();
+        plain.add_request(&req("http", 50, 100, 11, 10));
+        assert!(Summary::from_recorder(&plain).cells[0].goodput.is_none());
     }
 
     #[test]

@@ -322,6 +322,7 @@ fn plan(o: &SyntheticOptions) -> Plan {
         transports: TransportKind::ALL.to_vec(),
         net: Default::default(),
         ignore_eos: false,
+        sim_profile_file: None,
     };
     let targets = [
         target("sim-gpu", "gpu", "GPU (simulated)"),
@@ -361,5 +362,6 @@ fn plan(o: &SyntheticOptions) -> Plan {
         warnings: Vec::new(),
         scenario_source: format!("name = {:?}\n", o.scenario),
         workload: None,
+        slo: Default::default(),
     }
 }

@@ -20,6 +20,10 @@
 //! <out>/charts/<chart>.png   (+ concurrency when the runs have several load levels)
 //! ```
 //!
+//! A sweep (`run --sweep`) gets its own report at the sweep level ([`sweep`]): the sweep
+//! table with the knees, and `charts/sweep_*.svg|png` (latency, throughput and goodput
+//! against load, one line per target × transport).
+//!
 //! # Performance check (1,000,000 requests)
 //!
 //! ```text
@@ -39,6 +43,7 @@ pub mod html;
 pub mod markdown;
 pub mod model;
 pub mod style;
+pub mod sweep;
 
 use std::path::{Path, PathBuf};
 

@@ -24,6 +24,7 @@ use crate::recorder::LiveStats;
 use crate::store::{RunStatus, RunWriter};
 
 pub mod record;
+pub mod sweep;
 pub mod targets;
 
 /// How to run a plan, beyond the plan itself.
@@ -122,7 +123,7 @@ pub async fn run(plan: Arc<Plan>, out: &Path, options: Options) -> anyhow::Resul
     ));
 
     // The recorder task owns the measurements and the incremental files.
-    let recorder_task = record::spawn(writer, rx, live_tx);
+    let recorder_task = record::spawn(plan.slo, writer, rx, live_tx);
 
     let driven = driver::run(
         plan.clone(),

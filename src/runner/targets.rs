@@ -86,13 +86,7 @@ pub async fn endpoints(
                 })
             }
             (None, Some(profile_name)) => {
-                let profile = sim::Profile::builtin(profile_name).with_context(|| {
-                    format!(
-                        "target {}: unknown simulator profile {profile_name:?} (known: {})",
-                        cell.target.name,
-                        sim::Profile::builtin_names().join(", ")
-                    )
-                })?;
+                let profile = sim_profile(&cell.target, profile_name)?;
                 let mut cfg = sim::SimConfig::new(profile);
                 // One seed per target, not per cell: every transport of a target gets the same
                 // answers to the same conversation, so only the transport differs.
@@ -122,6 +116,34 @@ pub async fn endpoints(
         }
     }
     Ok((endpoints, sims))
+}
+
+/// The simulator profile of a simulator target: the built-in `name`, with the target's
+/// `sim_profile_file` layered on top when it has one (read here, at run start). Errors name
+/// the target, the file and the fix.
+pub fn sim_profile(target: &plan::Target, name: &str) -> anyhow::Result<sim::Profile> {
+    let Some(path) = &target.sim_profile_file else {
+        return sim::Profile::builtin(name).with_context(|| {
+            format!(
+                "target {}: unknown simulator profile {name:?} (known: {})",
+                target.name,
+                sim::Profile::builtin_names().join(", ")
+            )
+        });
+    };
+    if !path.is_file() {
+        anyhow::bail!(
+            "target {}: sim_profile_file {} does not exist; the path is relative to the file that names it (write e.g. sim_profile_file = \"profiles/cap8.toml\" next to a profiles/ folder, or give an absolute path)",
+            target.name,
+            path.display()
+        );
+    }
+    sim::Profile::from_toml_file(path, name).map_err(|e| {
+        anyhow::anyhow!(
+            "target {}: sim_profile_file: {e:#}; a profile file holds the keys of README's \"Simulator profiles\" section, e.g. capacity = 8 and decode_tok_s = 1000.0",
+            target.name
+        )
+    })
 }
 
 /// What the manifest says about each real target's network: what its TLS trusts and
@@ -161,4 +183,57 @@ fn endpoint_trust(t: &plan::Target) -> anyhow::Result<Trust> {
     let trust =
         EndpointTrust::load(ca, client).map_err(|e| anyhow::anyhow!("target {}: {e:#}", t.name))?;
     Ok(Trust::Endpoint(Arc::new(trust)))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn target_from(dir: &std::path::Path, spec: &str) -> anyhow::Result<sim::Profile> {
+        let scenario = dir.join("s.toml");
+        let text = format!("name = \"s\"\n[targets.t]\n{spec}\n[[turns]]\nprompt = \"hi\"\n");
+        std::fs::write(&scenario, &text)?;
+        let s = crate::scenario::parse(&scenario.display().to_string(), &text)?;
+        let o = crate::plan::Overrides {
+            targets: vec!["t".into()],
+            ..Default::default()
+        };
+        let plan = crate::plan::build(&s, &scenario.display().to_string(), text.as_bytes(), &o)
+            .map_err(|e| anyhow::anyhow!(e.message))?;
+        let t = &plan.cells[0].target;
+        sim_profile(t, t.sim_profile.as_deref().unwrap_or("gpu"))
+    }
+
+    #[test]
+    fn sim_profile_file_is_relative_to_its_file_and_errors_say_the_fix() {
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::create_dir(dir.path().join("profiles")).unwrap();
+        std::fs::write(
+            dir.path().join("profiles/cap.toml"),
+            "capacity = 8\ndecode_tok_s = 500.0\n",
+        )
+        .unwrap();
+        let p = target_from(dir.path(), "sim_profile_file = \"profiles/cap.toml\"").unwrap();
+        assert_eq!((p.capacity, p.decode_tok_s), (8, 500.0));
+        // Layered on the target's sim_profile.
+        let p = target_from(
+            dir.path(),
+            "sim_profile = \"wafer\"\nsim_profile_file = \"profiles/cap.toml\"",
+        )
+        .unwrap();
+        assert_eq!(p.api_base, std::time::Duration::from_millis(40));
+        let e = target_from(dir.path(), "sim_profile_file = \"profiles/nope.toml\"")
+            .unwrap_err()
+            .to_string();
+        assert!(
+            e.contains("nope.toml") && e.contains("relative to the file"),
+            "{e}"
+        );
+        std::fs::write(dir.path().join("profiles/bad.toml"), "capacty = 8\n").unwrap();
+        let e = format!(
+            "{:#}",
+            target_from(dir.path(), "sim_profile_file = \"profiles/bad.toml\"").unwrap_err()
+        );
+        assert!(e.contains("bad.toml") && e.contains("capacty"), "{e}");
+    }
 }

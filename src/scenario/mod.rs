@@ -13,7 +13,7 @@ use std::path::Path;
 
 pub use error::{edit_distance, line_col, locate, suggest, ScenarioError};
 pub use schema::{
-    AgentSpec, Dur, LinkSpec, LoadSpec, MatrixSpec, Scenario, TargetSpec, TargetsFile,
+    AgentSpec, Dur, LinkSpec, LoadSpec, MatrixSpec, Scenario, SloSpec, TargetSpec, TargetsFile,
     ToolCallSpec, TurnSpec,
 };
 pub use workload::{DatasetFormat, DatasetSource, DistKind, DistSpec, WorkloadSpec};
@@ -236,6 +236,7 @@ mod tests {
             "name = \"x\"\n[targets.a]\nzzz = 1\n".to_string(),
             "name = \"x\"\n[workload]\nzzz = 1\n".to_string(),
             "name = \"x\"\n[workload]\ninput_tokens = { dist = \"fixed\", zzz = 1 }\n".to_string(),
+            "name = \"x\"\n[slo]\nzzz = 1\n".to_string(),
         ];
         let mut checked = 0;
         for text in &tables {

@@ -53,6 +53,22 @@ pub struct Scenario {
     pub gate: BTreeMap<String, String>,
     /// Synthetic token-length distributions or a dataset, instead of `[[turns]]`.
     pub workload: Option<super::workload::WorkloadSpec>,
+    /// Service-level objectives for goodput (`ttft = "500ms"`, `tpot = "p90<=20ms"`).
+    #[serde(default)]
+    pub slo: SloSpec,
+}
+
+/// `[slo]`: each key a per-request limit (`"500ms"`) or a percentile the load point must
+/// meet (`"p90<=500ms"`); see `plan::slo`.
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct SloSpec {
+    /// Time to first token, from the intended start.
+    pub ttft: Option<String>,
+    /// Time per output token after the first.
+    pub tpot: Option<String>,
+    /// Intended start to the last content token.
+    pub e2e: Option<String>,
 }
 
 /// `[load]`.
@@ -188,6 +204,9 @@ pub struct TargetSpec {
     pub proxy: Option<String>,
     /// Chat completions: send `ignore_eos: true` so the server generates `max_tokens`.
     pub ignore_eos: Option<bool>,
+    /// A simulator profile TOML file (relative to this file's folder), layered on
+    /// `sim_profile` (or the file's own `base`); read when the run starts.
+    pub sim_profile_file: Option<String>,
 }
 
 /// A `--targets FILE`: only `[targets.NAME]` tables.

@@ -21,6 +21,10 @@
 //!   histograms/<target>/<transport>/<metric>.hlog
 //!                                       HdrHistogram interval log (V2 deflate), one interval
 //! results/baselines/<name>/             a copy of a run directory, for the CI gate
+//! results/<sweep-id>/                   `--sweep`: sweep-id = YYYYMMDD-HHMMSS-<scenario>-sweep-<4 hex>
+//!   sweep.json                          `recorder::sweep::SweepSummary`: points, curves, knees
+//!   points/NN-<param>-<value>/          one complete run directory per load point
+//!   report.md, report.html, charts/     the sweep report
 //! ```
 //!
 //! All `*_ns` columns are nanoseconds since the run's monotonic origin; empty cells mean
@@ -36,6 +40,7 @@ mod hlog;
 mod manifest;
 mod reader;
 mod rows;
+mod sweep;
 mod writer;
 
 use std::path::{Path, PathBuf};
@@ -48,6 +53,7 @@ pub use manifest::{
 };
 pub use reader::{ChunkRows, LoadedRun, RequestRows, TimelineFile, TIMELINE_SCHEMA_VERSION};
 pub use rows::{ChunkRow, RequestRow, SessionRow, CHUNK_COLUMNS, REQUEST_COLUMNS, SESSION_COLUMNS};
+pub use sweep::{new_sweep_dir, read_sweep, write_sweep, SWEEP_FILE};
 pub use writer::{RunWriter, FLUSH_EVERY};
 
 /// `manifest.json`.

@@ -101,7 +101,14 @@ impl LoadedRun {
         } else {
             run.lenient = true;
             let mut skipped = 0;
-            let mut rec = Recorder::new();
+            // Goodput counts against the SLOs the run's plan had (none in older runs).
+            let slo = run
+                .manifest
+                .plan
+                .get("slo")
+                .and_then(|v| serde_json::from_value(v.clone()).ok())
+                .unwrap_or_default();
+            let mut rec = Recorder::with_slo(slo);
             for r in run.records_counting(&mut skipped)? {
                 rec.add_request(&r);
             }

@@ -33,6 +33,7 @@ pub(crate) fn test_plan() -> Plan {
         transports: TransportKind::ALL.to_vec(),
         net: Default::default(),
         ignore_eos: false,
+        sim_profile_file: None,
     };
     Plan {
         scenario_name: "smoke test".into(),
@@ -69,6 +70,7 @@ pub(crate) fn test_plan() -> Plan {
         warnings: vec!["a warning".into()],
         scenario_source: "name = \"smoke test\"\n".into(),
         workload: None,
+        slo: Default::default(),
     }
 }
 

@@ -35,6 +35,7 @@ fn target(api: ApiFlavour) -> Target {
         transports: TransportKind::ALL.to_vec(),
         net: Default::default(),
         ignore_eos: false,
+        sim_profile_file: None,
     }
 }
 

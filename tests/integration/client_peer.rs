@@ -312,6 +312,7 @@ fn target(peer: &Peer, api: ApiFlavour) -> Target {
         transports: TransportKind::ALL.to_vec(),
         net: Default::default(),
         ignore_eos: false,
+        sim_profile_file: None,
     }
 }
 

@@ -63,6 +63,7 @@ fn plan(scenario_hash: &str, link: &str, transports: &[TransportKind]) -> Plan {
         transports: TransportKind::ALL.to_vec(),
         net: Default::default(),
         ignore_eos: false,
+        sim_profile_file: None,
     };
     let mut gate = BTreeMap::new();
     gate.insert("overhead".to_string(), "+1ms".to_string());
@@ -95,6 +96,7 @@ fn plan(scenario_hash: &str, link: &str, transports: &[TransportKind]) -> Plan {
         warnings: Vec::new(),
         scenario_source: "name = \"synthetic\"\n".into(),
         workload: None,
+        slo: Default::default(),
         link_for_real_targets: false,
         description: String::new(),
     }

@@ -25,3 +25,4 @@ mod sim_groups;
 mod sim_wire;
 mod sim_ws;
 mod workload;
+mod sweep;

@@ -42,6 +42,7 @@ fn target(sim: &SimHandle, api: ApiFlavour) -> Target {
         transports: TransportKind::ALL.to_vec(),
         net: Default::default(),
         ignore_eos: false,
+        sim_profile_file: None,
     }
 }
 

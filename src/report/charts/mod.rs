@@ -10,6 +10,7 @@
 
 mod bars;
 mod distributions;
+pub mod sweep;
 mod timeline;
 mod waterfall;
 
@@ -147,6 +148,45 @@ pub fn size(kind: ChartKind, input: &ReportInput) -> (u32, u32) {
         ChartKind::Timeline => 100 + 46 * rows,
     };
     (WIDTH, h.min(6000))
+}
+
+/// A sweep chart as SVG, [`WIDTH`] × 480.
+pub fn sweep_svg(
+    kind: sweep::SweepChart,
+    s: &crate::recorder::sweep::SweepSummary,
+) -> anyhow::Result<String> {
+    ensure_fonts()?;
+    let mut out = String::new();
+    {
+        let root = SVGBackend::with_string(&mut out, (WIDTH, 480)).into_drawing_area();
+        sweep::draw(kind, s, &root)?;
+        root.present().map_err(de)?;
+    }
+    Ok(out)
+}
+
+/// A sweep chart as PNG bytes, the size of the SVG.
+pub fn sweep_png(
+    kind: sweep::SweepChart,
+    s: &crate::recorder::sweep::SweepSummary,
+) -> anyhow::Result<Vec<u8>> {
+    ensure_fonts()?;
+    let (w, h) = (WIDTH, 480);
+    let mut rgb = vec![0u8; (w as usize) * (h as usize) * 3];
+    {
+        let root = BitMapBackend::with_buffer(&mut rgb, (w, h)).into_drawing_area();
+        sweep::draw(kind, s, &root)?;
+        root.present().map_err(de)?;
+    }
+    let mut out = Vec::new();
+    {
+        let mut enc = png::Encoder::new(&mut out, w, h);
+        enc.set_color(png::ColorType::Rgb);
+        enc.set_depth(png::BitDepth::Eight);
+        let mut writer = enc.write_header()?;
+        writer.write_image_data(&rgb)?;
+    }
+    Ok(out)
 }
 
 /// The chart as an SVG document (with a `viewBox`, so it scales).

@@ -1,0 +1,202 @@
+//! Sweep charts: latency, throughput and goodput against load, one line per target ×
+//! transport (so backends overlay), the knee of each line marked with a ring.
+//!
+//! Pure: a `SweepSummary` in, drawing on the given area out.
+
+use plotters::coord::Shift;
+use plotters::prelude::*;
+
+use super::{de, font, tick, FAMILY};
+use crate::recorder::sweep::{Curve, CurvePoint, SweepSummary};
+
+/// One chart of a sweep report.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum SweepChart {
+    /// TTFT p50/p90/p99 against load.
+    Ttft,
+    /// TPOT p50/p90/p99 against load.
+    Tpot,
+    /// Achieved requests/s against load.
+    Requests,
+    /// Output tokens/s against load.
+    Tokens,
+    /// Good requests/s against load (only with SLOs).
+    Goodput,
+}
+
+impl SweepChart {
+    /// Every chart, in display order.
+    pub const ALL: [SweepChart; 5] = [
+        SweepChart::Ttft,
+        SweepChart::Tpot,
+        SweepChart::Requests,
+        SweepChart::Tokens,
+        SweepChart::Goodput,
+    ];
+
+    /// File stem under `charts/`.
+    pub fn file_stem(self) -> &'static str {
+        match self {
+            SweepChart::Ttft => "sweep_ttft",
+            SweepChart::Tpot => "sweep_tpot",
+            SweepChart::Requests => "sweep_requests",
+            SweepChart::Tokens => "sweep_tokens",
+            SweepChart::Goodput => "sweep_goodput",
+        }
+    }
+
+    /// Heading.
+    pub fn title(self) -> &'static str {
+        match self {
+            SweepChart::Ttft => "TTFT against load (p50 thick, p90 medium, p99 thin)",
+            SweepChart::Tpot => {
+                "Time per output token against load (p50 thick, p90 medium, p99 thin)"
+            }
+            SweepChart::Requests => "Achieved requests/s against load",
+            SweepChart::Tokens => "Output tokens/s against load",
+            SweepChart::Goodput => "Goodput: requests/s that met every SLO",
+        }
+    }
+
+    fn y_desc(self) -> &'static str {
+        match self {
+            SweepChart::Ttft => "TTFT (ms)",
+            SweepChart::Tpot => "TPOT (ms)",
+            SweepChart::Requests => "requests/s (successful)",
+            SweepChart::Tokens => "output tokens/s",
+            SweepChart::Goodput => "good requests/s",
+        }
+    }
+
+    /// The series of a point: `(value, stroke width)` per line (three for percentiles).
+    fn values(self, p: &CurvePoint) -> Vec<(f64, u32)> {
+        let three = |v: [f64; 3]| vec![(v[0], 3), (v[1], 2), (v[2], 1)];
+        match self {
+            SweepChart::Ttft => three(p.ttft_ms),
+            SweepChart::Tpot => three(p.tpot_ms),
+            SweepChart::Requests => vec![(p.achieved_req_s, 3)],
+            SweepChart::Tokens => vec![(p.output_tok_s, 3)],
+            SweepChart::Goodput => vec![(p.good_req_s.unwrap_or(0.0), 3)],
+        }
+    }
+}
+
+/// The charts a sweep has: goodput only when the scenario set SLOs.
+pub fn available(s: &SweepSummary) -> Vec<SweepChart> {
+    let good = s
+        .curves
+        .iter()
+        .any(|c| c.points.iter().any(|p| p.good_req_s.is_some()));
+    SweepChart::ALL
+        .into_iter()
+        .filter(|k| good || *k != SweepChart::Goodput)
+        .collect()
+}
+
+/// A colour per curve: the transport's colour for the first target, darker shades after.
+fn colour(curves: &[Curve], i: usize) -> RGBColor {
+    let c = &curves[i];
+    let base = crate::report::style::transport_colour(&c.transport);
+    let mut targets: Vec<&str> = Vec::new();
+    for cv in curves {
+        if !targets.contains(&cv.target.as_str()) {
+            targets.push(&cv.target);
+        }
+    }
+    let k = targets.iter().position(|t| *t == c.target).unwrap_or(0) as f64;
+    let f = 1.0 / (1.0 + 0.6 * k);
+    RGBColor(
+        (f64::from(base.0) * f) as u8,
+        (f64::from(base.1) * f) as u8,
+        (f64::from(base.2) * f) as u8,
+    )
+}
+
+/// Draws `kind` of sweep `s`.
+pub fn draw<DB: DrawingBackend>(
+    kind: SweepChart,
+    s: &SweepSummary,
+    root: &DrawingArea<DB, Shift>,
+) -> anyhow::Result<()> {
+    root.fill(&WHITE).map_err(de)?;
+    let xs = s
+        .curves
+        .iter()
+        .flat_map(|c| c.points.iter().map(|p| p.value));
+    let xmax = xs.fold(1.0, f64::max);
+    let ymax = s
+        .curves
+        .iter()
+        .flat_map(|c| c.points.iter().flat_map(|p| kind.values(p)))
+        .map(|(v, _)| v)
+        .filter(|v| v.is_finite())
+        .fold(1e-9, f64::max);
+    let x_desc = if s.param == "rate" {
+        "requested rate (requests/s)"
+    } else {
+        "concurrency (requests in flight per cell)"
+    };
+    let mut chart = ChartBuilder::on(root)
+        .caption(kind.title(), (FAMILY, 20))
+        .margin(12)
+        .x_label_area_size(44)
+        .y_label_area_size(64)
+        .build_cartesian_2d(0f64..xmax * 1.08, 0f64..ymax * 1.15)
+        .map_err(de)?;
+    chart
+        .configure_mesh()
+        .x_desc(x_desc)
+        .y_desc(kind.y_desc())
+        .x_label_formatter(&|v| tick(*v))
+        .y_label_formatter(&|v| tick(*v))
+        .label_style(font(15))
+        .axis_desc_style(font(16))
+        .light_line_style(WHITE.mix(0.0))
+        .draw()
+        .map_err(de)?;
+    for (i, c) in s.curves.iter().enumerate() {
+        let col = colour(&s.curves, i);
+        let lines = c.points.first().map_or(0, |p| kind.values(p).len());
+        for l in 0..lines {
+            let pts: Vec<(f64, f64)> = c
+                .points
+                .iter()
+                .map(|p| (p.value, kind.values(p)[l].0))
+                .collect();
+            let width = c.points.first().map_or(1, |p| kind.values(p)[l].1);
+            let series = chart
+                .draw_series(LineSeries::new(pts.clone(), col.stroke_width(width)))
+                .map_err(de)?;
+            if l == 0 {
+                series
+                    .label(format!("{} · {}", c.target, c.transport))
+                    .legend(move |(x, y)| {
+                        PathElement::new(vec![(x, y), (x + 22, y)], col.stroke_width(4))
+                    });
+            }
+            chart
+                .draw_series(pts.iter().map(|p| Circle::new(*p, 3, col.filled())))
+                .map_err(de)?;
+        }
+        // The knee: a ring on the p50 (first) line.
+        if let Some(k) = c.knee.and_then(|k| c.points.get(k)) {
+            let y = kind.values(k)[0].0;
+            chart
+                .draw_series([Circle::new((k.value, y), 9, col.stroke_width(2))])
+                .map_err(de)?;
+            chart
+                .draw_series([EmptyElement::at((k.value, y))
+                    + Text::new("knee".to_string(), (12, -22), font(14).color(&col))])
+                .map_err(de)?;
+        }
+    }
+    chart
+        .configure_series_labels()
+        .position(SeriesLabelPosition::UpperLeft)
+        .background_style(WHITE.mix(0.9))
+        .border_style(BLACK.mix(0.4))
+        .label_font(font(15))
+        .draw()
+        .map_err(de)?;
+    Ok(())
+}
