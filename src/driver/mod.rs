@@ -256,9 +256,17 @@ async fn run_lane(cells: &[CellContext], lane: Vec<Slot>) {
         if !sleep_until_ns(ctx, intended).await {
             break;
         }
+        let asked = clock.now_ns();
         let permit = tokio::select! {
             p = slots.clone().acquire_owned() => match p { Ok(p) => p, Err(_) => break },
             _ = stop.dispatch.cancelled() => break,
+        };
+        // Open loop only: how long the session stood waiting for a slot (closed-loop
+        // sessions start when a slot frees, by definition).
+        let slot_wait = if closed_loop {
+            0
+        } else {
+            clock.now_ns().saturating_sub(asked.max(intended))
         };
         let session_intended = if closed_loop {
             clock.now_ns()
@@ -267,7 +275,7 @@ async fn run_lane(cells: &[CellContext], lane: Vec<Slot>) {
         };
         let ctx2 = ctx.clone();
         sessions.spawn(async move {
-            run_session(&ctx2, &session, session_intended).await;
+            run_session(&ctx2, &session, session_intended, slot_wait).await;
             drop(permit);
         });
     }
@@ -300,6 +308,8 @@ struct SessionRun<'a> {
     requests: u32,
     failed: u32,
     last_end: u64,
+    /// The session's wait for a concurrency slot, ns: charged to its first request.
+    slot_wait: u64,
 }
 
 impl SessionRun<'_> {
@@ -345,6 +355,10 @@ impl SessionRun<'_> {
             &self.ctx.stop.inflight,
         )
         .await;
+        let mut record = record;
+        if self.slot_wait > 0 {
+            record.slot_wait_ns = Some(std::mem::take(&mut self.slot_wait));
+        }
         // `exchange` always sets `end_ns`; the fallback only keeps this total.
         let end = record.end_ns.unwrap_or(record.dispatch_ns);
         let ok = record.is_ok();
@@ -356,7 +370,12 @@ impl SessionRun<'_> {
     }
 }
 
-async fn run_session(ctx: &CellContext, session: &SessionPlan, intended_start: u64) {
+async fn run_session(
+    ctx: &CellContext,
+    session: &SessionPlan,
+    intended_start: u64,
+    slot_wait: u64,
+) {
     let target: &Target = &ctx.cell.target;
     let mut run = SessionRun {
         ctx,
@@ -371,6 +390,7 @@ async fn run_session(ctx: &CellContext, session: &SessionPlan, intended_start: u
         requests: 0,
         failed: 0,
         last_end: intended_start,
+        slot_wait,
     };
     let mut intended = intended_start;
     // Set when the run's stop cut the session short.

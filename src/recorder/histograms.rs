@@ -201,6 +201,8 @@ pub struct Recorder {
     cells: BTreeMap<CellKey, CellStats>,
     /// One sampled session per cell (see `timeline`): bounded, for the report's timeline.
     timelines: BTreeMap<CellKey, SessionTimeline>,
+    /// Every measured request's send times, for the run's `harness` section.
+    dispatch: super::harness::DispatchStats,
 }
 
 /// A snapshot for the progress display.
@@ -223,6 +225,11 @@ impl Recorder {
         Self::default()
     }
 
+    /// The measured requests' send times (see [`super::harness`]).
+    pub fn dispatch(&self) -> &super::harness::DispatchStats {
+        &self.dispatch
+    }
+
     /// Makes sure `key` appears in summaries even if none of its requests completed.
     pub fn ensure_cell(&mut self, key: CellKey) {
         self.cells.entry(key).or_default();
@@ -230,6 +237,7 @@ impl Recorder {
 
     /// Adds one finished request.
     pub fn add_request(&mut self, r: &RequestRecord) {
+        self.dispatch.add(r);
         let cell = self
             .cells
             .entry(CellKey::new(&r.target, r.transport.as_str()))

@@ -3,8 +3,11 @@
 //! * [`metrics`]: the metric catalogue (names, units, sample extraction).
 //! * [`histograms`]: the [`Recorder`]: one histogram per metric × cell, counters, merge.
 //! * [`summary`]: percentiles in natural units, "vs http" changes, the terminal table.
+//! * [`harness`]: could the harness have been the bottleneck? The run's `harness` section
+//!   and its verdict.
 //! * [`timeline`]: the bounded per-cell sample of one session's full records, for reports.
 
+pub mod harness;
 pub mod histograms;
 pub mod metrics;
 pub mod summary;

@@ -21,6 +21,7 @@
 //!   histograms/<target>/<transport>/<metric>.hlog
 //!                                       HdrHistogram interval log (V2 deflate), one interval
 //! results/baselines/<name>/             a copy of a run directory, for the CI gate
+//! ~/.cache/spark-bench/calibration.json this machine's ceiling (`spark-bench calibrate`)
 //! ```
 //!
 //! All `*_ns` columns are nanoseconds since the run's monotonic origin; empty cells mean
@@ -32,6 +33,7 @@
 //! variable.
 
 mod baseline;
+mod calibration;
 mod hlog;
 mod manifest;
 mod reader;
@@ -41,6 +43,10 @@ mod writer;
 use std::path::{Path, PathBuf};
 
 pub use baseline::{list_baselines, resolve, save_baseline, BASELINES_DIR};
+pub use calibration::{
+    default_calibration_path, load_calibration, save_calibration, Calibration, RampPoint,
+    CALIBRATION_FILE,
+};
 pub use hlog::{read_hlog, write_hlog};
 pub use manifest::{
     rfc3339, run_id, Host, LoadRecord, Manifest, RunStatus, ScenarioInfo, Tool,
