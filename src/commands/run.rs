@@ -18,6 +18,7 @@ pub async fn execute(args: RunArgs) -> anyhow::Result<u8> {
         progress: crate::progress::Mode::detect(args.quiet || args.json),
         realtime: args.realtime,
         calibration: crate::store::default_calibration_path(),
+        announce: true,
     };
     let outcome = runner::run(plan.clone(), &args.out, options).await?;
 

@@ -256,17 +256,24 @@ async fn run_lane(cells: &[CellContext], lane: Vec<Slot>) {
         if !sleep_until_ns(ctx, intended).await {
             break;
         }
-        let asked = clock.now_ns();
-        let permit = tokio::select! {
-            p = slots.clone().acquire_owned() => match p { Ok(p) => p, Err(_) => break },
-            _ = stop.dispatch.cancelled() => break,
-        };
-        // Open loop only: how long the session stood waiting for a slot (closed-loop
-        // sessions start when a slot frees, by definition).
-        let slot_wait = if closed_loop {
-            0
-        } else {
-            clock.now_ns().saturating_sub(asked.max(intended))
+        // A free slot is taken at once; otherwise the session waits for one, and in open
+        // loop that wait is recorded (closed-loop sessions start when a slot frees, by
+        // definition).
+        let (permit, slot_wait) = match slots.clone().try_acquire_owned() {
+            Ok(p) => (p, 0),
+            Err(_) => {
+                let asked = clock.now_ns();
+                let p = tokio::select! {
+                    p = slots.clone().acquire_owned() => match p { Ok(p) => p, Err(_) => break },
+                    _ = stop.dispatch.cancelled() => break,
+                };
+                let wait = if closed_loop {
+                    0
+                } else {
+                    clock.now_ns().saturating_sub(asked.max(intended))
+                };
+                (p, wait)
+            }
         };
         let session_intended = if closed_loop {
             clock.now_ns()

@@ -24,6 +24,7 @@ use crate::recorder::harness::{Harness, Thresholds, Verdict};
 use crate::recorder::LiveStats;
 use crate::store::{RunStatus, RunWriter};
 
+pub mod calibrate;
 pub mod record;
 pub mod targets;
 
@@ -38,6 +39,9 @@ pub struct Options {
     /// chunk rate with (`spark-bench calibrate` writes it); `None`: the run says "not
     /// calibrated".
     pub calibration: Option<std::path::PathBuf>,
+    /// Print the run's header line and its harness warning on stderr (off inside
+    /// `spark-bench calibrate`, which reports its runs itself).
+    pub announce: bool,
 }
 
 impl Options {
@@ -47,6 +51,7 @@ impl Options {
             progress: crate::progress::Mode::Quiet,
             realtime: false,
             calibration: None,
+            announce: true,
         }
     }
 }
@@ -101,15 +106,17 @@ pub async fn run(plan: Arc<Plan>, out: &Path, options: Options) -> anyhow::Resul
         writer.set_network(&name, how);
     }
     let dir = writer.dir().to_path_buf();
-    errln!(
-        "spark-bench: {} × {} cells, {} sessions each, link {}; {}; writing {}",
-        plan.scenario_name,
-        plan.cells.len(),
-        plan.load.sessions,
-        plan.link,
-        plan.load_line(),
-        dir.display()
-    );
+    if options.announce {
+        errln!(
+            "spark-bench: {} × {} cells, {} sessions each, link {}; {}; writing {}",
+            plan.scenario_name,
+            plan.cells.len(),
+            plan.load.sessions,
+            plan.link,
+            plan.load_line(),
+            dir.display()
+        );
+    }
 
     let emulator = Arc::new(Emulator::new(counters.clone()));
     let clock = Clock::start();
@@ -159,7 +166,7 @@ pub async fn run(plan: Arc<Plan>, out: &Path, options: Options) -> anyhow::Resul
     };
     let mut summary = crate::recorder::Summary::from_recorder(&recorder);
     let harness = harness_section(&recorder, &probe, options.calibration.as_deref());
-    if harness.verdict == Verdict::HarnessBound {
+    if harness.verdict == Verdict::HarnessBound && options.announce {
         errln!(
             "warning: the harness could not keep up with this load, so these figures may be the harness's, not the target's: {}",
             harness.reasons.join("; ")

@@ -45,6 +45,8 @@ pub struct Calibration {
     pub ingest_streams: u32,
     /// The process's CPU use during the ingest phase (harness and simulator), in cores.
     pub ingest_cpu_cores: Option<f64>,
+    /// The chunk rate the stamp error was measured at (a quarter of the ceiling), chunks/s.
+    pub stamp_error_rate: f64,
     /// Arrival stamp minus the simulator's write time (its ground truth), µs: p50.
     pub stamp_error_p50_us: f64,
     /// p99 of the same.
@@ -120,6 +122,7 @@ mod tests {
             ingest_chunks: 1000,
             ingest_streams: 8,
             ingest_cpu_cores: Some(1.5),
+            stamp_error_rate: 30_000.0,
             stamp_error_p50_us: 20.0,
             stamp_error_p99_us: 200.0,
             stamp_error_max_us: 900.0,
