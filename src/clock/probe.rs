@@ -146,11 +146,16 @@ mod tests {
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
     async fn samples_the_timer_and_the_cpu() {
         let p = Probe::start();
-        // Burn some CPU on this thread so the process's CPU time moves.
-        let t = Instant::now();
+        // Burn 100 ms of CPU on this thread (however long a loaded machine takes to give
+        // it) so the process's CPU time moves.
+        let (t, cpu0) = (Instant::now(), process_cpu_time().unwrap());
         let mut x = 0u64;
-        while t.elapsed() < Duration::from_millis(150) {
-            x = x.wrapping_mul(31).wrapping_add(7);
+        while process_cpu_time().unwrap() < cpu0 + Duration::from_millis(100)
+            && t.elapsed() < Duration::from_secs(10)
+        {
+            for _ in 0..1000 {
+                x = x.wrapping_mul(31).wrapping_add(7);
+            }
         }
         std::hint::black_box(x);
         tokio::time::sleep(Duration::from_millis(100)).await;
@@ -158,7 +163,7 @@ mod tests {
         assert!(r.timer_samples >= 20, "{r:?}");
         assert!(r.timer_late_p50_us <= r.timer_late_p99_us);
         assert!(r.timer_late_p99_us <= r.timer_late_max_us);
-        assert!(r.wall_s >= 0.25, "{r:?}");
+        assert!(r.wall_s >= 0.2, "{r:?}");
         let cpu = r.cpu_s.expect("CLOCK_PROCESS_CPUTIME_ID on Linux");
         assert!(
             cpu >= 0.1 && cpu <= r.wall_s * f64::from(r.cores) + 0.05,
