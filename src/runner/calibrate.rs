@@ -294,12 +294,12 @@ async fn stream(rate: f64, secs: f64) -> anyhow::Result<Ingest> {
     })
 }
 
-/// The scenario of one ramp point: `sessions` one-request sessions arriving at `rate`.
-fn ramp_scenario(rate: f64, sessions: u32) -> String {
-    let gap_ns = (1e9 / rate).round().max(1.0) as u64;
+/// The scenario of one ramp point: `sessions` one-request sessions in open loop (the
+/// arrival rate is set on the plan: scenarios stop at 1,000 sessions/s).
+fn ramp_scenario(sessions: u32) -> String {
     format!(
         "name = \"calibrate\"\nseed = 7\nlink = \"none\"\nmax_output_tokens = 4\n\
-         [load]\nsessions = {sessions}\nconcurrency = {sessions}\nsession_interval = \"{gap_ns}ns\"\n\
+         [load]\nsessions = {sessions}\nconcurrency = {sessions}\nsession_interval = \"1ms\"\n\
          [matrix]\ntargets = [\"sim-calibrate\"]\ntransports = [\"http-pooled\"]\n\
          [targets.sim-calibrate]\nsim_profile = \"wafer\"\n\
          [[turns]]\nprompt = \"ok\"\n"
@@ -316,7 +316,7 @@ async fn ramp(
     let mut rates = plan.rates.iter().copied().peekable();
     while let Some(&rate) = rates.peek() {
         let sessions = (rate * plan.point_s).round().max(20.0) as u32;
-        let text = ramp_scenario(rate, sessions);
+        let text = ramp_scenario(sessions);
         let scenario = crate::scenario::parse("calibrate.toml", &text)?;
         let mut p = crate::plan::build(
             &scenario,
@@ -329,6 +329,13 @@ async fn ramp(
         for cell in &mut p.cells {
             cell.target.sim_profile = Some("fast".into());
         }
+        // Poisson arrivals at `rate` (a scenario's `session_interval` stops at 1 ms).
+        let gap = Duration::from_nanos((1e9 / rate).round().max(1.0) as u64);
+        let offsets = crate::plan::arrival::poisson(p.seed ^ rate.to_bits(), sessions, gap);
+        for (s, off) in p.sessions.iter_mut().filter(|s| !s.warmup).zip(offsets) {
+            s.start_offset = off;
+        }
+        p.load.session_interval = Some(gap);
         let options = super::Options {
             announce: false,
             ..super::Options::quiet()
@@ -344,12 +351,16 @@ async fn ramp(
             achieved: h.achieved_rate.unwrap_or(0.0),
             lag_p99_ms: h.driver_lag.p99_ms,
             verdict: h.verdict.to_string(),
+            timer_late_p99_ms: h.timer_late_us.p99 / 1e3,
+            cpu_cores: h.cpu.mean_cores,
         };
         say(&format!(
-            "rate {rate:>5.0} req/s planned: requested {:.0}, achieved {:.0} req/s, dispatch lag p99 {:.2} ms: {}",
+            "rate {rate:>5.0} req/s planned: requested {:.0}, achieved {:.0} req/s, dispatch lag p99 {:.2} ms (timer late p99 {:.2} ms, CPU {} cores): {}",
             point.requested,
             point.achieved,
             point.lag_p99_ms,
+            point.timer_late_p99_ms,
+            point.cpu_cores.map_or("-".into(), |c| format!("{c:.2}")),
             if point_ok(&point) { "kept up" } else { "could not keep up" }
         ));
         let ok = point_ok(&point);

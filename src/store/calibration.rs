@@ -26,6 +26,12 @@ pub struct RampPoint {
     pub lag_p99_ms: f64,
     /// The run's verdict (`ok`, `harness-bound`).
     pub verdict: String,
+    /// The run's timer lateness p99, ms (a starved machine shows here).
+    #[serde(default)]
+    pub timer_late_p99_ms: f64,
+    /// The process's mean CPU use during the run, in cores.
+    #[serde(default)]
+    pub cpu_cores: Option<f64>,
 }
 
 /// What `spark-bench calibrate` measured.
@@ -132,6 +138,8 @@ mod tests {
                 achieved: 499.0,
                 lag_p99_ms: 0.3,
                 verdict: "ok".into(),
+                timer_late_p99_ms: 0.2,
+                cpu_cores: Some(0.5),
             }],
             took_s: 9.5,
         };
