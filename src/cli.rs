@@ -50,8 +50,8 @@ once (TLS, HTTP/1.1 keep-alive, the simulator in the same process, sharing the c
 this is a lower bound). Every run compares its own chunk rate with it: a run above 50% of \
 it is flagged harness-bound.
   stamp error     each chunk's arrival timestamp minus the instant the simulator wrote it \
-(the kernel's transmit stamp: ground truth), p50/p99/max. This is how far a latency the \
-harness reports can be from the truth at that load.
+(the kernel's transmit stamp: ground truth), p50/p99/max, at a quarter of the ingest \
+ceiling. This is how far a latency the harness reports can be from the truth at that load.
   request rate    short open-loop runs at rising rates through the real driver; the highest \
 rate whose dispatch lag p99 stayed under 5 ms and whose achieved rate stayed within 2% of \
 the requested one. Above it, a run's load curve is the harness's, not the target's.

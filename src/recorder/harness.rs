@@ -23,7 +23,8 @@ pub struct Thresholds {
     pub driver_lag_p99_ms: f64,
     /// Achieved request rate below this share of the requested one (open loop).
     pub min_achieved_share: f64,
-    /// Timer lateness p99 above this, ms.
+    /// Timer lateness p99 above this, ms: a note (the machine is busy), not by itself a
+    /// reason; the dispatch figures say whether it cost the schedule.
     pub timer_late_p99_ms: f64,
     /// The process's mean CPU use above this share of the machine's cores.
     pub max_cpu_share: f64,
@@ -280,9 +281,11 @@ impl Harness {
             p99: p.timer_late_p99_us,
             max: p.timer_late_max_us,
         });
+        // A busy machine, not by itself a late schedule: the dispatch figures above say
+        // whether it cost the run its schedule, and arrival stamps come from the kernel.
         if timer_late_us.samples > 0 && timer_late_us.p99 > t.timer_late_p99_ms * 1e3 {
-            reasons.push(format!(
-                "timer lateness p99 {:.2} ms > {} ms: the runtime woke sleepers late (a busy or starved machine)",
+            notes.push(format!(
+                "timer lateness p99 {:.2} ms > {} ms: the runtime woke sleepers late (a busy or starved machine; other jobs on it make every figure noisier)",
                 timer_late_us.p99 / 1e3,
                 t.timer_late_p99_ms
             ));
@@ -479,10 +482,14 @@ mod tests {
         let h = Harness::judge(&s, Some(&probe), Some(ceiling), Thresholds::DEFAULT);
         assert!((h.chunk_rate - 1000.0 / 0.91).abs() < 1e-6, "{h:?}");
         assert_eq!(h.cpu.share, Some(0.95));
-        assert_eq!(h.reasons.len(), 3, "{:?}", h.reasons);
-        assert!(h.reasons[0].contains("timer lateness p99 2.50 ms"));
-        assert!(h.reasons[1].contains("95% of the 2 cores"));
-        assert!(h.reasons[2].contains("ingest ceiling (2000 chunks/s)"));
+        assert_eq!(h.reasons.len(), 2, "{:?}", h.reasons);
+        assert!(h.reasons[0].contains("95% of the 2 cores"));
+        assert!(h.reasons[1].contains("ingest ceiling (2000 chunks/s)"));
+        assert!(
+            h.notes[0].contains("timer lateness p99 2.50 ms"),
+            "{:?}",
+            h.notes
+        );
         // JSON round trip, and an old summary without the section still loads.
         let back: Harness = serde_json::from_str(&serde_json::to_string(&h).unwrap()).unwrap();
         assert_eq!(back, h);
