@@ -29,11 +29,18 @@ pub async fn execute(args: CalibrateArgs) -> anyhow::Result<u8> {
     if args.json {
         outln!("{}", serde_json::to_string_pretty(&c)?);
     } else {
+        let offered = crate::runner::calibrate::INGEST_RATE_PER_STREAM
+            * f64::from(crate::runner::calibrate::INGEST_STREAMS);
         outln!(
-            "ingest ceiling:       {:.0} chunks/s ({} streams, process CPU {} cores)",
+            "ingest ceiling:       {:.0} chunks/s ({} streams, process CPU {} cores){}",
             c.ingest_chunks_s,
             c.ingest_streams,
-            c.ingest_cpu_cores.map_or("-".into(), |v| format!("{v:.2}"))
+            c.ingest_cpu_cores.map_or("-".into(), |v| format!("{v:.2}")),
+            if c.ingest_chunks_s >= offered * 0.97 {
+                " (all that was offered: the ceiling is higher)"
+            } else {
+                ""
+            }
         );
         outln!(
             "timestamp error:      p50 {:.0} µs, p99 {:.0} µs, max {:.0} µs at {:.0} chunks/s (arrival stamp − the simulator's write)",
