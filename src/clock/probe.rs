@@ -163,7 +163,8 @@ mod tests {
         assert!(r.timer_samples >= 20, "{r:?}");
         assert!(r.timer_late_p50_us <= r.timer_late_p99_us);
         assert!(r.timer_late_p99_us <= r.timer_late_max_us);
-        assert!(r.wall_s >= 0.2, "{r:?}");
+        // At least the 100 ms sleep (the CPU time is process-wide: other tests add to it).
+        assert!(r.wall_s >= 0.1, "{r:?}");
         let cpu = r.cpu_s.expect("CLOCK_PROCESS_CPUTIME_ID on Linux");
         assert!(
             cpu >= 0.1 && cpu <= r.wall_s * f64::from(r.cores) + 0.05,
