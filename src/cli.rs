@@ -34,6 +34,48 @@ pub enum Command {
     Report(ReportArgs),
     /// Compare a candidate run against a baseline: the CI regression gate (exit 1 on regression).
     Compare(CompareArgs),
+    /// Measure this machine's ceiling: chunks/s the harness ingests, its timestamp error, and
+    /// the highest request rate it can drive on time.
+    #[command(long_about = CALIBRATE_ABOUT)]
+    Calibrate(CalibrateArgs),
+}
+
+const CALIBRATE_ABOUT: &str = "\
+Measure this machine's ceiling against the embedded simulator (about 25 s; --quick about 10 s), \
+print it, and save it where every run finds it (~/.cache/spark-bench/calibration.json).
+
+What the numbers mean:
+  ingest          content chunks per second the harness received with 16 streams active at \
+once (TLS, HTTP/1.1 keep-alive, the simulator in the same process, sharing the cores, so \
+this is a lower bound). Every run compares its own chunk rate with it: a run above 50% of \
+it is flagged harness-bound.
+  stamp error     each chunk's arrival timestamp minus the instant the simulator wrote it \
+(the kernel's transmit stamp: ground truth), p50/p99/max, at a quarter of the ingest \
+ceiling. This is how far a latency the harness reports can be from the truth at that load.
+  request rate    short open-loop runs at rising rates through the real driver; the highest \
+rate whose dispatch lag p99 stayed under 5 ms and whose achieved rate stayed within 2% of \
+the requested one. Above it, a run's load curve is the harness's, not the target's.
+
+Every run also judges itself (the table's `harness:` footer, summary.json's `harness`, the \
+report): dispatch lag, requested vs achieved rate, timer lateness, CPU share, and the chunk \
+rate against this ingest ceiling. Calibrate on a machine as quiet as the runs will be.";
+
+/// `spark-bench calibrate`.
+#[derive(Debug, Args)]
+pub struct CalibrateArgs {
+    /// A shorter calibration (about 10 s): fewer chunks, fewer and shorter ramp points.
+    #[arg(long)]
+    pub quick: bool,
+    /// Print the calibration as JSON on stdout.
+    #[arg(long)]
+    pub json: bool,
+    /// Where to save it. Default: $XDG_CACHE_HOME/spark-bench/calibration.json (else
+    /// ~/.cache/spark-bench/calibration.json), which every run reads.
+    #[arg(long, value_name = "FILE")]
+    pub save: Option<PathBuf>,
+    /// Do not save; only print.
+    #[arg(long, conflicts_with = "save")]
+    pub no_save: bool,
 }
 
 /// `spark-bench run`.

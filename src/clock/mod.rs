@@ -21,6 +21,8 @@
 //!   by [`rx`] and [`tx`].
 //! * [`timer`]: sub-millisecond sleeps to a monotonic deadline, for the driver's pacing, the
 //!   link emulator and the simulator's token schedule.
+//! * [`probe`]: the harness watching itself during a run: the timer's lateness (a 1 ms
+//!   sleep loop) and the process's CPU time (`CLOCK_PROCESS_CPUTIME_ID`).
 //! * [`now`], [`since`] and [`wall_now`]: plain reads for everyone else (the simulator's
 //!   trace, link and transport phase timings, progress, file names and ids).
 //!
@@ -30,6 +32,7 @@
 //! forwarding wrapper, [`tap::Tapped`].
 
 pub mod byteclock;
+pub mod probe;
 pub mod rx;
 #[cfg(target_os = "linux")]
 mod sys;

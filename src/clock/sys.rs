@@ -1,7 +1,8 @@
 //! The system calls behind the kernel's timestamps, each written once (Linux only).
 //!
-//! Owns: setting an integer socket option (`SO_TIMESTAMPNS` for receive stamps,
-//! `SO_TIMESTAMPING` for transmit stamps), one `recvmsg` with a walk over the control
+//! Owns: the process's CPU time (`CLOCK_PROCESS_CPUTIME_ID`, for the run's harness check),
+//! setting an integer socket option (`SO_TIMESTAMPNS` for receive stamps, `SO_TIMESTAMPING`
+//! for transmit stamps), one `recvmsg` with a walk over the control
 //! messages the kernel attached, and the timer thread's timer slack. Every `unsafe` block of
 //! [`super`] is here, with its SAFETY note, except the two in [`super::rx`]'s `poll_read`
 //! that lend tokio's read buffer to `recvmsg`.
@@ -154,4 +155,14 @@ pub fn send_nonblocking(fd: RawFd, bufs: &[io::IoSlice<'_>]) -> io::Result<usize
             return Err(e);
         }
     }
+}
+
+/// CPU time this process has used so far (user + system, every thread), from
+/// `clock_gettime(CLOCK_PROCESS_CPUTIME_ID)`; `None` if the kernel refused.
+pub fn process_cpu_time() -> Option<std::time::Duration> {
+    // SAFETY: timespec is a plain C struct; all-zero is a valid value.
+    let mut ts: libc::timespec = unsafe { std::mem::zeroed() };
+    // SAFETY: clock_gettime writes one timespec, which `ts` is, and reads nothing else.
+    let rc = unsafe { libc::clock_gettime(libc::CLOCK_PROCESS_CPUTIME_ID, &mut ts) };
+    (rc == 0).then(|| std::time::Duration::new(ts.tv_sec as u64, ts.tv_nsec as u32))
 }

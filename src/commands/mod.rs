@@ -4,6 +4,7 @@ use std::process::ExitCode;
 
 use crate::cli::{Cli, Command};
 
+pub mod calibrate;
 pub mod compare;
 pub mod report;
 pub mod run;
@@ -36,6 +37,7 @@ pub fn main(cli: Cli) -> ExitCode {
             Command::Serve(args) => serve::execute(args).await,
             Command::Report(args) => report::execute(args).await,
             Command::Compare(args) => compare::execute(args).await,
+            Command::Calibrate(args) => calibrate::execute(args).await,
         }
     });
     match result {

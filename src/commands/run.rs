@@ -21,6 +21,8 @@ pub async fn execute(args: RunArgs) -> anyhow::Result<u8> {
     let options = Options {
         progress: crate::progress::Mode::detect(args.quiet || args.json),
         realtime: args.realtime,
+        calibration: crate::store::default_calibration_path(),
+        announce: true,
     };
     let outcome = runner::run(plan.clone(), &args.out, options).await?;
 
@@ -80,6 +82,8 @@ async fn sweep(args: RunArgs, spec: plan::sweep::SweepSpec) -> anyhow::Result<u8
     let options = Options {
         progress: crate::progress::Mode::detect(args.quiet || args.json),
         realtime: args.realtime,
+        calibration: crate::store::default_calibration_path(),
+        announce: true,
     };
     let scenario_arrival = crate::scenario::load(&args.scenario)?.scenario.load.arrival;
     let build = |load: runner::sweep::PointLoad| -> anyhow::Result<Plan> {

@@ -37,6 +37,8 @@ pub(super) struct Lane {
 /// A request's place under `max_in_flight`, held until its exchange ends.
 pub(super) struct Admitted {
     _permit: Option<OwnedSemaphorePermit>,
+    /// How long the request waited for its place, ns (0 when one was free).
+    pub waited_ns: u64,
 }
 
 impl Lane {
@@ -54,18 +56,32 @@ impl Lane {
     /// Waits for a place for one request intended at `intended`; `None` when it may not be
     /// sent (past the duration, or the run stopped first). The request keeps its intended
     /// start, so the wait shows in TTFT.
-    pub async fn admit(&self, intended: u64) -> Option<Admitted> {
+    pub async fn admit(&self, clock: Clock, intended: u64) -> Option<Admitted> {
         if !self.open(intended) {
             return None;
         }
         let Some(places) = &self.in_flight else {
-            return Some(Admitted { _permit: None });
+            return Some(Admitted {
+                _permit: None,
+                waited_ns: 0,
+            });
         };
-        tokio::select! {
+        if let Ok(p) = places.clone().try_acquire_owned() {
+            return Some(Admitted {
+                _permit: Some(p),
+                waited_ns: 0,
+            });
+        }
+        let asked = clock.now_ns();
+        let permit = tokio::select! {
             biased;
             _ = self.stop.cancelled() => None,
-            p = places.clone().acquire_owned() => p.ok().map(|p| Admitted { _permit: Some(p) }),
-        }
+            p = places.clone().acquire_owned() => p.ok(),
+        }?;
+        Some(Admitted {
+            _permit: Some(permit),
+            waited_ns: clock.now_ns().saturating_sub(asked.max(intended)),
+        })
     }
 }
 
@@ -83,16 +99,28 @@ struct Dispatch {
     slots: Arc<Semaphore>,
     sessions: tokio::task::JoinSet<()>,
     lane: Lane,
+    clock: Clock,
 }
 
+/// A session slot and how long the session waited for it past `intended`, ns (0 when one
+/// was free).
+type Taken = (OwnedSemaphorePermit, u64);
+
 impl Dispatch {
-    /// A free session slot; `None` once the lane stopped.
-    async fn slot(&self) -> Option<OwnedSemaphorePermit> {
-        tokio::select! {
+    /// A session slot; `None` once the lane stopped. A free slot is taken at once; a wait
+    /// for one is timed from the later of now and `intended` (the harness's `slot_wait`:
+    /// the load exceeding the slots, not the harness being late).
+    async fn slot(&self, intended: u64) -> Option<Taken> {
+        if let Ok(p) = self.slots.clone().try_acquire_owned() {
+            return Some((p, 0));
+        }
+        let asked = self.clock.now_ns();
+        let p = tokio::select! {
             biased;
             _ = self.lane.stop.cancelled() => None,
             p = self.slots.clone().acquire_owned() => p.ok(),
-        }
+        }?;
+        Some((p, self.clock.now_ns().saturating_sub(asked.max(intended))))
     }
 
     fn spawn(
@@ -100,11 +128,11 @@ impl Dispatch {
         ctx: &CellContext,
         session: SessionPlan,
         intended: u64,
-        slot: OwnedSemaphorePermit,
+        (slot, slot_wait): Taken,
     ) {
         let (ctx, lane) = (ctx.clone(), self.lane.clone());
         self.sessions.spawn(async move {
-            run_session(&ctx, &lane, &session, intended).await;
+            run_session(&ctx, &lane, &session, intended, slot_wait).await;
             drop(slot);
         });
     }
@@ -177,6 +205,7 @@ pub(super) async fn run_lane(cells: &[CellContext], lane: Vec<Slot>, phase: Phas
     let mut d = Dispatch {
         slots: Arc::new(Semaphore::new(load.session_slots())),
         sessions: tokio::task::JoinSet::new(),
+        clock,
         lane: Lane {
             stop: first.stop.dispatch.clone(),
             deadline,
@@ -203,7 +232,7 @@ pub(super) async fn run_lane(cells: &[CellContext], lane: Vec<Slot>, phase: Phas
                 let Some((i, script)) = scripts.get(k % scripts.len().max(1)) else {
                     break;
                 };
-                let Some(slot) = d.slot().await else {
+                let Some((slot, _)) = d.slot(0).await else {
                     break 'run;
                 };
                 let now = clock.now_ns();
@@ -213,7 +242,8 @@ pub(super) async fn run_lane(cells: &[CellContext], lane: Vec<Slot>, phase: Phas
                 let Some(s) = fresh.session(cells, *i, script, true) else {
                     break;
                 };
-                d.spawn(&cells[*i], s, now, slot);
+                // Closed loop: the session starts when its slot frees, by definition.
+                d.spawn(&cells[*i], s, now, (slot, 0));
             }
         }
         for (i, session, offset) in lane {
@@ -222,14 +252,18 @@ pub(super) async fn run_lane(cells: &[CellContext], lane: Vec<Slot>, phase: Phas
             if !d.lane.sleep_until(clock, intended).await {
                 break 'run;
             }
-            let Some(slot) = d.slot().await else {
+            let Some((slot, waited)) = d.slot(intended).await else {
                 break 'run;
             };
-            let intended = if open { intended } else { clock.now_ns() };
+            let (intended, waited) = if open {
+                (intended, waited)
+            } else {
+                (clock.now_ns(), 0)
+            };
             if !d.lane.open(intended) {
                 break 'run;
             }
-            d.spawn(&cells[i], session, intended, slot);
+            d.spawn(&cells[i], session, intended, (slot, waited));
         }
         // Closed loop under a duration without a session count: keep going until it is up.
         if cycle_measured {
@@ -237,7 +271,7 @@ pub(super) async fn run_lane(cells: &[CellContext], lane: Vec<Slot>, phase: Phas
                 let Some((i, script)) = scripts.get(k % scripts.len().max(1)) else {
                     break;
                 };
-                let Some(slot) = d.slot().await else {
+                let Some((slot, _)) = d.slot(0).await else {
                     break 'run;
                 };
                 let now = clock.now_ns();
@@ -247,7 +281,7 @@ pub(super) async fn run_lane(cells: &[CellContext], lane: Vec<Slot>, phase: Phas
                 let Some(s) = fresh.session(cells, *i, script, false) else {
                     break;
                 };
-                d.spawn(&cells[*i], s, now, slot);
+                d.spawn(&cells[*i], s, now, (slot, 0));
             }
         }
     }

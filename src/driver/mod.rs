@@ -258,6 +258,8 @@ struct SessionRun<'a> {
     requests: u32,
     failed: u32,
     last_end: u64,
+    /// The session's wait for a concurrency slot, ns: charged to its first request.
+    slot_wait: u64,
 }
 
 impl SessionRun<'_> {
@@ -271,7 +273,7 @@ impl SessionRun<'_> {
         intended: u64,
     ) -> Option<(Reply, u64, bool)> {
         // Under `max_in_flight` the request may wait here; it keeps its intended start.
-        let admitted = self.lane.admit(intended).await?;
+        let admitted = self.lane.admit(self.ctx.clock, intended).await?;
         if self.ctx.cell.cache == CacheMode::Cold {
             // A unique salt first in the system prompt: no prefix cache can serve this
             // request from any earlier one (see `plan::salt`).
@@ -306,7 +308,14 @@ impl SessionRun<'_> {
             &self.ctx.stop.inflight,
         )
         .await;
+        let mut record = record;
+        // Waits for a session slot (charged to the session's first request) and for a
+        // place under `max_in_flight`: the load queueing, not the harness being slow.
+        let waited = std::mem::take(&mut self.slot_wait) + admitted.waited_ns;
         drop(admitted);
+        if waited > 0 {
+            record.slot_wait_ns = Some(waited);
+        }
         // `exchange` always sets `end_ns`; the fallback only keeps this total.
         let end = record.end_ns.unwrap_or(record.dispatch_ns);
         let ok = record.is_ok();
@@ -318,7 +327,13 @@ impl SessionRun<'_> {
     }
 }
 
-async fn run_session(ctx: &CellContext, lane: &Lane, session: &SessionPlan, intended_start: u64) {
+async fn run_session(
+    ctx: &CellContext,
+    lane: &Lane,
+    session: &SessionPlan,
+    intended_start: u64,
+    slot_wait: u64,
+) {
     let target: &Target = &ctx.cell.target;
     let mut run = SessionRun {
         ctx,
@@ -334,6 +349,7 @@ async fn run_session(ctx: &CellContext, lane: &Lane, session: &SessionPlan, inte
         requests: 0,
         failed: 0,
         last_end: intended_start,
+        slot_wait,
     };
     let mut intended = intended_start;
     // Set when the run's stop cut the session short.

@@ -217,6 +217,8 @@ pub struct Recorder {
     timelines: BTreeMap<CellKey, SessionTimeline>,
     /// The SLOs goodput is counted against (empty: no goodput).
     slo: crate::plan::Slo,
+    /// Every measured request's send times, for the run's `harness` section.
+    dispatch: super::harness::DispatchStats,
 }
 
 /// A snapshot for the progress display.
@@ -252,6 +254,11 @@ impl Recorder {
         &self.slo
     }
 
+    /// The measured requests' send times (see [`super::harness`]).
+    pub fn dispatch(&self) -> &super::harness::DispatchStats {
+        &self.dispatch
+    }
+
     /// Makes sure `key` appears in summaries even if none of its requests completed.
     pub fn ensure_cell(&mut self, key: CellKey) {
         self.cells.entry(key).or_default();
@@ -259,6 +266,7 @@ impl Recorder {
 
     /// Adds one finished request.
     pub fn add_request(&mut self, r: &RequestRecord) {
+        self.dispatch.add(r);
         let cell = self
             .cells
             .entry(CellKey::new(&r.target, r.transport.as_str()))

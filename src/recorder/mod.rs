@@ -3,9 +3,12 @@
 //! * [`metrics`]: the metric catalogue (names, units, sample extraction).
 //! * [`histograms`]: the [`Recorder`]: one histogram per metric × cell, counters, merge.
 //! * [`summary`]: percentiles in natural units, "vs http" changes, the terminal table.
+//! * [`harness`]: could the harness have been the bottleneck? The run's `harness` section
+//!   and its verdict.
 //! * [`timeline`]: the bounded per-cell sample of one session's full records, for reports.
 //! * [`sweep`]: a sweep's load points folded into curves, the knee, the sweep table.
 
+pub mod harness;
 pub mod histograms;
 pub mod metrics;
 pub mod summary;

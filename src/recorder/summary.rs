@@ -33,6 +33,10 @@ pub struct Summary {
     pub schema_version: u32,
     /// One entry per target × transport, targets then transports in name order.
     pub cells: Vec<CellSummary>,
+    /// Could the harness have been the bottleneck (see [`super::harness`])? Absent in runs
+    /// written before it was measured.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub harness: Option<super::harness::Harness>,
 }
 
 /// One target × transport.
@@ -216,6 +220,7 @@ impl Summary {
         Summary {
             schema_version: SUMMARY_SCHEMA_VERSION,
             cells,
+            harness: None,
         }
     }
 
@@ -326,7 +331,7 @@ fn goodput(slo: &crate::plan::Slo, c: &CellStats, span_s: f64) -> Option<Goodput
 /// The terminal table: one row per target × transport with p50/p90/p99 of TTFT, overhead and
 /// TPOT (ms), output tok/s (p50), session wall time (p50, s), errors, the cached input
 /// share, mean input/output tokens per request, and a compact change against the target's
-/// `http` row.
+/// `http` row; under it, the run's `harness` lines when it has them.
 pub fn table(summary: &Summary) -> String {
     let header = [
         "target",
@@ -416,6 +421,11 @@ pub fn table(summary: &Summary) -> String {
             out.push_str(&"-".repeat(total));
             out.push('\n');
         }
+    }
+    // The footer: could the harness have been the bottleneck?
+    for line in summary.harness.iter().flat_map(|h| h.lines()) {
+        out.push_str(&line);
+        out.push('\n');
     }
     out
 }

@@ -448,6 +448,20 @@ fn provenance(input: &ReportInput) -> Table {
         ),
         ("command", Box::new(|r| r.manifest.command_line.join(" "))),
     ];
+    let mut facts = facts;
+    // Runs written before the harness judged itself have no section: the row appears only
+    // when some run has one.
+    if input.runs.iter().any(|r| r.summary.harness.is_some()) {
+        facts.push((
+            "harness",
+            Box::new(|r| {
+                r.summary
+                    .harness
+                    .as_ref()
+                    .map_or("not measured".into(), |h| h.lines().join(" · "))
+            }),
+        ));
+    }
     let rows = facts
         .iter()
         .map(|(name, f)| {
@@ -473,6 +487,17 @@ fn notices(input: &ReportInput) -> Vec<String> {
         } else {
             "This run".to_string()
         };
+        if let Some(h) = r
+            .summary
+            .harness
+            .as_ref()
+            .filter(|h| h.verdict == crate::recorder::harness::Verdict::HarnessBound)
+        {
+            out.push(format!(
+                "{who} was HARNESS-BOUND: the harness could not keep up with the load it was asked to drive, so its latencies and rates may be the harness's, not the target's ({}). See `spark-bench calibrate` and README \"Can the harness keep up?\".",
+                h.reasons.join("; ")
+            ));
+        }
         match r.manifest.status {
             RunStatus::Complete => {}
             RunStatus::Interrupted => out.push(format!(

@@ -20,20 +20,29 @@ use crate::driver::{self, Event, Stop};
 use crate::link::Emulator;
 use crate::plan::Plan;
 use crate::provenance::{Counters, Provenance};
+use crate::recorder::harness::{Harness, Thresholds, Verdict};
 use crate::recorder::LiveStats;
 use crate::store::{RunStatus, RunWriter};
 
+pub mod calibrate;
 pub mod record;
 pub mod sweep;
 pub mod targets;
 
 /// How to run a plan, beyond the plan itself.
-#[derive(Debug, Clone, Copy)]
+#[derive(Debug, Clone)]
 pub struct Options {
     /// How to show progress.
     pub progress: crate::progress::Mode,
     /// Ask for real-time priority for the link emulator's threads (`--realtime`).
     pub realtime: bool,
+    /// The calibration file whose ingest ceiling the run's `harness` section compares its
+    /// chunk rate with (`spark-bench calibrate` writes it); `None`: the run says "not
+    /// calibrated".
+    pub calibration: Option<std::path::PathBuf>,
+    /// Print the run's header line and its harness warning on stderr (off inside
+    /// `spark-bench calibrate`, which reports its runs itself).
+    pub announce: bool,
 }
 
 impl Options {
@@ -42,6 +51,8 @@ impl Options {
         Options {
             progress: crate::progress::Mode::Quiet,
             realtime: false,
+            calibration: None,
+            announce: true,
         }
     }
 }
@@ -96,15 +107,17 @@ pub async fn run(plan: Arc<Plan>, out: &Path, options: Options) -> anyhow::Resul
         writer.set_network(&name, how);
     }
     let dir = writer.dir().to_path_buf();
-    errln!(
-        "spark-bench: {} × {} cells, {} sessions each, link {}; {}; writing {}",
-        plan.scenario_name,
-        plan.cells.len(),
-        plan.load.sessions,
-        plan.link,
-        plan.load_line(),
-        dir.display()
-    );
+    if options.announce {
+        errln!(
+            "spark-bench: {} × {} cells, {} sessions each, link {}; {}; writing {}",
+            plan.scenario_name,
+            plan.cells.len(),
+            plan.load.sessions,
+            plan.link,
+            plan.load_line(),
+            dir.display()
+        );
+    }
 
     let emulator = Arc::new(Emulator::new(counters.clone()));
     let clock = Clock::start();
@@ -124,6 +137,8 @@ pub async fn run(plan: Arc<Plan>, out: &Path, options: Options) -> anyhow::Resul
 
     // The recorder task owns the measurements and the incremental files.
     let recorder_task = record::spawn(plan.slo, writer, rx, live_tx);
+    // The harness watching itself: timer lateness and CPU use while the driver runs.
+    let probe = crate::clock::probe::Probe::start();
 
     let driven = driver::run(
         plan.clone(),
@@ -137,6 +152,7 @@ pub async fn run(plan: Arc<Plan>, out: &Path, options: Options) -> anyhow::Resul
     let (mut writer, recorder, write_error) = recorder_task
         .await
         .map_err(|e| anyhow::anyhow!("the recorder task failed: {e}"))?;
+    let probe = probe.finish();
     let _ = progress_task.await;
     ctrl_c.abort();
     for s in sims {
@@ -149,7 +165,16 @@ pub async fn run(plan: Arc<Plan>, out: &Path, options: Options) -> anyhow::Resul
         (Ok(()), true) => RunStatus::Interrupted,
         (Ok(()), false) => RunStatus::Complete,
     };
-    let summary = crate::recorder::Summary::from_recorder(&recorder);
+    let mut summary = crate::recorder::Summary::from_recorder(&recorder);
+    let harness = harness_section(&recorder, &probe, options.calibration.as_deref());
+    if harness.verdict == Verdict::HarnessBound && options.announce {
+        errln!(
+            "warning: the harness could not keep up with this load, so these figures may be the harness's, not the target's: {}",
+            harness.reasons.join("; ")
+        );
+    }
+    writer.set_harness(harness.clone());
+    summary.harness = Some(harness);
     let provenance = counters.snapshot();
     writer.set_timestamps(provenance.timestamps());
     for w in crate::recorder::cold_cache_warnings(&plan, &summary) {
@@ -166,6 +191,29 @@ pub async fn run(plan: Arc<Plan>, out: &Path, options: Options) -> anyhow::Resul
         interrupted,
         provenance,
     })
+}
+
+/// The run's `harness` section: its records' send times, the probe's figures and the
+/// calibrated ingest ceiling (a calibration file that cannot be read is a warning, and
+/// the run is "not calibrated").
+fn harness_section(
+    recorder: &crate::recorder::Recorder,
+    probe: &crate::clock::probe::ProbeReport,
+    calibration: Option<&Path>,
+) -> Harness {
+    let ceiling = calibration.and_then(|path| match crate::store::load_calibration(path) {
+        Ok(c) => c.map(|c| c.ceiling()),
+        Err(e) => {
+            errln!("warning: ignoring the calibration: {e}; run `spark-bench calibrate` again");
+            None
+        }
+    });
+    Harness::judge(
+        recorder.dispatch(),
+        Some(probe),
+        ceiling,
+        Thresholds::DEFAULT,
+    )
 }
 
 /// A salt key that differs from run to run (time, process id and a counter, mixed).

@@ -73,7 +73,7 @@ impl State<'_> {
             sweep::num(value)
         );
         let points = self.dir.join("points");
-        let outcome = super::run(plan, &points, self.options).await?;
+        let outcome = super::run(plan, &points, self.options.clone()).await?;
         let name = format!(
             "{:02}-{param}-{}",
             self.ran.len(),

@@ -25,6 +25,7 @@
 //!   sweep.json                          `recorder::sweep::SweepSummary`: points, curves, knees
 //!   points/NN-<param>-<value>/          one complete run directory per load point
 //!   report.md, report.html, charts/     the sweep report
+//! ~/.cache/spark-bench/calibration.json this machine's ceiling (`spark-bench calibrate`)
 //! ```
 //!
 //! All `*_ns` columns are nanoseconds since the run's monotonic origin; empty cells mean
@@ -36,6 +37,7 @@
 //! variable.
 
 mod baseline;
+mod calibration;
 mod hlog;
 mod manifest;
 mod reader;
@@ -46,6 +48,10 @@ mod writer;
 use std::path::{Path, PathBuf};
 
 pub use baseline::{list_baselines, resolve, save_baseline, BASELINES_DIR};
+pub use calibration::{
+    default_calibration_path, load_calibration, save_calibration, Calibration, RampPoint,
+    CALIBRATION_FILE,
+};
 pub use hlog::{read_hlog, write_hlog};
 pub use manifest::{
     rfc3339, run_id, Host, LoadRecord, Manifest, RunStatus, ScenarioInfo, Tool,

@@ -88,6 +88,7 @@ impl LoadedRun {
             summary: Summary {
                 schema_version: crate::recorder::SUMMARY_SCHEMA_VERSION,
                 cells: Vec::new(),
+                harness: None,
             },
             histograms: BTreeMap::new(),
             rebuilt: false,

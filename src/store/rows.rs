@@ -313,6 +313,8 @@ impl RequestRow {
             outcome: self.outcome,
             http_status: self.http_status,
             error: self.error,
+            // Not a column: the run's `harness` section in `summary.json` keeps what it meant.
+            slot_wait_ns: None,
         }
     }
 }

@@ -536,8 +536,37 @@ fn schema() -> Value {
 fn summary_json_matches_its_schema() {
     let tmp = tempfile::tempdir().unwrap();
     let (dir, _) = write_run(tmp.path(), RunStatus::Complete);
-    let summary: Value =
+    let mut summary: Value =
         serde_json::from_str(&std::fs::read_to_string(dir.join(SUMMARY_FILE)).unwrap()).unwrap();
+    // A harness section with every optional part present.
+    let mut stats = crate::recorder::harness::DispatchStats::default();
+    for i in 0..3u64 {
+        stats.add(&RequestRecord {
+            intended_ns: i * 1_000_000,
+            dispatch_ns: i * 1_000_000 + 50_000,
+            ..Default::default()
+        });
+    }
+    let probe = crate::clock::probe::ProbeReport {
+        timer_samples: 10,
+        wall_s: 1.0,
+        cpu_s: Some(0.5),
+        cores: 2,
+        cpu_peak_cores: Some(0.7),
+        ..Default::default()
+    };
+    let ceiling = crate::recorder::harness::Ceiling {
+        chunks_s: 1e5,
+        measured_at: "2026-11-25T10:00:00.000Z".into(),
+    };
+    let harness = crate::recorder::harness::Harness::judge(
+        &stats,
+        Some(&probe),
+        Some(ceiling),
+        Default::default(),
+    );
+    summary["harness"] = serde_json::to_value(&harness).unwrap();
+    assert!(summary["harness"]["cpu"]["peak_cores"].is_number());
     let schema = schema();
     // The sample must exercise the interesting parts: metrics, vs_http, failures.
     assert!(summary["cells"][1]["vs_http"]["ttft"].is_number());

@@ -36,6 +36,7 @@ pub struct RunWriter {
     chunks: CsvOut,
     sessions: CsvOut,
     unflushed: usize,
+    harness: Option<crate::recorder::harness::Harness>,
 }
 
 impl std::fmt::Debug for RunWriter {
@@ -90,6 +91,7 @@ impl RunWriter {
             manifest,
             started,
             unflushed: 0,
+            harness: None,
         };
         // Headers are written from the column lists (not inferred from the first row), so a
         // run that records nothing still has well-formed CSV files.
@@ -159,6 +161,11 @@ impl RunWriter {
         self.manifest.network.insert(target.to_string(), how);
     }
 
+    /// Sets the run's `harness` section (written into `summary.json` by [`Self::finish`]).
+    pub fn set_harness(&mut self, harness: crate::recorder::harness::Harness) {
+        self.harness = Some(harness);
+    }
+
     /// Appends one session to `sessions.csv`.
     pub fn write_session(&mut self, s: &SessionRecord) -> Result<()> {
         let path = self.dir.join(SESSIONS_FILE);
@@ -198,10 +205,9 @@ impl RunWriter {
         self.flush()?;
         let ended = crate::clock::wall_now();
         let length = ended.duration_since(self.started).unwrap_or_default();
-        write_json(
-            &self.dir.join(SUMMARY_FILE),
-            &Summary::from_recorder(recorder),
-        )?;
+        let mut summary = Summary::from_recorder(recorder);
+        summary.harness = self.harness.take();
+        write_json(&self.dir.join(SUMMARY_FILE), &summary)?;
         write_json(
             &self.dir.join(TIMELINE_FILE),
             &TimelineFile {

@@ -144,6 +144,11 @@ pub struct RequestRecord {
     pub http_status: Option<u16>,
     /// Human-readable failure detail.
     pub error: Option<String>,
+    /// How long the request waited for a concurrency slot after its intended start (the
+    /// first request of an open-loop session that found every slot taken), ns; part of its
+    /// dispatch lag, but the load's doing, not the harness's. Not a `requests.csv` column.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub slot_wait_ns: Option<u64>,
 }
 
 /// One session (a scripted conversation) as it ran: written to `sessions.csv` and the

@@ -9,6 +9,7 @@ mod support;
 mod accuracy;
 mod client_sim;
 mod compare_sim;
+mod harness_bound;
 mod late_reader;
 mod realtime;
 mod run_link;

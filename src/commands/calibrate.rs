@@ -1,0 +1,75 @@
+//! `spark-bench calibrate`: [`crate::runner::calibrate`] run, printed, and saved where every
+//! run reads it.
+
+use crate::cli::CalibrateArgs;
+use crate::runner::calibrate::{calibrate, Plan};
+
+use super::EXIT_OK;
+
+/// Executes `spark-bench calibrate`; returns the exit code.
+pub async fn execute(args: CalibrateArgs) -> anyhow::Result<u8> {
+    let plan = Plan::new(args.quick);
+    errln!(
+        "calibrating this machine ({} cores){}: ingest, then a request-rate ramp",
+        crate::store::Host::current().cpus,
+        if args.quick { ", quick" } else { "" }
+    );
+    let mut say = |line: &str| errln!("  {line}");
+    let c = calibrate(&plan, &mut say).await?;
+    let path = if args.no_save {
+        None
+    } else {
+        args.save
+            .clone()
+            .or_else(crate::store::default_calibration_path)
+    };
+    if let Some(path) = &path {
+        crate::store::save_calibration(path, &c)?;
+    }
+    if args.json {
+        outln!("{}", serde_json::to_string_pretty(&c)?);
+    } else {
+        let offered = crate::runner::calibrate::INGEST_RATE_PER_STREAM
+            * f64::from(crate::runner::calibrate::INGEST_STREAMS);
+        outln!(
+            "ingest ceiling:       {:.0} chunks/s ({} streams, process CPU {} cores){}",
+            c.ingest_chunks_s,
+            c.ingest_streams,
+            c.ingest_cpu_cores.map_or("-".into(), |v| format!("{v:.2}")),
+            if c.ingest_chunks_s >= offered * 0.97 {
+                " (all that was offered: the ceiling is higher)"
+            } else {
+                ""
+            }
+        );
+        outln!(
+            "timestamp error:      p50 {:.0} µs, p99 {:.0} µs, max {:.0} µs at {:.0} chunks/s (arrival stamp − the simulator's write)",
+            c.stamp_error_p50_us,
+            c.stamp_error_p99_us,
+            c.stamp_error_max_us,
+            c.stamp_error_rate
+        );
+        outln!(
+            "request-rate ceiling: {:.0} req/s with dispatch lag p99 under {} ms{}",
+            c.max_request_rate,
+            crate::recorder::harness::Thresholds::DEFAULT.driver_lag_p99_ms,
+            if c.ramp.iter().all(crate::runner::calibrate::point_ok) {
+                " (every rate tried kept up: the ceiling is higher)"
+            } else {
+                ""
+            }
+        );
+        outln!("took {:.1} s", c.took_s);
+    }
+    match &path {
+        Some(p) => errln!(
+            "saved: {} (every run compares its chunk rate with it)",
+            p.display()
+        ),
+        None if args.no_save => {}
+        None => {
+            errln!("warning: not saved: neither XDG_CACHE_HOME nor HOME is set; pass --save FILE")
+        }
+    }
+    Ok(EXIT_OK)
+}

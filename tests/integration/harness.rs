@@ -1,0 +1,158 @@
+//! The harness section of an ordinary run, checked against the run's own records and the
+//! plan's known intended starts: dispatch lag p50/p99/max as the records give it, the
+//! requested rate from the plan's Poisson offsets, the achieved rate from the records'
+//! dispatch instants, the calibrated ceiling read from the file the run was given, and the
+//! section in `summary.json`, the table footer and the report. (A run the harness cannot
+//! drive, and `calibrate`, are timing tests: `tests/timing/harness_bound.rs`.)
+
+use std::sync::Arc;
+
+use spark_bench::recorder::harness::Verdict;
+use spark_bench::runner::{self, Options};
+use spark_bench::store::{Calibration, Host, LoadedRun};
+
+/// 40 one-turn sessions arriving at 50/s (Poisson) against the wafer simulator, no link.
+const SCENARIO: &str = r#"
+name = "harness"
+seed = 11
+link = "none"
+max_output_tokens = 8
+[load]
+sessions = 40
+concurrency = 40
+session_interval = "20ms"
+[matrix]
+targets = ["sim-wafer"]
+transports = ["http-pooled"]
+[[turns]]
+prompt = "Say ok."
+"#;
+
+fn quantile(sorted: &[u64], q: f64) -> f64 {
+    // HdrHistogram's value_at_quantile: the smallest value with at least q of the samples
+    // at or below it.
+    let rank = ((q * sorted.len() as f64).ceil() as usize).clamp(1, sorted.len());
+    sorted[rank - 1] as f64 / 1e6
+}
+
+fn near(measured: f64, truth: f64) -> bool {
+    // 3 significant digits in the histogram, plus a microsecond.
+    (measured - truth).abs() <= truth.abs() * 2e-3 + 1e-3
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_ordinary_run_carries_a_harness_section_that_matches_its_records() {
+    let tmp = tempfile::tempdir().unwrap();
+    let scenario = spark_bench::scenario::parse("harness.toml", SCENARIO).unwrap();
+    let plan = spark_bench::plan::build(
+        &scenario,
+        "harness.toml",
+        SCENARIO.as_bytes(),
+        &Default::default(),
+    )
+    .unwrap();
+    // A calibration file, as `spark-bench calibrate` leaves it.
+    let calibration = tmp.path().join("cache/calibration.json");
+    let c = Calibration {
+        measured_at: "2026-11-25T10:00:00.000Z".into(),
+        host: Host::current(),
+        quick: true,
+        ingest_chunks_s: 54_321.0,
+        ingest_chunks: 1,
+        ingest_streams: 16,
+        ingest_cpu_cores: None,
+        stamp_error_rate: 1.0,
+        stamp_error_p50_us: 1.0,
+        stamp_error_p99_us: 1.0,
+        stamp_error_max_us: 1.0,
+        max_request_rate: 1.0,
+        ramp: Vec::new(),
+        took_s: 1.0,
+    };
+    spark_bench::store::save_calibration(&calibration, &c).unwrap();
+    let offsets: Vec<u64> = plan
+        .sessions
+        .iter()
+        .filter(|s| !s.warmup)
+        .map(|s| s.start_offset.as_nanos() as u64)
+        .collect();
+    let options = Options {
+        calibration: Some(calibration),
+        ..Options::quiet()
+    };
+    let outcome = runner::run(Arc::new(plan), &tmp.path().join("results"), options)
+        .await
+        .unwrap();
+    let h = outcome.summary.harness.clone().expect("a harness section");
+    let run = LoadedRun::open(&outcome.dir).unwrap();
+    // summary.json keeps it (floats to JSON's precision).
+    let saved = run.summary.harness.as_ref().expect("in summary.json");
+    assert_eq!((saved.verdict, &saved.reasons), (h.verdict, &h.reasons));
+    assert_eq!(saved.dispatch_lag, h.dispatch_lag);
+    assert!((saved.requested_rate.unwrap() / h.requested_rate.unwrap() - 1.0).abs() < 1e-12);
+
+    let records = run.records().unwrap();
+    assert_eq!(records.len(), 40);
+    assert_eq!(h.requests, 40);
+    // Dispatch lag, as the records give it.
+    let mut lags: Vec<u64> = records.iter().map(|r| r.dispatch_lag_ns()).collect();
+    lags.sort_unstable();
+    for (got, q) in [
+        (h.dispatch_lag.p50_ms, 0.5),
+        (h.dispatch_lag.p99_ms, 0.99),
+        (h.dispatch_lag.max_ms, 1.0),
+    ] {
+        assert!(
+            near(got, quantile(&lags, q)),
+            "q{q}: {got} vs records {}",
+            quantile(&lags, q)
+        );
+    }
+    // No slot was ever full (concurrency = sessions): driver lag is dispatch lag.
+    assert_eq!(h.slot_waits, 0);
+    assert_eq!(h.driver_lag, h.dispatch_lag);
+
+    // Requested rate from the plan's own offsets (the lane's start cancels out).
+    let span = offsets.iter().max().unwrap() - offsets.iter().min().unwrap();
+    let requested = 39.0 * 1e9 / span as f64;
+    let got = h.requested_rate.unwrap();
+    assert!(
+        (got - requested).abs() <= requested * 1e-6,
+        "{got} vs {requested}"
+    );
+    // Achieved rate from the records' dispatch instants.
+    let (first, last) = records.iter().fold((u64::MAX, 0), |(a, b), r| {
+        (a.min(r.dispatch_ns), b.max(r.dispatch_ns))
+    });
+    let achieved = 39.0 * 1e9 / (last - first) as f64;
+    assert!((h.achieved_rate.unwrap() - achieved).abs() <= achieved * 1e-9);
+
+    // The probe ran for the whole run, and the ceiling is the file's.
+    assert!(
+        h.timer_late_us.samples > 100,
+        "{} timer samples",
+        h.timer_late_us.samples
+    );
+    assert!(h.timer_late_us.p50 <= h.timer_late_us.p99);
+    assert!(h.cpu.mean_cores.unwrap() > 0.0 && h.cpu.cores >= 1);
+    assert_eq!(h.ingest_ceiling.as_ref().unwrap().chunks_s, 54_321.0);
+    assert!(h.chunk_rate > 0.0);
+    // The verdict agrees with its reasons (a loaded machine may make it harness-bound, but
+    // never without saying why).
+    assert_eq!(
+        h.verdict == Verdict::HarnessBound,
+        !h.reasons.is_empty(),
+        "{h:?}"
+    );
+
+    let table = spark_bench::recorder::table(&outcome.summary);
+    assert!(
+        table.contains("harness: dispatch lag p50/p99/max"),
+        "{table}"
+    );
+    assert!(table.contains("vs ceiling 54321"), "{table}");
+    let paths = spark_bench::report::render_run(&outcome.dir).unwrap();
+    let md = paths.iter().find(|p| p.ends_with("report.md")).unwrap();
+    let md = std::fs::read_to_string(md).unwrap();
+    assert!(md.contains("| harness |"), "the provenance row");
+}
