@@ -504,12 +504,14 @@ fn p50(v: &mut [f64]) -> f64 {
 /// (d) TTFT of spark-bench's `http` transport (the library's `exchange`, new connection per
 /// request) against a minimal raw-socket client sending the same request, alternating one of
 /// each so server drift falls on both; both timed from just before the connection is opened
-/// to the first content event. Guarded at 0.75 ms (the issue's 0.3 ms is not met reliably).
+/// to the first content event; three blocks of pairs, the median block's p50 difference held
+/// to the issue's 0.3 ms.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 #[ignore]
 async fn llama_http_ttft_matches_a_raw_socket_client() {
     const PAIRS: usize = 100;
     const WARMUP: usize = 4;
+    const BLOCKS: usize = 3;
     let tmp = tempfile::tempdir().unwrap();
     let plan = resolved_plan(tmp.path());
     let target = plan.cells[0].target.clone();
@@ -539,88 +541,97 @@ async fn llama_http_ttft_matches_a_raw_socket_client() {
         .unwrap_or_else(|e| panic!("connector: {e:#}")),
     );
     let mut session = connector.session();
-    // Per client: [request written, response head, first content] in ms from the start.
-    let mut spark: [Vec<f64>; 3] = Default::default();
-    let mut raw: [Vec<f64>; 3] = Default::default();
-    // spark-bench's own phases: dispatch lag, DNS, TCP connect.
-    let mut setup: [Vec<f64>; 3] = Default::default();
-    for i in 0..WARMUP + PAIRS {
-        // Alternate which goes first in each pair.
-        for which in [i % 2, 1 - i % 2] {
-            if which == 0 {
-                let (req, addr) = (request.clone(), addr.clone());
-                let d = tokio::task::spawn_blocking(move || raw_ttft(&addr, &req))
-                    .await
-                    .unwrap()
-                    .unwrap_or_else(|e| panic!("raw client: {e}"));
-                if i >= WARMUP {
-                    for (v, d) in raw.iter_mut().zip(d) {
-                        v.push(d.as_secs_f64() * 1e3);
+    let mut gaps = Vec::with_capacity(BLOCKS);
+    for block in 0..BLOCKS {
+        // The first block starts with a few unmeasured pairs (connection set-up paths and
+        // the server's first requests warm up).
+        let warmup = if block == 0 { WARMUP } else { 0 };
+        // Per client: [request written, response head, first content] in ms from the start.
+        let mut spark: [Vec<f64>; 3] = Default::default();
+        let mut raw: [Vec<f64>; 3] = Default::default();
+        // spark-bench's own phases: dispatch lag, DNS, TCP connect.
+        let mut setup: [Vec<f64>; 3] = Default::default();
+        for i in 0..warmup + PAIRS {
+            // Alternate which goes first in each pair.
+            for which in [i % 2, 1 - i % 2] {
+                if which == 0 {
+                    let (req, addr) = (request.clone(), addr.clone());
+                    let d = tokio::task::spawn_blocking(move || raw_ttft(&addr, &req))
+                        .await
+                        .unwrap()
+                        .unwrap_or_else(|e| panic!("raw client: {e}"));
+                    if i >= warmup {
+                        for (v, d) in raw.iter_mut().zip(d) {
+                            v.push(d.as_secs_f64() * 1e3);
+                        }
                     }
-                }
-            } else {
-                let mut conv = new_conv();
-                let meta = RecordMeta {
-                    id: i as u64,
-                    intended_ns: clock.now_ns(),
-                    ..Default::default()
-                };
-                let (rec, _) = exchange(
-                    &mut session,
-                    &target,
-                    &mut conv,
-                    &spec,
-                    &meta,
-                    &CancellationToken::new(),
-                )
-                .await;
-                assert_eq!(rec.outcome, OutcomeKind::Ok, "{rec:?}");
-                assert!(
-                    !rec.connection_reused,
-                    "http opens a connection per request"
-                );
-                let at = |v: Option<u64>, what: &str| {
-                    ms(v.unwrap_or_else(|| panic!("no {what}: {rec:?}")) - meta.intended_ns)
-                };
-                if i >= WARMUP {
-                    spark[0].push(at(rec.request_written_ns, "request_written_ns"));
-                    spark[1].push(at(rec.response_headers_ns, "response_headers_ns"));
-                    spark[2].push(at(rec.first_token_ns, "first_token_ns"));
-                    setup[0].push(ms(rec.dispatch_ns - meta.intended_ns));
-                    setup[1].push(ms(rec.dns_ns.unwrap_or(0)));
-                    setup[2].push(ms(rec.tcp_connect_ns.unwrap_or(0)));
+                } else {
+                    let mut conv = new_conv();
+                    let meta = RecordMeta {
+                        id: i as u64,
+                        intended_ns: clock.now_ns(),
+                        ..Default::default()
+                    };
+                    let (rec, _) = exchange(
+                        &mut session,
+                        &target,
+                        &mut conv,
+                        &spec,
+                        &meta,
+                        &CancellationToken::new(),
+                    )
+                    .await;
+                    assert_eq!(rec.outcome, OutcomeKind::Ok, "{rec:?}");
+                    assert!(
+                        !rec.connection_reused,
+                        "http opens a connection per request"
+                    );
+                    let at = |v: Option<u64>, what: &str| {
+                        ms(v.unwrap_or_else(|| panic!("no {what}: {rec:?}")) - meta.intended_ns)
+                    };
+                    if i >= warmup {
+                        spark[0].push(at(rec.request_written_ns, "request_written_ns"));
+                        spark[1].push(at(rec.response_headers_ns, "response_headers_ns"));
+                        spark[2].push(at(rec.first_token_ns, "first_token_ns"));
+                        setup[0].push(ms(rec.dispatch_ns - meta.intended_ns));
+                        setup[1].push(ms(rec.dns_ns.unwrap_or(0)));
+                        setup[2].push(ms(rec.tcp_connect_ns.unwrap_or(0)));
+                    }
                 }
             }
         }
-    }
-    let phases = ["request written", "response head", "first content (TTFT)"];
-    for (k, name) in phases.iter().enumerate() {
-        let (s, r) = (p50(&mut spark[k]), p50(&mut raw[k]));
+        println!("block {}/{BLOCKS}:", block + 1);
+        let phases = ["request written", "response head", "first content (TTFT)"];
+        for (k, name) in phases.iter().enumerate() {
+            let (s, r) = (p50(&mut spark[k]), p50(&mut raw[k]));
+            println!(
+                "  {name} p50: spark-bench http {s:.3} ms, raw socket {r:.3} ms, difference {:+.3} ms",
+                s - r
+            );
+        }
         println!(
-            "{name} p50: spark-bench http {s:.3} ms, raw socket {r:.3} ms, difference {:+.3} ms",
-            s - r
+            "  spark-bench http p50: dispatch lag {:.3} ms, dns {:.3} ms, tcp connect {:.3} ms",
+            p50(&mut setup[0]),
+            p50(&mut setup[1]),
+            p50(&mut setup[2])
         );
+        gaps.push(p50(&mut spark[2]) - p50(&mut raw[2]));
     }
+    gaps.sort_by(f64::total_cmp);
+    let gap = gaps[BLOCKS / 2];
     println!(
-        "spark-bench http p50: dispatch lag {:.3} ms, dns {:.3} ms, tcp connect {:.3} ms",
-        p50(&mut setup[0]),
-        p50(&mut setup[1]),
-        p50(&mut setup[2])
+        "TTFT p50 difference per block of {PAIRS} alternating pairs: {}; median {gap:+.3} ms",
+        gaps.iter()
+            .map(|g| format!("{g:+.3} ms"))
+            .collect::<Vec<_>>()
+            .join(", ")
     );
-    let (p_spark, p_raw) = (p50(&mut spark[2]), p50(&mut raw[2]));
-    println!(
-        "TTFT p50 over {PAIRS} alternating pairs: spark-bench http {p_spark:.3} ms, raw socket \
-         {p_raw:.3} ms, difference {:+.3} ms (min {:.3} / {:.3} ms)",
-        p_spark - p_raw,
-        spark[2][0],
-        raw[2][0]
-    );
-    // Issue 9 asks for 0.3 ms. Over 12 runs on this 2-core VM the p50 gap ranged from
-    // +0.00 to +0.49 ms (the tiny server's own run-to-run spread is of that size), so 0.3 ms
-    // is not shown reliably; this guards against regressions at 0.75 ms instead of passing
-    // some of the time.
+    // Issue 9: within 0.3 ms of the raw client. One block's p50 can be thrown off by the
+    // 2-core machine (another process, the server's own spread): the median of three blocks
+    // is what is held to 0.3 ms.
     assert!(
-        (p_spark - p_raw).abs() <= 0.75,
-        "spark-bench http TTFT p50 {p_spark:.3} ms vs raw socket {p_raw:.3} ms"
+        gap.abs() <= 0.3,
+        "spark-bench http TTFT p50 is {gap:+.3} ms from the raw socket client's (median of \
+         {BLOCKS} blocks: {gaps:?})"
     );
 }
