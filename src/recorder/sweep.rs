@@ -121,6 +121,10 @@ pub struct CurvePoint {
     pub good_output_tok_s: Option<f64>,
     /// Every percentile SLO held.
     pub slo_met: Option<bool>,
+    /// The point's run judged itself `harness-bound` (its `summary.json` → `harness`): its
+    /// figures may be the harness's limits, not the target's, so no knee is read from it.
+    #[serde(default)]
+    pub harness_bound: bool,
 }
 
 impl CurvePoint {
@@ -147,6 +151,7 @@ impl CurvePoint {
             good_req_s: cell.goodput.as_ref().map(|g| g.good_req_s),
             good_output_tok_s: cell.goodput.as_ref().map(|g| g.good_output_tok_s),
             slo_met: cell.goodput.as_ref().map(|g| g.slo_met),
+            harness_bound: false,
         }
     }
 }
@@ -192,8 +197,26 @@ pub fn saturated(pts: &[CurvePoint], i: usize) -> Option<String> {
 }
 
 /// The knee of a curve (sorted by load): `(index, reason the next point is saturated)`.
+/// Only points up to the first `harness-bound` one are read: saturation found there or
+/// beyond could be the harness's, so it is not reported as the target's knee.
 pub fn knee(pts: &[CurvePoint]) -> Option<(usize, String)> {
-    (1..pts.len()).find_map(|i| saturated(pts, i).map(|why| (i - 1, why)))
+    let trusted = pts
+        .iter()
+        .position(|p| p.harness_bound)
+        .unwrap_or(pts.len());
+    (1..trusted).find_map(|i| saturated(pts, i).map(|why| (i - 1, why)))
+}
+
+/// Why a curve has no knee: the sweep did not reach saturation, or the harness could not
+/// drive the load from some point on.
+pub fn no_knee_reason(c: &Curve) -> String {
+    match c.points.iter().find(|p| p.harness_bound) {
+        Some(p) => format!(
+            "no knee below {}, where the harness could not drive the load (that point's harness section says why); points from there on are the harness's limits, not the target's",
+            num(p.value)
+        ),
+        None => "no knee: no point saturated".to_string(),
+    }
 }
 
 /// One curve per target × transport from `(load value, summary)` pairs, each sorted by load
@@ -201,8 +224,13 @@ pub fn knee(pts: &[CurvePoint]) -> Option<(usize, String)> {
 pub fn curves(points: &[(f64, &Summary)]) -> Vec<Curve> {
     let mut out: Vec<Curve> = Vec::new();
     for (value, summary) in points {
+        let bound = summary
+            .harness
+            .as_ref()
+            .is_some_and(|h| h.verdict == super::harness::Verdict::HarnessBound);
         for cell in &summary.cells {
-            let p = CurvePoint::of(*value, cell);
+            let mut p = CurvePoint::of(*value, cell);
+            p.harness_bound = bound;
             match out
                 .iter_mut()
                 .find(|c| c.target == cell.target && c.transport == cell.transport)
@@ -279,6 +307,9 @@ pub fn sweep_table(s: &SweepSummary) -> String {
             if c.knee == Some(i) {
                 out.push_str("  \u{25c0} knee");
             }
+            if p.harness_bound {
+                out.push_str("  HARNESS-BOUND");
+            }
             out.push('\n');
         }
         match (&c.knee_value, &c.knee_reason) {
@@ -291,7 +322,7 @@ pub fn sweep_table(s: &SweepSummary) -> String {
                 );
             }
             _ => {
-                let _ = writeln!(out, "  no knee: no point saturated");
+                let _ = writeln!(out, "  {}", no_knee_reason(c));
             }
         }
     }
@@ -331,6 +362,7 @@ mod tests {
             good_req_s: None,
             good_output_tok_s: None,
             slo_met: None,
+            harness_bound: false,
         }
     }
 
@@ -357,5 +389,43 @@ mod tests {
             .map(|&c: &f64| pt(c, c, 1.0 + c))
             .collect();
         assert!(knee(&pts).is_none());
+    }
+
+    #[test]
+    fn no_knee_is_read_from_a_harness_bound_point() {
+        // Saturation at 16 on a target of capacity 8; the run at 8 was harness-bound.
+        let mut pts: Vec<_> = [1.0, 2.0, 4.0, 8.0, 16.0]
+            .iter()
+            .map(|&c: &f64| pt(c, c.min(8.0) * 10.0, if c > 8.0 { 100.0 } else { 20.0 }))
+            .collect();
+        pts[3].harness_bound = true;
+        assert!(knee(&pts).is_none(), "the knee at 8 is not the target's");
+        let curve = Curve {
+            target: "t".into(),
+            transport: "http".into(),
+            points: pts.clone(),
+            knee: None,
+            knee_value: None,
+            knee_reason: None,
+        };
+        assert!(
+            no_knee_reason(&curve).contains("below 8"),
+            "{}",
+            no_knee_reason(&curve)
+        );
+        // Bound at the first saturated point: that saturation may be the harness's.
+        pts[3].harness_bound = false;
+        pts[4].harness_bound = true;
+        assert!(
+            knee(&pts).is_none(),
+            "saturation found on a bound point is not trusted"
+        );
+        // A bound point after a knee found on trusted points leaves that knee.
+        let mut pts: Vec<_> = [1.0, 2.0, 4.0, 8.0, 16.0, 32.0]
+            .iter()
+            .map(|&c: &f64| pt(c, c.min(4.0) * 10.0, if c > 4.0 { 100.0 } else { 20.0 }))
+            .collect();
+        pts[5].harness_bound = true;
+        assert_eq!(pts[knee(&pts).unwrap().0].value, 4.0);
     }
 }

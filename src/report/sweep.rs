@@ -12,7 +12,7 @@ use anyhow::Context;
 
 use super::charts::sweep::{available, SweepChart};
 use super::style::{html_escape, md_escape};
-use crate::recorder::sweep::{sweep_table, SweepSummary};
+use crate::recorder::sweep::{no_knee_reason, sweep_table, SweepSummary};
 
 /// `report.md` of a sweep; `ext` is the chart file extension to link (`svg`).
 pub fn markdown(s: &SweepSummary, charts: &[SweepChart], ext: &str) -> String {
@@ -43,8 +43,11 @@ pub fn markdown(s: &SweepSummary, charts: &[SweepChart], ext: &str) -> String {
                 s.param,
                 crate::recorder::sweep::num(v)
             )),
-            md_escape(c.knee_reason.as_deref().unwrap_or("-"))
+            md_escape(&c.knee_reason.clone().unwrap_or_else(|| no_knee_reason(c)))
         );
+    }
+    if let Some(w) = harness_warning(s) {
+        let _ = writeln!(out, "\n> **Warning:** {}", md_escape(&w));
     }
     let _ = writeln!(out, "\n## Points\n\n```text\n{}```\n", sweep_table(s));
     for k in charts {
@@ -57,6 +60,29 @@ pub fn markdown(s: &SweepSummary, charts: &[SweepChart], ext: &str) -> String {
         );
     }
     out
+}
+
+/// The load points whose runs were `harness-bound`, as one sentence; `None` when none was.
+fn harness_warning(s: &SweepSummary) -> Option<String> {
+    let mut values: Vec<f64> = s
+        .curves
+        .iter()
+        .flat_map(|c| c.points.iter().filter(|p| p.harness_bound).map(|p| p.value))
+        .collect();
+    values.sort_by(f64::total_cmp);
+    values.dedup();
+    if values.is_empty() {
+        return None;
+    }
+    let list: Vec<String> = values
+        .iter()
+        .map(|v| crate::recorder::sweep::num(*v))
+        .collect();
+    Some(format!(
+        "the harness could not keep up at {} = {} (marked HARNESS-BOUND below; each point's summary.json → harness says why). Those points show the harness's limits, not the target's: no knee is read from them. Run `spark-bench calibrate`, lower the load or use a quieter machine.",
+        s.param,
+        list.join(", ")
+    ))
 }
 
 /// `report.html` of a sweep, with the SVG charts inline.
@@ -74,7 +100,15 @@ pub fn html(s: &SweepSummary, svgs: &[(SweepChart, String)]) -> String {
     for line in [&s.load_note, &format!("SLOs: {}", s.slo), &s.knee_rule] {
         let _ = write!(out, "<li>{}</li>", html_escape(line));
     }
-    out.push_str("</ul><h2>Points</h2><pre>");
+    out.push_str("</ul>");
+    if let Some(w) = harness_warning(s) {
+        let _ = write!(
+            out,
+            "<p style=\"background:#fff3cd;padding:.5em\"><strong>Warning:</strong> {}</p>",
+            html_escape(&w)
+        );
+    }
+    out.push_str("<h2>Points</h2><pre>");
     out.push_str(&html_escape(&sweep_table(s)));
     out.push_str("</pre>");
     for (k, svg) in svgs {
