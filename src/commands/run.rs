@@ -18,12 +18,7 @@ pub async fn execute(args: RunArgs) -> anyhow::Result<u8> {
     for w in &plan.warnings {
         errln!("warning: {w}");
     }
-    let options = Options {
-        progress: crate::progress::Mode::detect(args.quiet || args.json),
-        realtime: args.realtime,
-        calibration: crate::store::default_calibration_path(),
-        announce: true,
-    };
+    let options = options(&args);
     let outcome = runner::run(plan.clone(), &args.out, options).await?;
 
     if args.json {
@@ -70,6 +65,17 @@ pub async fn execute(args: RunArgs) -> anyhow::Result<u8> {
     Ok(EXIT_OK)
 }
 
+/// The runner's options from the command line: progress unless `--quiet`/`--json`,
+/// `--realtime`, and this machine's calibration file for the harness section.
+fn options(args: &RunArgs) -> Options {
+    Options {
+        progress: crate::progress::Mode::detect(args.quiet || args.json),
+        realtime: args.realtime,
+        calibration: crate::store::default_calibration_path(),
+        announce: true,
+    }
+}
+
 /// `spark-bench run --sweep`: one run per load point, the sweep table and report.
 async fn sweep(args: RunArgs, spec: plan::sweep::SweepSpec) -> anyhow::Result<u8> {
     if args.save_baseline.is_some() || args.baseline.is_some() {
@@ -79,12 +85,7 @@ async fn sweep(args: RunArgs, spec: plan::sweep::SweepSpec) -> anyhow::Result<u8
     for w in &base.warnings {
         errln!("warning: {w}");
     }
-    let options = Options {
-        progress: crate::progress::Mode::detect(args.quiet || args.json),
-        realtime: args.realtime,
-        calibration: crate::store::default_calibration_path(),
-        announce: true,
-    };
+    let options = options(&args);
     let scenario_arrival = crate::scenario::load(&args.scenario)?.scenario.load.arrival;
     let build = |load: runner::sweep::PointLoad| -> anyhow::Result<Plan> {
         let mut a = args.clone();

@@ -509,7 +509,7 @@ pub fn percent(p: f64) -> String {
 }
 
 /// Three significant-ish figures: `0.83`, `41.2`, `1234`.
-fn num(v: f64) -> String {
+pub(crate) fn num(v: f64) -> String {
     let a = v.abs();
     if a < 10.0 {
         format!("{v:.2}")

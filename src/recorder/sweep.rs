@@ -334,14 +334,7 @@ pub fn num(v: f64) -> String {
     if !v.is_finite() || v == 0.0 {
         return "-".to_string();
     }
-    let a = v.abs();
-    if a < 10.0 {
-        format!("{v:.2}")
-    } else if a < 100.0 {
-        format!("{v:.1}")
-    } else {
-        format!("{v:.0}")
-    }
+    super::summary::num(v)
 }
 
 #[cfg(test)]

@@ -67,14 +67,7 @@ pub fn ms(v: f64) -> String {
 
 /// Three significant-ish figures: `0.83`, `41.2`, `1234`.
 pub fn num(v: f64) -> String {
-    let a = v.abs();
-    if a < 10.0 {
-        format!("{v:.2}")
-    } else if a < 100.0 {
-        format!("{v:.1}")
-    } else {
-        format!("{v:.0}")
-    }
+    crate::recorder::summary::num(v)
 }
 
 /// Escapes text for HTML element content and attribute values.
