@@ -197,24 +197,33 @@ pub fn saturated(pts: &[CurvePoint], i: usize) -> Option<String> {
 }
 
 /// The knee of a curve (sorted by load): `(index, reason the next point is saturated)`.
-/// Only points up to the first `harness-bound` one are read: saturation found there or
-/// beyond could be the harness's, so it is not reported as the target's knee.
 pub fn knee(pts: &[CurvePoint]) -> Option<(usize, String)> {
-    let trusted = pts
-        .iter()
-        .position(|p| p.harness_bound)
-        .unwrap_or(pts.len());
-    (1..trusted).find_map(|i| saturated(pts, i).map(|why| (i - 1, why)))
+    (1..pts.len()).find_map(|i| saturated(pts, i).map(|why| (i - 1, why)))
 }
 
-/// Why a curve has no knee: the sweep did not reach saturation, or the harness could not
-/// drive the load from some point on.
-pub fn no_knee_reason(c: &Curve) -> String {
-    match c.points.iter().find(|p| p.harness_bound) {
-        Some(p) => format!(
-            "no knee below {}, where the harness could not drive the load (that point's harness section says why); points from there on are the harness's limits, not the target's",
-            num(p.value)
+/// What a curve's harness-bound points mean for its knee, when it has any: they are the
+/// harness's limits, not the target's, so a knee at or just before the first of them may
+/// be the harness's own.
+pub fn harness_caveat(c: &Curve) -> Option<String> {
+    let first = c.points.iter().position(|p| p.harness_bound)?;
+    let at = num(c.points[first].value);
+    Some(match c.knee {
+        Some(k) if first <= k + 1 => format!(
+            "the harness could not drive the load from {at} on (HARNESS-BOUND): this knee may be the harness's, not the target's"
         ),
+        Some(_) => format!(
+            "the harness could not drive the load from {at} on (HARNESS-BOUND), past the knee"
+        ),
+        None => format!(
+            "the harness could not drive the load from {at} on (HARNESS-BOUND): the curve from there is the harness's, not the target's"
+        ),
+    })
+}
+
+/// Why a curve has no knee, with the harness caveat when it has one.
+pub fn no_knee_reason(c: &Curve) -> String {
+    match harness_caveat(c) {
+        Some(caveat) => format!("no knee: no point saturated; {caveat}"),
         None => "no knee: no point saturated".to_string(),
     }
 }
@@ -253,6 +262,9 @@ pub fn curves(points: &[(f64, &Summary)]) -> Vec<Curve> {
             c.knee = Some(k);
             c.knee_value = Some(c.points[k].value);
             c.knee_reason = Some(why);
+        }
+        if let (Some(why), Some(caveat)) = (&c.knee_reason, harness_caveat(c)) {
+            c.knee_reason = Some(format!("{why}; {caveat}"));
         }
     }
     out
@@ -385,40 +397,43 @@ mod tests {
     }
 
     #[test]
-    fn no_knee_is_read_from_a_harness_bound_point() {
-        // Saturation at 16 on a target of capacity 8; the run at 8 was harness-bound.
-        let mut pts: Vec<_> = [1.0, 2.0, 4.0, 8.0, 16.0]
-            .iter()
-            .map(|&c: &f64| pt(c, c.min(8.0) * 10.0, if c > 8.0 { 100.0 } else { 20.0 }))
-            .collect();
-        pts[3].harness_bound = true;
-        assert!(knee(&pts).is_none(), "the knee at 8 is not the target's");
-        let curve = Curve {
-            target: "t".into(),
-            transport: "http".into(),
-            points: pts.clone(),
-            knee: None,
-            knee_value: None,
-            knee_reason: None,
+    fn a_harness_bound_point_puts_a_caveat_on_the_knee() {
+        let curve = |bound: Option<usize>| {
+            let mut points: Vec<_> = [1.0, 2.0, 4.0, 8.0, 16.0, 32.0]
+                .iter()
+                .map(|&c: &f64| pt(c, c.min(8.0) * 10.0, if c > 8.0 { 100.0 } else { 20.0 }))
+                .collect();
+            if let Some(i) = bound {
+                points[i].harness_bound = true;
+            }
+            Curve {
+                target: "t".into(),
+                transport: "http".into(),
+                knee: knee(&points).map(|k| k.0),
+                points,
+                knee_value: None,
+                knee_reason: None,
+            }
         };
+        // No bound point: no caveat; the knee at 8 (index 3).
+        assert_eq!(curve(None).knee, Some(3));
+        assert!(harness_caveat(&curve(None)).is_none());
+        // Bound at the saturated point after the knee: the knee may be the harness's.
+        let c = curve(Some(4));
         assert!(
-            no_knee_reason(&curve).contains("below 8"),
+            harness_caveat(&c).unwrap().contains("may be the harness's"),
+            "{c:?}"
+        );
+        // Bound only well past the knee: said, but the knee stands.
+        let c = curve(Some(5));
+        assert!(harness_caveat(&c).unwrap().contains("past the knee"));
+        // No knee and a bound point: the curve from there is the harness's.
+        let mut c = curve(Some(2));
+        c.knee = None;
+        assert!(
+            no_knee_reason(&c).contains("from 4.00 on"),
             "{}",
-            no_knee_reason(&curve)
+            no_knee_reason(&c)
         );
-        // Bound at the first saturated point: that saturation may be the harness's.
-        pts[3].harness_bound = false;
-        pts[4].harness_bound = true;
-        assert!(
-            knee(&pts).is_none(),
-            "saturation found on a bound point is not trusted"
-        );
-        // A bound point after a knee found on trusted points leaves that knee.
-        let mut pts: Vec<_> = [1.0, 2.0, 4.0, 8.0, 16.0, 32.0]
-            .iter()
-            .map(|&c: &f64| pt(c, c.min(4.0) * 10.0, if c > 4.0 { 100.0 } else { 20.0 }))
-            .collect();
-        pts[5].harness_bound = true;
-        assert_eq!(pts[knee(&pts).unwrap().0].value, 4.0);
     }
 }

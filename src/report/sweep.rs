@@ -79,7 +79,7 @@ fn harness_warning(s: &SweepSummary) -> Option<String> {
         .map(|v| crate::recorder::sweep::num(*v))
         .collect();
     Some(format!(
-        "the harness could not keep up at {} = {} (marked HARNESS-BOUND below; each point's summary.json → harness says why). Those points show the harness's limits, not the target's: no knee is read from them. Run `spark-bench calibrate`, lower the load or use a quieter machine.",
+        "the harness could not keep up at {} = {} (marked HARNESS-BOUND below; each point's summary.json → harness says why). Those points show the harness's limits, not the target's, and a knee at or just before them may be the harness's. Run `spark-bench calibrate`, lower the load or use a quieter machine.",
         s.param,
         list.join(", ")
     ))

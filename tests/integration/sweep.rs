@@ -53,6 +53,17 @@ async fn sweep(scenario: &Path, out: &Path, spec: &str) -> (PathBuf, SweepSummar
         .find(|p| p.join("sweep.json").is_file())
         .expect("a sweep directory");
     let s = spark_bench::store::read_sweep(&dir).unwrap();
+    // A point whose run judged itself harness-bound is left out of the knee: say why.
+    for p in &s.points {
+        let summary = std::fs::read_to_string(dir.join(&p.dir).join("summary.json")).unwrap();
+        let v: serde_json::Value = serde_json::from_str(&summary).unwrap();
+        if v["harness"]["verdict"] == "harness-bound" {
+            eprintln!(
+                "point {}: harness-bound: {}",
+                p.value, v["harness"]["reasons"]
+            );
+        }
+    }
     (dir, s)
 }
 
