@@ -504,14 +504,14 @@ fn p50(v: &mut [f64]) -> f64 {
 /// (d) TTFT of spark-bench's `http` transport (the library's `exchange`, new connection per
 /// request) against a minimal raw-socket client sending the same request, alternating one of
 /// each so server drift falls on both; both timed from just before the connection is opened
-/// to the first content event; three blocks of pairs, the median block's p50 difference held
+/// to the first content event; five blocks of pairs, the median block's p50 difference held
 /// to the issue's 0.3 ms.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 #[ignore]
 async fn llama_http_ttft_matches_a_raw_socket_client() {
     const PAIRS: usize = 100;
     const WARMUP: usize = 4;
-    const BLOCKS: usize = 3;
+    const BLOCKS: usize = 5;
     let tmp = tempfile::tempdir().unwrap();
     let plan = resolved_plan(tmp.path());
     let target = plan.cells[0].target.clone();
@@ -627,7 +627,7 @@ async fn llama_http_ttft_matches_a_raw_socket_client() {
             .join(", ")
     );
     // Issue 9: within 0.3 ms of the raw client. One block's p50 can be thrown off by the
-    // 2-core machine (another process, the server's own spread): the median of three blocks
+    // 2-core machine (another process, the server's own spread): the median of five blocks
     // is what is held to 0.3 ms.
     assert!(
         gap.abs() <= 0.3,
