@@ -138,6 +138,38 @@ impl Dispatch {
     }
 }
 
+impl Dispatch {
+    /// Closed loop: fresh sessions cycled from `scripts`, each started when a slot frees
+    /// (and measured from then, by definition), while `more(now)` holds. False when the
+    /// lane stopped first.
+    async fn cycle(
+        &mut self,
+        cells: &[CellContext],
+        scripts: &[(usize, SessionPlan)],
+        fresh: &mut Fresh,
+        warmup: bool,
+        more: impl Fn(u64) -> bool,
+    ) -> bool {
+        for k in 0.. {
+            let Some((i, script)) = scripts.get(k % scripts.len().max(1)) else {
+                break;
+            };
+            let Some((slot, _)) = self.slot(0).await else {
+                return false;
+            };
+            let now = self.clock.now_ns();
+            if !more(now) {
+                break;
+            }
+            let Some(s) = fresh.session(cells, *i, script, warmup) else {
+                break;
+            };
+            self.spawn(&cells[*i], s, now, (slot, 0));
+        }
+        true
+    }
+}
+
 /// New session indices per cell of the lane, after every index the plan uses.
 struct Fresh {
     next: Vec<Option<u32>>,
@@ -227,24 +259,12 @@ pub(super) async fn run_lane(cells: &[CellContext], lane: Vec<Slot>, phase: Phas
 
     'run: {
         // Closed-loop warm-up by time: fresh warm-up sessions while it lasts.
-        if cycle_warm {
-            for k in 0.. {
-                let Some((i, script)) = scripts.get(k % scripts.len().max(1)) else {
-                    break;
-                };
-                let Some((slot, _)) = d.slot(0).await else {
-                    break 'run;
-                };
-                let now = clock.now_ns();
-                if now >= warm_end {
-                    break;
-                }
-                let Some(s) = fresh.session(cells, *i, script, true) else {
-                    break;
-                };
-                // Closed loop: the session starts when its slot frees, by definition.
-                d.spawn(&cells[*i], s, now, (slot, 0));
-            }
+        if cycle_warm
+            && !d
+                .cycle(cells, &scripts, &mut fresh, true, |now| now < warm_end)
+                .await
+        {
+            break 'run;
         }
         for (i, session, offset) in lane {
             let intended = lane_start + offset.as_nanos() as u64;
@@ -267,21 +287,12 @@ pub(super) async fn run_lane(cells: &[CellContext], lane: Vec<Slot>, phase: Phas
         }
         // Closed loop under a duration without a session count: keep going until it is up.
         if cycle_measured {
-            for k in 0.. {
-                let Some((i, script)) = scripts.get(k % scripts.len().max(1)) else {
-                    break;
-                };
-                let Some((slot, _)) = d.slot(0).await else {
-                    break 'run;
-                };
-                let now = clock.now_ns();
-                if !d.lane.open(now) {
-                    break;
-                }
-                let Some(s) = fresh.session(cells, *i, script, false) else {
-                    break;
-                };
-                d.spawn(&cells[*i], s, now, (slot, 0));
+            let lane = d.lane.clone();
+            if !d
+                .cycle(cells, &scripts, &mut fresh, false, |now| lane.open(now))
+                .await
+            {
+                break 'run;
             }
         }
     }
