@@ -38,6 +38,10 @@ pub enum Command {
     /// the highest request rate it can drive on time.
     #[command(long_about = CALIBRATE_ABOUT)]
     Calibrate(CalibrateArgs),
+    /// Record a live agent session through a proxy: a scenario that replays it and a
+    /// results directory of the session as it ran.
+    #[command(long_about = RECORD_ABOUT)]
+    Record(RecordArgs),
 }
 
 const CALIBRATE_ABOUT: &str = "\
@@ -258,4 +262,61 @@ pub struct CompareArgs {
     /// confidence interval straddling the noise band), not only on a regression.
     #[arg(long)]
     pub fail_on_inconclusive: bool,
+}
+
+const RECORD_ABOUT: &str = "\
+Record a live coding-agent session through an OpenAI-compatible proxy and turn it into a \
+scenario that replays it, plus a results directory of the session as it ran.
+
+Point your agent's base URL at the printed address (OPENAI_BASE_URL=http://127.0.0.1:8090/v1); \
+chat completions and Responses (SSE or JSON) and the Responses WebSocket mode are forwarded \
+to --upstream as the bytes arrive, one upstream connection per client connection, with the \
+client's Authorization header passed on and never written. Stop with Ctrl-C (or SIGTERM): \
+the scenario goes to --out, the live session's results to --results/<run-id>/.
+
+The scenario holds the system prompt, each user turn, the tool calls the model made (name, \
+tool time = response end to the request carrying the result, output size), think times, the \
+output lengths seen (max_output_tokens) and how history was sent. Replay it anywhere with \
+`spark-bench run FILE --target … --transport …`, then `spark-bench report RESULTS_DIRS…` puts \
+the as-recorded session next to the replays.
+
+Privacy: known key formats (sk-…, sk-proj-…, xai-…, gsk_…, csk-…, Bearer tokens, URL \
+credentials) are always redacted from what is written; add --redact REGEX for your own, or \
+--synthesize-text to replace every message by simulator corpus text of the same token length.
+
+Example:
+  spark-bench serve --listen 127.0.0.1:8089 &
+  spark-bench record --upstream http://127.0.0.1:8089/v1 --out my-session.toml
+  spark-bench run my-session.toml --transport ws --transport http";
+
+/// `spark-bench record`.
+#[derive(Debug, Args)]
+pub struct RecordArgs {
+    /// The real API's base URL, e.g. https://api.openai.com/v1 or http://127.0.0.1:8089/v1.
+    #[arg(long, value_name = "URL")]
+    pub upstream: String,
+    /// Address the proxy listens on; port 0 picks a free port (printed).
+    #[arg(long, value_name = "ADDR", default_value = "127.0.0.1:8090")]
+    pub listen: String,
+    /// Scenario file to write.
+    #[arg(long, value_name = "FILE", default_value = "recorded.toml")]
+    pub out: PathBuf,
+    /// Directory the live session's results directory is created in.
+    #[arg(long, value_name = "DIR", default_value = "results")]
+    pub results: PathBuf,
+    /// Scenario name (used in run ids).
+    #[arg(long, default_value = "recorded")]
+    pub name: String,
+    /// Also redact matches of this regular expression from everything written (repeatable).
+    #[arg(long, value_name = "REGEX")]
+    pub redact: Vec<String>,
+    /// Replace every message by simulator corpus text of the same token length.
+    #[arg(long)]
+    pub synthesize_text: bool,
+    /// Stop by itself after this long (e.g. "10m"); default: at Ctrl-C or SIGTERM.
+    #[arg(long, value_name = "DURATION", value_parser = humantime::parse_duration)]
+    pub duration: Option<std::time::Duration>,
+    /// Print the summary as JSON.
+    #[arg(long)]
+    pub json: bool,
 }

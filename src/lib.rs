@@ -19,6 +19,9 @@
 //! * [`compare`]: the CI gate.
 //! * [`runner`]: executes a plan: embedded simulators, the driver, the recorder task, the
 //!   results files; returns the run's outcome and [`provenance`] as values.
+//! * [`capture`]: the recording proxy of `spark-bench record` (beside [`runner`]): forwards an
+//!   agent's live traffic to its upstream, and turns what it saw into a scenario and the
+//!   live session's results directory; counts tokens by the simulator's rule.
 //! * [`sim`]: the embedded simulator; imports no client code.
 //!
 //! [`commands`] is the glue of the subcommands: arguments in ([`cli`], the clap types), a
@@ -63,6 +66,7 @@ macro_rules! errln {
 }
 
 pub mod backend;
+pub mod capture;
 pub mod cli;
 pub mod clock;
 pub mod commands;

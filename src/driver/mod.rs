@@ -450,7 +450,7 @@ async fn run_session(
 }
 
 /// A deterministic tool output of about `bytes` bytes (looks like test-runner output).
-fn tool_output(tool: &str, bytes: u32) -> String {
+pub fn tool_output(tool: &str, bytes: u32) -> String {
     let mut out = format!("$ {tool}\n");
     let mut i = 0u32;
     while out.len() < bytes as usize {

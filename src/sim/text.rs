@@ -131,15 +131,12 @@ pub fn generate(rng: &mut Rng, n: u32, style: Style) -> Vec<String> {
     out
 }
 
-/// The arguments of a simulated function call, as a JSON string and its tokens.
+/// The arguments of a simulated function call, as a JSON string and its tokens. Every draw
+/// has the same token length for a given function (paths of five tokens, patterns of two),
+/// so a replay of a recorded session reproduces its token counts exactly.
 pub fn tool_arguments(rng: &mut Rng, function: &str) -> Vec<String> {
-    const PATHS: [&str; 4] = [
-        "src/main.rs",
-        "snake.py",
-        "src/lib/debounce.js",
-        "README.md",
-    ];
-    const PATTERNS: [&str; 4] = ["fn main", "def step", "debounce", "TODO"];
+    const PATHS: [&str; 4] = ["src/main.rs", "lib/game.py", "src/util.js", "docs/api.md"];
+    const PATTERNS: [&str; 4] = ["fn_main", "def_step", "debounce", "TODO_fix"];
     let path = PATHS[rng.below(PATHS.len() as u64) as usize];
     let pattern = PATTERNS[rng.below(PATTERNS.len() as u64) as usize];
     let args = serde_json::json!({
@@ -181,5 +178,9 @@ mod tests {
         assert_eq!(Style::for_prompt("Why is the sky blue?"), Style::Prose);
         let args = tool_arguments(&mut Rng::new(1), "grep").concat();
         assert!(serde_json::from_str::<serde_json::Value>(&args).is_ok());
+        let lens: std::collections::BTreeSet<usize> = (0..200)
+            .map(|s| tool_arguments(&mut Rng::new(s), "read_file").len())
+            .collect();
+        assert_eq!(lens.len(), 1, "tool argument lengths {lens:?}");
     }
 }

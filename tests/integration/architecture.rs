@@ -32,7 +32,7 @@ const LAYERS: &[&[&str]] = &[
     &["store"],
     &["report", "progress"],
     &["compare"],
-    &["runner"],
+    &["runner", "capture"],
     &["commands", "cli"],
     &["lib", "main"],
 ];
@@ -41,7 +41,9 @@ const LAYERS: &[&[&str]] = &[
 const SIM_MAY_USE: &[&str] = &["vocab", "clock", "tls", "units", "rng", "link", "priority"];
 
 /// Who may start the simulator.
-const SIM_USERS: &[&str] = &["runner", "commands", "lib", "main"];
+/// `capture` (the recording proxy) starts none, but counts tokens by the simulator's rule
+/// and draws `--synthesize-text` from its corpus, so a recording replays to the same counts.
+const SIM_USERS: &[&str] = &["runner", "capture", "commands", "lib", "main"];
 
 /// Upward imports allowed for now, as (file under `src/`, module it imports, why). Empty:
 /// keep it so, or give the reason an exception must stand.

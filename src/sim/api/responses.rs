@@ -33,6 +33,10 @@ pub(crate) struct CreateReq {
     /// `sim_fault` field (the WebSocket way to ask for a fault per turn).
     pub sim_fault: Option<String>,
     pub hash: u64,
+    /// `ignore_eos: true` (or the `x-sim-ignore-eos: true` header): exactly
+    /// `max_output_tokens` tokens, as chat completions' `ignore_eos` (how a recorded session
+    /// replays its output lengths exactly).
+    pub ignore_eos: bool,
 }
 
 /// Parses the body fields of a create request; unknown fields are ignored.
@@ -152,6 +156,7 @@ pub(crate) fn parse_create(m: &Map<String, Value>) -> Result<CreateReq, ApiError
         tool_choice: m.get("tool_choice").cloned().unwrap_or(json!("auto")),
         generate,
         stream: bool_field("stream", false)?,
+        ignore_eos: bool_field("ignore_eos", false)?,
         sim_fault: str_field("sim_fault")?,
         hash: content_hash(&[shaping.to_string().as_bytes()]),
     })
@@ -254,7 +259,7 @@ pub(crate) fn prepare(
         tool: req.tool.clone(),
         fault,
         generate: req.generate,
-        ignore_eos: false,
+        ignore_eos: req.ignore_eos,
     };
     let enc = RespEncoder {
         id: id.clone(),
@@ -468,7 +473,8 @@ impl Encoder for RespEncoder {
 /// `POST /v1/responses`.
 pub(crate) async fn handle_http(ctx: &Ctx, body: &[u8]) -> Result<Response<Body>, ApiError> {
     let m = parse_json(body)?;
-    let req = parse_create(&m)?;
+    let mut req = parse_create(&m)?;
+    req.ignore_eos |= ctx.ignore_eos();
     let engine = ctx.conn.engine.clone();
     let prev = match &req.previous_response_id {
         Some(id) => Some(

@@ -37,6 +37,7 @@ type WsTx = Arc<Mutex<SplitSink<Ws, Message>>>;
 struct ConnOpts {
     timing_metrics: bool,
     fault: Option<Fault>,
+    ignore_eos: bool,
 }
 
 /// Answers the upgrade request with 101 and serves the socket in a task.
@@ -59,6 +60,7 @@ pub(crate) fn upgrade(ctx: &Ctx, mut req: Request<()>) -> Result<Response<Body>,
     let opts = ConnOpts {
         timing_metrics: ctx.timing_metrics(),
         fault: ctx.fault()?,
+        ignore_eos: ctx.ignore_eos(),
     };
     let on_upgrade = hyper::upgrade::on(&mut req);
     let conn = ctx.conn.clone();
@@ -269,7 +271,8 @@ async fn turn(
             _ => return Err(Some(ApiError::bad("Expected an object.", None, None))),
         },
     };
-    let req = parse_create(&body).map_err(Some)?;
+    let mut req = parse_create(&body).map_err(Some)?;
+    req.ignore_eos |= shared.opts.ignore_eos;
     let fault = match &req.sim_fault {
         Some(s) => {
             Some(Fault::parse(s).map_err(|e| Some(ApiError::bad(e, Some("sim_fault"), None)))?)

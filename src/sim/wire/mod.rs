@@ -74,6 +74,13 @@ impl Ctx {
             .is_some_and(|v| v.trim().eq_ignore_ascii_case("true"))
     }
 
+    /// Whether `x-sim-ignore-eos: true` was sent (Responses: generate exactly
+    /// `max_output_tokens`, as `ignore_eos` in the body).
+    pub fn ignore_eos(&self) -> bool {
+        self.header("x-sim-ignore-eos")
+            .is_some_and(|v| v.trim().eq_ignore_ascii_case("true"))
+    }
+
     /// A response with the common headers; `openai-processing-ms` is measured now.
     pub fn respond(&self, status: StatusCode, content_type: &str, body: Body) -> Response<Body> {
         let mut r = Response::new(body);

@@ -1,0 +1,234 @@
+//! The recording proxy behind `spark-bench record`: an OpenAI-compatible pass-through for
+//! chat completions and Responses (SSE and JSON) and the Responses WebSocket mode, which
+//! turns the live session it carried into a scenario TOML and a results directory.
+//!
+//! Owns: accepting downstream connections ([`relay`] for HTTP, [`ws`] for WebSockets, one
+//! upstream connection per downstream connection), the in-memory log of exchanges, and
+//! turning that log into files ([`parse`] → [`build`] → [`write`], through [`privacy`]).
+//! Bytes are forwarded as they arrive (each body frame or WebSocket message is passed on
+//! before it is looked at); the client's `Authorization` header is forwarded and never kept.
+//! Does not own: the scenario schema (`scenario`), the results contract (`store`).
+
+pub mod build;
+pub mod parse;
+pub mod privacy;
+mod relay;
+pub mod write;
+mod ws;
+
+use std::future::Future;
+use std::net::SocketAddr;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
+
+use bytes::Bytes;
+use tokio::net::TcpListener;
+use tokio::sync::mpsc;
+
+use crate::clock::Clock;
+use crate::vocab::{BaseUrl, WireProtocol};
+
+/// One request and its response as the proxy saw them. Held in memory only: the request
+/// body may hold secrets, so nothing of it is written before [`privacy`] has been applied,
+/// and request headers are not kept at all.
+#[derive(Debug, Clone, Default)]
+pub struct Exchange {
+    /// Downstream connection number (from 1).
+    pub conn: u64,
+    /// Index of this request on its connection (0 = the first).
+    pub conn_request: u32,
+    /// The downstream protocol.
+    pub wire: WireProtocol,
+    /// Request path as the client sent it (`/v1/responses`).
+    pub path: String,
+    /// The request body (HTTP) or the `response.create` message (WebSocket).
+    pub body: Bytes,
+    /// The request head (HTTP) or message (WebSocket) arrived at the proxy.
+    pub start_ns: u64,
+    /// The request was handed to the upstream connection.
+    pub sent_ns: u64,
+    /// Upstream response status (101 for WebSocket exchanges).
+    pub status: Option<u16>,
+    /// The upstream response head arrived.
+    pub headers_ns: Option<u64>,
+    /// Response body frames (SSE/JSON) or server messages (WebSocket), with arrival stamps.
+    pub chunks: Vec<(u64, Bytes)>,
+    /// The last byte (or terminal event) arrived.
+    pub end_ns: u64,
+    /// The exchange broke (upstream error, client gone).
+    pub error: Option<String>,
+}
+
+/// What `spark-bench record` was asked for.
+#[derive(Debug, Clone)]
+pub struct Config {
+    /// Where requests go.
+    pub upstream: BaseUrl,
+}
+
+/// State every connection shares.
+pub(crate) struct Shared {
+    pub upstream: BaseUrl,
+    pub clock: Clock,
+    pub log: mpsc::UnboundedSender<Exchange>,
+    conns: AtomicU64,
+}
+
+impl Shared {
+    fn next_conn(&self) -> u64 {
+        self.conns.fetch_add(1, Ordering::Relaxed) + 1
+    }
+
+    /// The upstream path for a downstream one: `/v1/X` → `{upstream prefix}/X`.
+    pub fn upstream_path(&self, path_and_query: &str) -> String {
+        let rest = path_and_query
+            .strip_prefix("/v1")
+            .filter(|r| r.is_empty() || r.starts_with('/') || r.starts_with('?'))
+            .unwrap_or(path_and_query);
+        format!("{}{rest}", self.upstream.prefix)
+    }
+}
+
+/// The exchanges of a finished recording, in arrival order, and the clock they are on.
+#[derive(Debug, Clone)]
+pub struct Recording {
+    /// Every exchange, ordered by `start_ns`.
+    pub exchanges: Vec<Exchange>,
+    /// Downstream connections accepted.
+    pub connections: u64,
+}
+
+/// Runs the proxy on `listener` until `stop` completes, then returns what it saw. Exchanges
+/// still in flight when `stop` fires are left out (stop the agent first).
+pub async fn record(
+    listener: TcpListener,
+    config: Config,
+    clock: Clock,
+    stop: impl Future<Output = ()>,
+) -> anyhow::Result<Recording> {
+    let (tx, mut rx) = mpsc::unbounded_channel();
+    let shared = Arc::new(Shared {
+        upstream: config.upstream,
+        clock,
+        log: tx,
+        conns: AtomicU64::new(0),
+    });
+    let mut exchanges = Vec::new();
+    tokio::pin!(stop);
+    loop {
+        tokio::select! {
+            _ = &mut stop => break,
+            Some(x) = rx.recv() => exchanges.push(x),
+            accepted = listener.accept() => {
+                let Ok((tcp, _peer)) = accepted else { continue };
+                let shared = shared.clone();
+                tokio::spawn(relay::serve_connection(tcp, shared));
+            }
+        }
+    }
+    // Give exchanges that just ended a moment to arrive.
+    tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+    while let Ok(x) = rx.try_recv() {
+        exchanges.push(x);
+    }
+    exchanges.sort_by_key(|x| (x.start_ns, x.conn));
+    Ok(Recording {
+        exchanges,
+        connections: shared.conns.load(Ordering::Relaxed),
+    })
+}
+
+/// The base URL an agent should use for a proxy listening on `addr`.
+pub fn base_url(addr: SocketAddr) -> String {
+    format!("http://{addr}/v1")
+}
+
+/// What a finished recording wrote.
+#[derive(Debug, Clone, serde::Serialize)]
+pub struct Written {
+    /// Scenario files (one per session; the first is `--out`).
+    pub scenarios: Vec<std::path::PathBuf>,
+    /// The live session's results directory (None when nothing was recorded).
+    pub results: Option<std::path::PathBuf>,
+    /// Sessions found.
+    pub sessions: usize,
+    /// Requests recorded (warm-ups included).
+    pub requests: usize,
+    /// Of which failed.
+    pub failed: usize,
+    /// Turns and tool calls of the first session.
+    pub turns: usize,
+    /// Tool calls of the first session.
+    pub tool_calls: usize,
+}
+
+/// Writes a recording: `out` (session 1; sessions 2.. as `out` with `.session-N` before the
+/// extension), and the live results directory under `results_root`.
+pub fn finish(
+    rec: &Recording,
+    name: &str,
+    upstream: &str,
+    out: &std::path::Path,
+    results_root: &std::path::Path,
+    pv: &privacy::Privacy,
+    command_line: &[String],
+) -> anyhow::Result<Written> {
+    let sessions = build::sessions(&rec.exchanges);
+    let mut written = Written {
+        scenarios: Vec::new(),
+        results: None,
+        sessions: sessions.len(),
+        requests: rec.exchanges.len(),
+        failed: 0,
+        turns: sessions.first().map_or(0, |s| s.turns.len()),
+        tool_calls: sessions
+            .first()
+            .map_or(0, |s| s.turns.iter().map(|t| t.calls.len()).sum()),
+    };
+    if sessions.is_empty() {
+        return Ok(written);
+    }
+    let concurrency = build::peak_concurrency(&sessions);
+    let mut first_text = String::new();
+    for i in 0..sessions.len() {
+        let text = write::scenario_toml(
+            &write::ScenarioOut {
+                name,
+                upstream,
+                sessions: &sessions,
+                index: i,
+                concurrency,
+            },
+            pv,
+        );
+        let path = if i == 0 {
+            out.to_path_buf()
+        } else {
+            let stem = out
+                .file_stem()
+                .map_or("recorded".into(), |s| s.to_string_lossy());
+            out.with_file_name(format!("{stem}.session-{}.toml", i + 1))
+        };
+        if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
+            std::fs::create_dir_all(dir)
+                .map_err(|e| anyhow::anyhow!("cannot create {}: {e}", dir.display()))?;
+        }
+        std::fs::write(&path, &text)
+            .map_err(|e| anyhow::anyhow!("cannot write the scenario {}: {e}", path.display()))?;
+        if i == 0 {
+            first_text = text;
+        }
+        written.scenarios.push(path);
+    }
+    let (reqs, _) = write::records(&sessions, pv);
+    written.failed = reqs.iter().filter(|r| !r.is_ok()).count();
+    written.results = Some(write::results_dir(
+        results_root,
+        out,
+        &first_text,
+        &sessions,
+        pv,
+        command_line,
+    )?);
+    Ok(written)
+}

@@ -1,0 +1,370 @@
+//! The recorder's two outputs: the scenario TOML that replays a session, and the live
+//! session's results directory (the usual `results/<run-id>/` contract, target
+//! `as-recorded`), so the real session's latencies sit beside its replays in `report` and
+//! `compare`.
+//!
+//! Owns: the TOML text (every string through [`Privacy`]), tool output sizes chosen so the
+//! replay's tool results have the recorded token counts, and one [`RequestRecord`] per
+//! recorded request. Does not own: the files' format (`store`), the plan (`plan`).
+
+use std::fmt::Write as _;
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use super::build::{Req, Session};
+use super::privacy::Privacy;
+use crate::sim::text;
+use crate::vocab::{
+    ApiFlavour, Chaining, Chunk, OutcomeKind, RequestKind, RequestRecord, SessionRecord,
+    TokenSource, TransportKind, WireProtocol,
+};
+
+/// The target name of the live session in its results directory and scenario.
+pub const AS_RECORDED: &str = "as-recorded";
+
+/// What the scenario is written from.
+pub struct ScenarioOut<'a> {
+    /// Scenario name.
+    pub name: &'a str,
+    /// The upstream base URL (written redacted).
+    pub upstream: &'a str,
+    /// Sessions seen (the first is written; `load.sessions` counts them all).
+    pub sessions: &'a [Session],
+    /// Which one to write.
+    pub index: usize,
+    /// Peak sessions in flight.
+    pub concurrency: u32,
+}
+
+fn q(s: &str) -> String {
+    toml::Value::String(s.to_string()).to_string()
+}
+
+fn dur(ns: u64) -> String {
+    // Whole microseconds: exact to the 5 ms the replay must hold, and humantime reads it back.
+    let d = Duration::from_micros(ns / 1000);
+    if d.is_zero() {
+        "0s".into()
+    } else {
+        humantime::format_duration(d).to_string()
+    }
+}
+
+/// The transport a session's requests used, as a run names it.
+pub fn transport_of(s: &Session) -> TransportKind {
+    match s.wire() {
+        WireProtocol::WebSocket => TransportKind::Ws,
+        WireProtocol::Http2 => TransportKind::Http2,
+        WireProtocol::Http1 => {
+            if s.generating().any(|r| r.x.conn_request > 0) {
+                TransportKind::HttpPooled
+            } else {
+                TransportKind::Http
+            }
+        }
+    }
+}
+
+/// The byte size of the driver's tool output whose token count (simulator rule) is `tokens`.
+pub fn output_bytes_for(name: &str, tokens: u32) -> u32 {
+    let count = |b: u32| text::count(&crate::driver::tool_output(name, b));
+    let (mut lo, mut hi) = (1u32, tokens.saturating_mul(8).max(16));
+    while count(hi) < tokens && hi < 1 << 26 {
+        hi *= 2;
+    }
+    while lo < hi {
+        let mid = lo + (hi - lo) / 2;
+        if count(mid) < tokens {
+            lo = mid + 1;
+        } else {
+            hi = mid;
+        }
+    }
+    lo
+}
+
+/// The scenario TOML for `out.sessions[out.index]`.
+pub fn scenario_toml(out: &ScenarioOut<'_>, pv: &Privacy) -> String {
+    let s = &out.sessions[out.index];
+    let transport = transport_of(s);
+    let api = s.api.unwrap_or(ApiFlavour::Responses);
+    let reqs = s.generating().count();
+    let tool_calls: usize = s.turns.iter().map(|t| t.calls.len()).sum();
+    let mut t = String::new();
+    let _ = writeln!(
+        t,
+        "# Recorded by `spark-bench record` from {} ({} API over {}).",
+        pv.clean(out.upstream),
+        api,
+        transport
+    );
+    let _ = writeln!(
+        t,
+        "# Session {} of {}: {} requests, {} turns, {} tool calls; history sent as {}{}.",
+        out.index + 1,
+        out.sessions.len(),
+        reqs,
+        s.turns.len(),
+        tool_calls,
+        match (s.chaining(), transport) {
+            (Chaining::PreviousResponseId, TransportKind::Ws) =>
+                "previous_response_id on one WebSocket (continuation)",
+            (Chaining::PreviousResponseId, _) => "previous_response_id with store=true",
+            _ => "the full history every request",
+        },
+        if pv.synthesizing() {
+            "; message text synthesized from the simulator's corpus (same token lengths)"
+        } else {
+            ""
+        }
+    );
+    let _ = writeln!(
+        t,
+        "# Replay: spark-bench run THIS.toml (the embedded simulator, exact output lengths), or\n\
+         # --target NAME --transport T for any other; `--target {AS_RECORDED}` replays against the\n\
+         # recorded upstream (its key from $OPENAI_API_KEY)."
+    );
+    let _ = writeln!(t, "name = {}", q(out.name));
+    let _ = writeln!(
+        t,
+        "description = {}",
+        q(&format!(
+            "A recorded session: {} turns, {} tool calls, {} requests.",
+            s.turns.len(),
+            tool_calls,
+            reqs
+        ))
+    );
+    let _ = writeln!(t, "seed = 1");
+    let _ = writeln!(t, "system_prompt = {}", q(&pv.text(&s.system, 0)));
+    let _ = writeln!(t, "# The recorded timings already hold the real network.");
+    let _ = writeln!(t, "link = \"none\"\n");
+    let _ = writeln!(t, "[load]");
+    let _ = writeln!(t, "sessions = {}", out.sessions.len().max(1));
+    let _ = writeln!(t, "concurrency = {}\n", out.concurrency.max(1));
+    let _ = writeln!(t, "[matrix]");
+    let _ = writeln!(t, "targets = [\"sim-gpu\"]");
+    let _ = writeln!(t, "transports = [\"{transport}\"]\n");
+    let store = s.chaining() == Chaining::PreviousResponseId && transport != TransportKind::Ws;
+    for name in ["sim-gpu", AS_RECORDED] {
+        let _ = writeln!(t, "[targets.{name}]");
+        if name == AS_RECORDED {
+            let _ = writeln!(t, "base_url = {}", q(&pv.clean(out.upstream)));
+            let _ = writeln!(t, "model = {}", q(&pv.clean(&s.model)));
+            let _ = writeln!(t, "api_key_env = \"OPENAI_API_KEY\"");
+        } else {
+            let _ = writeln!(
+                t,
+                "# Generate exactly max_output_tokens, as recorded (Responses: this header; chat: ignore_eos)."
+            );
+            if api == ApiFlavour::ChatCompletions {
+                let _ = writeln!(t, "ignore_eos = true");
+            } else {
+                let _ = writeln!(t, "headers = {{ \"x-sim-ignore-eos\" = \"true\" }}");
+            }
+        }
+        let _ = writeln!(t, "api = \"{api}\"");
+        if store {
+            let _ = writeln!(t, "store = true");
+        }
+        if s.ws_warmup() {
+            let _ = writeln!(t, "ws_warmup = true");
+        }
+        t.push('\n');
+    }
+    for (i, turn) in s.turns.iter().enumerate() {
+        let _ = writeln!(t, "[[turns]]");
+        let _ = writeln!(t, "prompt = {}", q(&pv.text(&turn.prompt, i as u64 + 1)));
+        if turn.think_ns > 0 {
+            let _ = writeln!(t, "think_time = \"{}\"", dur(turn.think_ns));
+        }
+        if let Some(m) = turn.max_output {
+            let _ = writeln!(t, "max_output_tokens = {}", m.max(1));
+        }
+        if !turn.calls.is_empty() {
+            let _ = writeln!(t, "tool_calls = [");
+            for c in &turn.calls {
+                let tokens = text::count(&c.output);
+                let _ = write!(
+                    t,
+                    "  {{ name = {}, tool_time = \"{}\", output_bytes = {} }}, # output: {} bytes, {} tokens",
+                    q(&pv.clean(&c.name)),
+                    dur(c.tool_time_ns),
+                    output_bytes_for(&c.name, tokens),
+                    c.output.len(),
+                    tokens
+                );
+                if c.parallel > 0 {
+                    let _ = write!(t, "; {} more calls in the same response", c.parallel);
+                }
+                t.push('\n');
+            }
+            let _ = writeln!(t, "]");
+        }
+        t.push('\n');
+    }
+    t
+}
+
+/// The records of the live sessions: requests and sessions, target [`AS_RECORDED`].
+pub fn records(sessions: &[Session], pv: &Privacy) -> (Vec<RequestRecord>, Vec<SessionRecord>) {
+    let mut reqs = Vec::new();
+    let mut sess = Vec::new();
+    let mut id = 0u64;
+    for (si, s) in sessions.iter().enumerate() {
+        let transport = transport_of(s);
+        let mut failed = 0;
+        let mut n = 0;
+        for (ri, r) in s.reqs.iter().enumerate() {
+            id += 1;
+            let rec = record(r, id, si as u32, ri as u32, transport, pv);
+            if !rec.is_ok() {
+                failed += 1;
+            }
+            n += 1;
+            reqs.push(rec);
+        }
+        let start = s.reqs.first().map_or(0, |r| r.x.start_ns);
+        let end = s.reqs.last().map_or(0, |r| r.x.end_ns);
+        sess.push(SessionRecord {
+            target: AS_RECORDED.into(),
+            transport,
+            session: si as u32,
+            warmup: false,
+            start_ns: start,
+            end_ns: end,
+            requests: n,
+            failed,
+            interrupted: false,
+        });
+    }
+    (reqs, sess)
+}
+
+fn record(
+    r: &Req,
+    id: u64,
+    session: u32,
+    index: u32,
+    t: TransportKind,
+    pv: &Privacy,
+) -> RequestRecord {
+    let p = &r.p;
+    let chunks: Vec<Chunk> = p
+        .deltas
+        .iter()
+        .map(|&(at_ns, tokens, text_bytes)| Chunk {
+            at_ns,
+            tokens,
+            text_bytes,
+        })
+        .collect();
+    let delta_tokens: u32 = chunks.iter().map(|c| c.tokens).sum();
+    RequestRecord {
+        id,
+        target: AS_RECORDED.into(),
+        transport: t,
+        session,
+        turn: r.turn,
+        request: index,
+        step: r.step,
+        kind: if p.warmup {
+            RequestKind::Warmup
+        } else if r.tool_result {
+            RequestKind::ToolResult
+        } else {
+            RequestKind::User
+        },
+        warmup: false,
+        chaining: if r.chained {
+            Chaining::PreviousResponseId
+        } else {
+            Chaining::FullHistory
+        },
+        response_id: p.response_id.as_deref().map(|s| pv.clean(s)),
+        intended_ns: r.x.start_ns,
+        dispatch_ns: r.x.start_ns,
+        request_written_ns: Some(r.x.sent_ns),
+        response_headers_ns: r.x.headers_ns,
+        first_event_ns: r.x.chunks.first().map(|c| c.0),
+        first_token_ns: chunks.first().map(|c| c.at_ns),
+        last_token_ns: chunks.last().map(|c| c.at_ns),
+        end_ns: Some(r.x.end_ns),
+        chunks,
+        connection_reused: r.x.conn_request > 0,
+        connection_id: r.x.conn,
+        protocol: r.x.wire,
+        bytes_sent: r.x.body.len() as u64,
+        bytes_received: r.x.chunks.iter().map(|c| c.1.len() as u64).sum(),
+        input_tokens: p.input_tokens,
+        cached_input_tokens: p.cached_tokens,
+        output_tokens: p.output_tokens.unwrap_or(delta_tokens),
+        token_source: if p.output_tokens.is_some() {
+            TokenSource::ServerUsage
+        } else {
+            TokenSource::ChunkCount
+        },
+        tool_calls: p.calls.len() as u32,
+        outcome: if p.ok {
+            OutcomeKind::Ok
+        } else if r.x.status.is_some_and(|s| s >= 400) {
+            OutcomeKind::HttpStatus
+        } else if r.x.error.is_some() {
+            OutcomeKind::Truncated
+        } else {
+            OutcomeKind::ServerError
+        },
+        http_status: r.x.status,
+        error: p.error.as_deref().map(|e| pv.clean(e)),
+        ..Default::default()
+    }
+}
+
+/// Writes the live session's results directory under `root` for the scenario at
+/// `scenario_path` (text `toml_text`); returns its path.
+pub fn results_dir(
+    root: &Path,
+    scenario_path: &Path,
+    toml_text: &str,
+    sessions: &[Session],
+    pv: &Privacy,
+    command_line: &[String],
+) -> anyhow::Result<PathBuf> {
+    let scenario: crate::scenario::Scenario = toml::from_str(toml_text)
+        .map_err(|e| anyhow::anyhow!("the recorded scenario does not parse (a bug): {e}"))?;
+    let transports: Vec<TransportKind> = {
+        let mut v: Vec<TransportKind> = sessions.iter().map(transport_of).collect();
+        v.sort();
+        v.dedup();
+        v
+    };
+    let overrides = crate::plan::Overrides {
+        targets: vec![AS_RECORDED.to_string()],
+        transports,
+        ..Default::default()
+    };
+    let plan = crate::plan::build(
+        &scenario,
+        &scenario_path.display().to_string(),
+        toml_text.as_bytes(),
+        &overrides,
+    )?;
+    let cmd: Vec<String> = command_line.iter().map(|a| pv.clean(a)).collect();
+    let mut w = crate::store::RunWriter::create(root, &plan, &cmd)?;
+    let mut recorder = crate::recorder::Recorder::with_slo(plan.slo);
+    let (reqs, sess) = records(sessions, pv);
+    for r in &reqs {
+        recorder.add_request(r);
+        w.write_request(r)?;
+    }
+    for s in &sess {
+        recorder.add_session(s);
+        w.write_session(s)?;
+    }
+    w.set_timestamps(
+        "recorded by the proxy: user-space arrival stamps of each upstream frame".into(),
+    );
+    let dir = w.dir().to_path_buf();
+    w.finish(crate::store::RunStatus::Complete, &recorder)?;
+    Ok(dir)
+}
