@@ -42,6 +42,51 @@ pub enum Command {
     /// results directory of the session as it ran.
     #[command(long_about = RECORD_ABOUT)]
     Record(RecordArgs),
+    /// Merge the results directories of one plan's shards (`run --shard I/N`) into one,
+    /// as if one machine had run the whole plan.
+    #[command(long_about = MERGE_ABOUT)]
+    Merge(MergeArgs),
+}
+
+const MERGE_ABOUT: &str = "\
+Merge the results directories that `spark-bench run … --shard I/N` wrote on several machines \
+or processes into one results directory, as if one machine had run the whole plan; `report` \
+and `compare` then take it like any other run.
+
+  histograms   the shards' HdrHistogram logs added together: lossless, so every merged \
+percentile is the percentile of the union of all shards' samples
+  rows         requests.csv, chunks.csv and sessions.csv concatenated in shard order, ids and \
+connection ids made disjoint (offsets in the manifest), every row tagged with its `shard`
+  time         shards share no monotonic clock: each recorded where its origin sits on the \
+wall clock, and every instant is moved onto the earliest shard's axis; the manifest's \
+`merge.shards[].offset_uncertainty_ns` says how far that can be off (NTP error included)
+  summary      rebuilt from the merged histograms and rows; the report is rendered unless \
+--no-report
+
+It refuses directories of different plans (their plan hashes differ), a shard given twice, \
+and missing or unfinished shards; --partial merges what there is and lists what is missing.
+
+Example: spark-bench merge results/shard-*/* --out results/merged";
+
+/// `spark-bench merge`.
+#[derive(Debug, Args)]
+pub struct MergeArgs {
+    /// The shards' results directories (one per shard, any order).
+    #[arg(required = true)]
+    pub shards: Vec<PathBuf>,
+    /// The merged results directory to create (must not exist, or be empty).
+    #[arg(long, value_name = "DIR")]
+    pub out: PathBuf,
+    /// Merge even when shards are missing or did not finish; the manifest lists them and
+    /// the merged run is marked `interrupted`.
+    #[arg(long)]
+    pub partial: bool,
+    /// Do not render the report (report.md, report.html, charts).
+    #[arg(long)]
+    pub no_report: bool,
+    /// Print the merged summary as JSON on stdout instead of the table.
+    #[arg(long)]
+    pub json: bool,
 }
 
 const CALIBRATE_ABOUT: &str = "\
@@ -193,6 +238,15 @@ pub struct RunArgs {
     /// goodput").
     #[arg(long, value_name = "PARAM=V1,V2,…|auto", value_parser = crate::plan::sweep::SweepSpec::parse_boxed)]
     pub sweep: Option<Box<crate::plan::sweep::SweepSpec>>,
+    /// Run shard I of N (0-based: 0/4 … 3/4) of the plan, for one plan spread over several
+    /// machines or processes. Session k of the plan runs in shard k mod N, in every target ×
+    /// transport, so each transport's share of the load is the same in every shard; the
+    /// concurrency, max-in-flight and rate are divided among the shards. Every shard
+    /// records the plan's hash, its host and its clock; `spark-bench merge` folds the
+    /// shards' directories into one. Schedulers give the index: a Kubernetes Indexed Job's
+    /// JOB_COMPLETION_INDEX, a Slurm array's SLURM_ARRAY_TASK_ID, a CI matrix value.
+    #[arg(long, value_name = "I/N")]
+    pub shard: Option<crate::plan::shard::ShardSpec>,
 }
 
 /// `spark-bench serve`.

@@ -91,6 +91,62 @@ pub fn wall_now() -> SystemTime {
     SystemTime::now()
 }
 
+/// Where a run's monotonic origin sits on the wall clock, and how sure that is: what lets
+/// `merge` put shards that never shared a monotonic clock on one axis.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub struct Anchor {
+    /// The origin (ns 0 of every `*_ns` instant) as nanoseconds since the Unix epoch.
+    pub origin_unix_ns: u64,
+    /// Half the width of the bracket the wall clock was read in (between two monotonic
+    /// reads), plus the kernel's estimated error of the wall clock when it is NTP
+    /// synchronised, ns: the origin is `origin_unix_ns` ± this.
+    pub uncertainty_ns: u64,
+    /// How the anchor was taken, in words.
+    pub how: String,
+}
+
+impl Clock {
+    /// This clock's origin on the wall clock: the best of five reads of `CLOCK_REALTIME`
+    /// bracketed by two monotonic reads (the narrowest bracket wins).
+    pub fn anchor(&self) -> Anchor {
+        let mut best: Option<(u64, u64)> = None;
+        for _ in 0..5 {
+            let before = Instant::now();
+            let wall = SystemTime::now();
+            let after = Instant::now();
+            let width = after.saturating_duration_since(before).as_nanos() as u64;
+            let mid_ns = self.ns(before) + width / 2;
+            let wall_ns = wall
+                .duration_since(SystemTime::UNIX_EPOCH)
+                .map_or(0, |d| d.as_nanos() as u64);
+            let origin = wall_ns.saturating_sub(mid_ns);
+            if best.is_none_or(|(_, w)| width < w) {
+                best = Some((origin, width));
+            }
+        }
+        let (origin_unix_ns, width) = best.unwrap_or_default();
+        #[cfg(target_os = "linux")]
+        let ntp = sys::ntp_estimated_error_ns();
+        #[cfg(not(target_os = "linux"))]
+        let ntp: Option<u64> = None;
+        let how = match ntp {
+            Some(e) => format!(
+                "CLOCK_REALTIME read between two monotonic reads ({} ns apart); the kernel says the wall clock is NTP-synchronised with an estimated error of {} µs",
+                width,
+                e / 1000
+            ),
+            None => format!(
+                "CLOCK_REALTIME read between two monotonic reads ({width} ns apart); the wall clock is not known to be synchronised (no NTP estimate), so shards on different machines may be offset by more than this uncertainty"
+            ),
+        };
+        Anchor {
+            origin_unix_ns,
+            uncertainty_ns: width.div_ceil(2) + ntp.unwrap_or(0),
+            how,
+        }
+    }
+}
+
 /// The monotonic instant of a `CLOCK_REALTIME` stamp: now, minus the stamp's age.
 pub fn realtime_to_instant(realtime: Duration) -> Instant {
     let now = Instant::now();

@@ -166,3 +166,16 @@ pub fn process_cpu_time() -> Option<std::time::Duration> {
     let rc = unsafe { libc::clock_gettime(libc::CLOCK_PROCESS_CPUTIME_ID, &mut ts) };
     (rc == 0).then(|| std::time::Duration::new(ts.tv_sec as u64, ts.tv_nsec as u32))
 }
+
+/// The kernel's estimated error of the wall clock (`adjtimex`'s `esterror`), ns, when NTP
+/// keeps it synchronised; `None` when the clock is unsynchronised or the call fails.
+pub fn ntp_estimated_error_ns() -> Option<u64> {
+    // SAFETY: a zeroed timex with `modes = 0` asks adjtimex to read, not change, the clock
+    // state; it writes only into `tx`.
+    let mut tx: libc::timex = unsafe { std::mem::zeroed() };
+    let state = unsafe { libc::adjtimex(&mut tx) };
+    if state < 0 || state == libc::TIME_ERROR || tx.esterror < 0 {
+        return None;
+    }
+    Some(tx.esterror as u64 * 1000)
+}

@@ -7,6 +7,7 @@ use crate::cli::{Cli, Command};
 pub mod calibrate;
 pub mod compare;
 pub mod record;
+pub mod merge;
 pub mod report;
 pub mod run;
 pub mod serve;
@@ -40,6 +41,7 @@ pub fn main(cli: Cli) -> ExitCode {
             Command::Compare(args) => compare::execute(args).await,
             Command::Calibrate(args) => calibrate::execute(args).await,
             Command::Record(args) => record::execute(args).await,
+            Command::Merge(args) => merge::execute(args).await,
         }
     });
     match result {

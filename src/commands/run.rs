@@ -14,7 +14,11 @@ pub async fn execute(args: RunArgs) -> anyhow::Result<u8> {
     if let Some(spec) = args.sweep.clone() {
         return sweep(args, *spec).await;
     }
-    let plan = Arc::new(load_plan(&args)?);
+    let mut plan = load_plan(&args)?;
+    if let Some(spec) = args.shard {
+        plan = plan.shard(spec)?;
+    }
+    let plan = Arc::new(plan);
     for w in &plan.warnings {
         errln!("warning: {w}");
     }
@@ -78,6 +82,9 @@ fn options(args: &RunArgs) -> Options {
 
 /// `spark-bench run --sweep`: one run per load point, the sweep table and report.
 async fn sweep(args: RunArgs, spec: plan::sweep::SweepSpec) -> anyhow::Result<u8> {
+    if args.shard.is_some() {
+        anyhow::bail!("--sweep and --shard cannot be combined: shard each point's plan instead (run --shard I/N once per load point)");
+    }
     if args.save_baseline.is_some() || args.baseline.is_some() {
         anyhow::bail!("--sweep writes one run per load point; --save-baseline and --baseline take a single run (run `spark-bench compare` on a point's directory instead)");
     }

@@ -190,13 +190,16 @@ impl Fresh {
             let plan = &ctx.plan;
             let top = plan.sessions.iter().map(|s| s.index + 1).max().unwrap_or(0);
             let warm = plan.sessions_of_cell(ctx.index as usize) - plan.sessions.len();
-            top + warm as u32
+            // A shard numbers its fresh sessions `index` modulo `count`, so the shards of
+            // one plan never give two sessions the same index.
+            let (first, stride) = shard_stride(plan);
+            top.next_multiple_of(stride) + warm as u32 * stride + first
         });
         if ctx.cell.cache == CacheMode::Cold && u64::from(*next) >= salt::LIMITS.1 {
             return None;
         }
         let index = *next;
-        *next += 1;
+        *next += shard_stride(&ctx.plan).1;
         Some(SessionPlan {
             index,
             warmup,
@@ -305,4 +308,12 @@ pub(super) async fn run_lane(cells: &[CellContext], lane: Vec<Slot>, phase: Phas
             }
         }
     }
+}
+
+/// (first offset, stride) of fresh session indices: (0, 1) for a whole plan, (I, N) for
+/// shard I of N.
+fn shard_stride(plan: &crate::plan::Plan) -> (u32, u32) {
+    plan.shard
+        .as_ref()
+        .map_or((0, 1), |s| (s.index, s.count.max(1)))
 }

@@ -235,7 +235,7 @@ async fn run_group(cells: Vec<CellContext>, schedule: Schedule, phase: Phase) {
             }
             if plan.load.open_loop() && phase == Phase::Measured {
                 let claims: Vec<u32> = lane.iter().map(|(_, s, _)| s.planned_requests()).collect();
-                let starts = schedule::interleaved_starts(plan.seed, &plan.load, &claims);
+                let starts = schedule::interleaved_starts(plan.shard_seed(), &plan.load, &claims);
                 let warm = plan.load.warmup_duration.unwrap_or_default();
                 for (slot, start) in lane.iter_mut().zip(starts) {
                     slot.2 = start;

@@ -277,6 +277,7 @@ pub fn build(
         scenario_source: String::from_utf8_lossy(source_bytes).into_owned(),
         workload: workload_info,
         slo: super::Slo::resolve(&s.slo, |key| src.at(Some("[slo]"), 1, key))?,
+        shard: None,
     })
 }
 

@@ -17,6 +17,7 @@ pub mod arrival;
 mod build;
 pub mod salt;
 pub mod schedule;
+pub mod shard;
 pub mod slo;
 pub mod sweep;
 pub mod targets;
@@ -82,6 +83,10 @@ pub struct Plan {
     /// The scenario's `[slo]` (empty when it has none); goodput is counted against it.
     #[serde(default, skip_serializing_if = "Slo::is_empty")]
     pub slo: Slo,
+    /// `run --shard I/N`: which part of the whole plan this is (see [`shard`]); `None` for
+    /// a whole plan (and in older manifests).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub shard: Option<shard::Shard>,
 }
 
 impl Plan {

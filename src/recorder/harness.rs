@@ -96,6 +96,11 @@ impl Default for DispatchStats {
 impl DispatchStats {
     /// Folds one request (warm-ups are ignored).
     pub fn add(&mut self, r: &RequestRecord) {
+        self.add_with(r, r.chunks.len() as u64);
+    }
+
+    /// [`DispatchStats::add`] for a request whose chunks are counted, not listed.
+    pub fn add_with(&mut self, r: &RequestRecord, chunks: u64) {
         if r.warmup {
             return;
         }
@@ -114,7 +119,7 @@ impl DispatchStats {
             self.dispatched.0.min(r.dispatch_ns),
             self.dispatched.1.max(r.dispatch_ns),
         );
-        self.chunks += r.chunks.len() as u64;
+        self.chunks += chunks;
         self.last_end = self.last_end.max(r.end_ns.unwrap_or(r.dispatch_ns));
     }
 

@@ -219,6 +219,11 @@ pub struct Recorder {
     slo: crate::plan::Slo,
     /// Every measured request's send times, for the run's `harness` section.
     dispatch: super::harness::DispatchStats,
+    /// Every session's (start, end), ns: for the most sessions in progress at once.
+    session_spans: Vec<(u64, u64)>,
+    /// Counters only: no histogram samples (`merge` takes the histograms from the shards'
+    /// logs and counts from their rows).
+    counts_only: bool,
 }
 
 /// A snapshot for the progress display.
@@ -249,6 +254,43 @@ impl Recorder {
         }
     }
 
+    /// An empty recorder that keeps counters but records no histogram samples: for
+    /// `merge`, which adds the shards' histograms with [`Recorder::add_histogram`].
+    pub fn counts_only(slo: crate::plan::Slo) -> Self {
+        Recorder {
+            slo,
+            counts_only: true,
+            ..Self::default()
+        }
+    }
+
+    /// Adds `h` (stored units) to the histogram of `metric` in cell `key`.
+    pub fn add_histogram(&mut self, key: &CellKey, metric: Metric, h: &Histogram<u64>) {
+        let cell = self.cells.entry(key.clone()).or_default();
+        let mine = cell.histograms.entry(metric).or_insert_with(new_histogram);
+        if mine.add(h).is_err() {
+            cell.unrecordable += h.len();
+        }
+    }
+
+    /// Most sessions in progress at once (from each session's start to its end), over
+    /// every cell, warm-up sessions included.
+    pub fn peak_sessions(&self) -> u64 {
+        let mut edges: Vec<(u64, i8)> = Vec::with_capacity(self.session_spans.len() * 2);
+        for &(s, e) in &self.session_spans {
+            edges.push((s, 1));
+            edges.push((e.max(s), -1));
+        }
+        // Ends before starts at the same instant: a slot handed over is not two sessions.
+        edges.sort_unstable();
+        let (mut now, mut peak) = (0i64, 0i64);
+        for (_, d) in edges {
+            now += i64::from(d);
+            peak = peak.max(now);
+        }
+        peak as u64
+    }
+
     /// The SLOs goodput is counted against.
     pub fn slo(&self) -> &crate::plan::Slo {
         &self.slo
@@ -266,7 +308,14 @@ impl Recorder {
 
     /// Adds one finished request.
     pub fn add_request(&mut self, r: &RequestRecord) {
-        self.dispatch.add(r);
+        self.add_request_with(r, r.chunks.len() as u64);
+    }
+
+    /// Adds one finished request whose chunks are counted, not listed (`chunks`: the
+    /// `chunk_count` column); for a [`Recorder::counts_only`] recorder reading rows.
+    pub fn add_request_with(&mut self, r: &RequestRecord, chunks: u64) {
+        self.dispatch.add_with(r, chunks);
+        let counts_only = self.counts_only;
         let cell = self
             .cells
             .entry(CellKey::new(&r.target, r.transport.as_str()))
@@ -275,12 +324,14 @@ impl Recorder {
             cell.warmup_requests += 1;
             return;
         }
-        let tl = self
-            .timelines
-            .entry(CellKey::new(&r.target, r.transport.as_str()))
-            .or_insert_with(|| SessionTimeline::first_of(r));
-        if tl.session == r.session {
-            tl.push(r);
+        if !counts_only {
+            let tl = self
+                .timelines
+                .entry(CellKey::new(&r.target, r.transport.as_str()))
+                .or_insert_with(|| SessionTimeline::first_of(r));
+            if tl.session == r.session {
+                tl.push(r);
+            }
         }
         if r.kind == RequestKind::Warmup {
             // A `generate:false` warm-up inside a measured session: it produces no output,
@@ -288,8 +339,10 @@ impl Recorder {
             // real cost of the session, and a failed warm-up is a real failure.
             if r.is_ok() {
                 cell.warmup_requests += 1;
-                for (m, v) in request_statistics(r) {
-                    cell.record(m, v);
+                if !counts_only {
+                    for (m, v) in request_statistics(r) {
+                        cell.record(m, v);
+                    }
                 }
                 return;
             }
@@ -305,7 +358,7 @@ impl Recorder {
             cell.good_requests += 1;
             cell.good_output_tokens += u64::from(r.output_tokens);
         }
-        cell.chunks += r.chunks.len() as u64;
+        cell.chunks += chunks;
         if let Some(input) = r.input_tokens {
             cell.input_tokens += u64::from(input);
             cell.input_token_requests += 1;
@@ -324,13 +377,17 @@ impl Recorder {
                 .entry(src.as_str().to_string())
                 .or_default() += 1;
         }
-        for (m, v) in request_statistics(r) {
-            cell.record(m, v);
+        if !counts_only {
+            for (m, v) in request_statistics(r) {
+                cell.record(m, v);
+            }
         }
     }
 
     /// Adds one finished session.
     pub fn add_session(&mut self, s: &SessionRecord) {
+        self.session_spans.push((s.start_ns, s.end_ns));
+        let counts_only = self.counts_only;
         let cell = self
             .cells
             .entry(CellKey::new(&s.target, s.transport.as_str()))
@@ -351,7 +408,7 @@ impl Recorder {
             cell.failed_sessions += 1;
             return;
         }
-        if let Some(v) = session_statistics(s) {
+        if let Some(v) = session_statistics(s).filter(|_| !counts_only) {
             cell.record(Metric::SessionWall, v);
         }
     }
@@ -364,6 +421,7 @@ impl Recorder {
         for (k, t) in &other.timelines {
             self.timelines.entry(k.clone()).or_insert_with(|| t.clone());
         }
+        self.session_spans.extend_from_slice(&other.session_spans);
     }
 
     /// The sampled session of every cell that has one, in key order.

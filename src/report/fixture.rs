@@ -363,5 +363,6 @@ fn plan(o: &SyntheticOptions) -> Plan {
         scenario_source: format!("name = {:?}\n", o.scenario),
         workload: None,
         slo: Default::default(),
+        shard: None,
     }
 }

@@ -26,6 +26,7 @@ use crate::store::{RunStatus, RunWriter};
 
 pub mod calibrate;
 pub mod record;
+pub mod resources;
 pub mod sweep;
 pub mod targets;
 
@@ -78,6 +79,8 @@ pub async fn run(plan: Arc<Plan>, out: &Path, options: Options) -> anyhow::Resul
     // This run's counts of how its timestamps were taken; only its own connections and
     // emulator threads add to them.
     let counters = Arc::new(Counters::default());
+    // Every session holds a descriptor: raise the open-file limit before any is opened.
+    let fd_limit = resources::raise_nofile();
     if options.realtime {
         match crate::priority::raise_emulator_threads() {
             Ok(_) => counters.realtime_granted(),
@@ -108,6 +111,18 @@ pub async fn run(plan: Arc<Plan>, out: &Path, options: Options) -> anyhow::Resul
     }
     let dir = writer.dir().to_path_buf();
     if options.announce {
+        if let Some(s) = &plan.shard {
+            errln!(
+                "spark-bench: shard {}/{} of plan {}: {} of its {} measured sessions per cell; open files {} (was {})",
+                s.index,
+                s.count,
+                s.plan_hash,
+                plan.load.sessions,
+                s.plan_sessions,
+                fd_limit.granted,
+                fd_limit.before
+            );
+        }
         errln!(
             "spark-bench: {} × {} cells, {} sessions each, link {}; {}; writing {}",
             plan.scenario_name,
@@ -121,6 +136,7 @@ pub async fn run(plan: Arc<Plan>, out: &Path, options: Options) -> anyhow::Resul
 
     let emulator = Arc::new(Emulator::new(counters.clone()));
     let clock = Clock::start();
+    writer.set_clock(clock.anchor());
     let stop = Stop::default();
     let ctrl_c = tokio::spawn(watch_ctrl_c(stop.clone()));
 
@@ -139,6 +155,7 @@ pub async fn run(plan: Arc<Plan>, out: &Path, options: Options) -> anyhow::Resul
     let recorder_task = record::spawn(plan.slo, writer, rx, live_tx);
     // The harness watching itself: timer lateness and CPU use while the driver runs.
     let probe = crate::clock::probe::Probe::start();
+    let (rss_before_kib, _) = resources::rss_kib();
 
     let driven = driver::run(
         plan.clone(),
@@ -174,6 +191,18 @@ pub async fn run(plan: Arc<Plan>, out: &Path, options: Options) -> anyhow::Resul
         );
     }
     writer.set_harness(harness.clone());
+    let peak_sessions = recorder.peak_sessions();
+    let (_, rss_peak_kib) = resources::rss_kib();
+    writer.set_resources(crate::store::Resources {
+        nofile_before: fd_limit.before,
+        nofile_granted: fd_limit.granted,
+        nofile_hard: fd_limit.hard,
+        peak_sessions,
+        rss_before_kib,
+        rss_peak_kib,
+        kib_per_session: (peak_sessions > 0)
+            .then(|| rss_peak_kib.saturating_sub(rss_before_kib) as f64 / peak_sessions as f64),
+    });
     summary.harness = Some(harness);
     let provenance = counters.snapshot();
     writer.set_timestamps(provenance.timestamps());

@@ -114,6 +114,42 @@ pub struct Manifest {
     /// no proxy credentials.
     #[serde(default, skip_serializing_if = "std::collections::BTreeMap::is_empty")]
     pub network: std::collections::BTreeMap<String, String>,
+    /// Where the run's monotonic origin sits on the wall clock, ± how much (absent in older
+    /// runs): what `merge` puts shards on one axis with.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub clock: Option<crate::clock::Anchor>,
+    /// Open-file limit, concurrent sessions held and memory per session; set when the run
+    /// ends (absent in older runs).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub resources: Option<Resources>,
+    /// A merged directory (`spark-bench merge`): its shards and their clocks (absent
+    /// otherwise).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub merge: Option<super::merge::MergeRecord>,
+}
+
+/// `manifest.json` → `resources`: what the run could hold open and what holding it cost.
+#[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize)]
+pub struct Resources {
+    /// `RLIMIT_NOFILE` soft limit when the process started.
+    pub nofile_before: u64,
+    /// The soft limit the run raised it to (as far as the hard limit, or further when the
+    /// process may raise the hard limit too).
+    pub nofile_granted: u64,
+    /// The hard limit after raising.
+    pub nofile_hard: u64,
+    /// Most sessions in progress at once (between a session's intended start and its last
+    /// byte), over every cell.
+    pub peak_sessions: u64,
+    /// Resident memory before the first request, KiB.
+    pub rss_before_kib: u64,
+    /// Peak resident memory of the process (`VmHWM`), KiB.
+    pub rss_peak_kib: u64,
+    /// `(rss_peak − rss_before) / peak_sessions`, KiB: what one concurrent session cost
+    /// (embedded simulators in the same process count too; run against `spark-bench
+    /// serve` or a real endpoint to measure the client alone).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub kib_per_session: Option<f64>,
 }
 
 /// `manifest.json` → `load`: the schedule that ran, which cells shared a server, and each
@@ -195,6 +231,9 @@ impl Manifest {
             timestamps: None,
             load: Some(LoadRecord::of(plan)),
             network: Default::default(),
+            clock: None,
+            resources: None,
+            merge: None,
         }
     }
 

@@ -40,6 +40,8 @@ mod baseline;
 mod calibration;
 mod hlog;
 mod manifest;
+pub mod merge;
+mod merge_rows;
 mod reader;
 mod rows;
 mod sweep;
@@ -54,7 +56,7 @@ pub use calibration::{
 };
 pub use hlog::{read_hlog, write_hlog};
 pub use manifest::{
-    rfc3339, run_id, Host, LoadRecord, Manifest, RunStatus, ScenarioInfo, Tool,
+    rfc3339, run_id, Host, LoadRecord, Manifest, Resources, RunStatus, ScenarioInfo, Tool,
     MANIFEST_SCHEMA_VERSION,
 };
 pub use reader::{ChunkRows, LoadedRun, RequestRows, TimelineFile, TIMELINE_SCHEMA_VERSION};

@@ -62,6 +62,7 @@ pub const REQUEST_COLUMNS: &[&str] = &[
     "overhead_ns",
     "overhead_source",
     "chunk_count",
+    "shard",
 ];
 
 /// The columns of `chunks.csv`, in order (the fields of [`ChunkRow`]).
@@ -79,6 +80,7 @@ pub const SESSION_COLUMNS: &[&str] = &[
     "failed",
     "interrupted",
     "wall_ns",
+    "shard",
 ];
 
 /// One row of `requests.csv`: every scalar field of [`RequestRecord`] (times in ns since run
@@ -194,6 +196,10 @@ pub struct RequestRow {
     pub overhead_source: Option<OverheadSource>,
     /// Derived: number of content chunks (rows in `chunks.csv`).
     pub chunk_count: u32,
+    /// The shard (`run --shard I/N`) that sent the request; empty for an unsharded run
+    /// (and in older runs). After `merge`, every row names its shard.
+    #[serde(default)]
+    pub shard: Option<u32>,
 }
 
 impl From<&RequestRecord> for RequestRow {
@@ -251,6 +257,7 @@ impl From<&RequestRecord> for RequestRow {
             overhead_ns: overhead.map(|(o, _)| o),
             overhead_source: overhead.map(|(_, s)| s),
             chunk_count: r.chunks.len() as u32,
+            shard: None,
         }
     }
 }
@@ -369,6 +376,9 @@ pub struct SessionRow {
     pub interrupted: bool,
     /// Derived: `end_ns − start_ns`.
     pub wall_ns: u64,
+    /// The shard that ran the session (see [`RequestRow::shard`]).
+    #[serde(default)]
+    pub shard: Option<u32>,
 }
 
 impl From<&SessionRecord> for SessionRow {
@@ -384,6 +394,7 @@ impl From<&SessionRecord> for SessionRow {
             failed: s.failed,
             interrupted: s.interrupted,
             wall_ns: s.end_ns.saturating_sub(s.start_ns),
+            shard: None,
         }
     }
 }

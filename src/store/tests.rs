@@ -71,6 +71,7 @@ pub(crate) fn test_plan() -> Plan {
         scenario_source: "name = \"smoke test\"\n".into(),
         workload: None,
         slo: Default::default(),
+        shard: None,
     }
 }
 

@@ -37,6 +37,8 @@ pub struct RunWriter {
     sessions: CsvOut,
     unflushed: usize,
     harness: Option<crate::recorder::harness::Harness>,
+    /// The shard index every row is tagged with (`run --shard`), or none.
+    shard: Option<u32>,
 }
 
 impl std::fmt::Debug for RunWriter {
@@ -92,6 +94,7 @@ impl RunWriter {
             started,
             unflushed: 0,
             harness: None,
+            shard: plan.shard.as_ref().map(|s| s.index),
         };
         // Headers are written from the column lists (not inferred from the first row), so a
         // run that records nothing still has well-formed CSV files.
@@ -131,7 +134,8 @@ impl RunWriter {
 
     /// Appends one request to `requests.csv` and its chunks to `chunks.csv`.
     pub fn write_request(&mut self, r: &RequestRecord) -> Result<()> {
-        let row = RequestRow::from(r);
+        let mut row = RequestRow::from(r);
+        row.shard = self.shard;
         let path = self.dir.join(REQUESTS_FILE);
         self.requests
             .serialize(&row)
@@ -161,6 +165,18 @@ impl RunWriter {
         self.manifest.network.insert(target.to_string(), how);
     }
 
+    /// Records where the run's monotonic origin sits on the wall clock (written with the
+    /// final manifest).
+    pub fn set_clock(&mut self, anchor: crate::clock::Anchor) {
+        self.manifest.clock = Some(anchor);
+    }
+
+    /// Records the run's open-file limit, peak sessions and memory (written with the final
+    /// manifest).
+    pub fn set_resources(&mut self, resources: super::manifest::Resources) {
+        self.manifest.resources = Some(resources);
+    }
+
     /// Sets the run's `harness` section (written into `summary.json` by [`Self::finish`]).
     pub fn set_harness(&mut self, harness: crate::recorder::harness::Harness) {
         self.harness = Some(harness);
@@ -169,8 +185,10 @@ impl RunWriter {
     /// Appends one session to `sessions.csv`.
     pub fn write_session(&mut self, s: &SessionRecord) -> Result<()> {
         let path = self.dir.join(SESSIONS_FILE);
+        let mut row = SessionRow::from(s);
+        row.shard = self.shard;
         self.sessions
-            .serialize(SessionRow::from(s))
+            .serialize(row)
             .map_err(|e| csv_err(&path, e))?;
         self.count_row()
     }

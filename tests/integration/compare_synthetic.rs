@@ -97,6 +97,7 @@ fn plan(scenario_hash: &str, link: &str, transports: &[TransportKind]) -> Plan {
         scenario_source: "name = \"synthetic\"\n".into(),
         workload: None,
         slo: Default::default(),
+        shard: None,
         link_for_real_targets: false,
         description: String::new(),
     }

@@ -1,0 +1,54 @@
+#!/usr/bin/env bash
+# Shards on a real engine: a local Ray cluster from PyPI's `ray` (`ray start --head`: the
+# GCS, a raylet and its pool of worker processes) schedules 4 `spark-bench run --shard I/4`
+# tasks as ray.remote tasks, each in a Ray worker process;
+# then `spark-bench merge` folds them into one results directory and `spark-bench report`
+# renders it. Also checks the Kubernetes and GitHub Actions recipes against their vendored
+# schemas (and that broken copies are rejected).
+#
+# Cost: the venv is cached in ~/.cache/spark-bench/ray-venv (cold: ~50 s of pip; warm: 0).
+# Bounded: the whole step by STEP_TIMEOUT (default 240 s).
+source "$(dirname "$0")/../lib.sh"
+
+RAY_VERSION="2.60.0"
+VENV="${XDG_CACHE_HOME:-$HOME/.cache}/spark-bench/ray-venv"
+mkdir -p "$(dirname "$VENV")"
+START=$(date +%s)
+PIP_TIMEOUT=300 venv_with "$VENV" "ray==$RAY_VERSION" "jsonschema==4.26.0" "pyyaml==6.0.3"
+echo "venv ready in $(( $(date +%s) - START )) s"
+
+"$VENV/bin/python" scripts/check_recipes.py --self-test
+
+cargo build --quiet --locked
+BIN=target/debug/spark-bench
+OUT=$(mktemp -d)
+RAY_TMP=$(mktemp -d /tmp/ray-sb.XXXX)
+on_exit "rm -rf '$OUT'"
+on_exit "'$VENV/bin/ray' stop --force >/dev/null 2>&1; rm -rf '$RAY_TMP'"
+PORT=$(free_port)
+# RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER=0 keeps Ray on 127.0.0.1: without it Ray replaces a
+# loopback address by the machine's interface address (and allows only one node then).
+export RAY_USAGE_STATS_ENABLED=0 RAY_DISABLE_DOCKER_CPU_WARNING=1 RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER=0
+timeout "${STEP_TIMEOUT:-240}" bash -euo pipefail -c '
+  VENV=$1 PORT=$2 RAY_TMP=$3 BIN=$4 OUT=$5
+  T0=$(date +%s)
+  "$VENV/bin/ray" start --head --node-ip-address 127.0.0.1 --port "$PORT" --num-cpus 4 \
+    --include-dashboard false --temp-dir "$RAY_TMP" --disable-usage-stats >"$OUT/ray-head.log" 2>&1 \
+    || { cat "$OUT/ray-head.log"; exit 1; }
+  echo "ray cluster up in $(( $(date +%s) - T0 )) s"
+  "$VENV/bin/python" deploy/ray/run_shards.py --address "127.0.0.1:$PORT" --shards 4 \
+    --binary "$BIN" --out "$OUT/results" -- scenarios/smoke.toml --sessions 8 --concurrency 4
+  "$BIN" report "$OUT/results/merged" --format md,html >/dev/null
+  grep -q "sim-wafer" "$OUT/results/merged/report.md"
+  python3 - "$OUT/results/merged" <<PY
+import json, sys
+m = json.load(open(sys.argv[1] + "/manifest.json"))
+s = json.load(open(sys.argv[1] + "/summary.json"))
+shards = m["merge"]["shards"]
+assert len(shards) == 4 and not m["merge"]["missing"], m["merge"]
+req = sum(c["requests"] for c in s["cells"])
+assert req == sum(x["requests"] for x in shards) and req > 0, (req, shards)
+print(f"merged {len(shards)} shards scheduled by Ray: {req} requests, report rendered")
+PY
+' _ "$VENV" "$PORT" "$RAY_TMP" "$BIN" "$OUT"
+echo "shards-engine step: $(( $(date +%s) - START )) s"
