@@ -7,6 +7,7 @@ Usage: record_openai_session.py BASE_URL MODE [--no-tools]
               warm-up, then every request chained by previous_response_id on one socket
         chat  Chat Completions over SSE (full history, include_usage)
   --no-tools   the server cannot be made to call tools: text turns only
+  --no-warmup  (ws) no generate:false warm-up (for servers that answer it with response.created only)
 
 Two user turns: the first makes two tool calls (read_file, then run_tests; the tool "runs"
 for 120 ms and 200 ms before its result is sent), then answers; after 300 ms of "thinking"
@@ -88,9 +89,11 @@ def drain(conn):
 
 def responses_ws(client, with_tools, seen):
     with client.responses.connect() as conn:
-        conn.send({"type": "response.create", "model": "sim", "store": False, "generate": False,
-                   "instructions": SYSTEM, "input": []})
-        prev = drain(conn).id
+        prev = None
+        if "--no-warmup" not in sys.argv:
+            conn.send({"type": "response.create", "model": "sim", "store": False, "generate": False,
+                       "instructions": SYSTEM, "input": []})
+            prev = drain(conn).id
         for turn in TURNS:
             time.sleep(turn.get("think", 0))
             new = [user(turn["prompt"])]
@@ -100,7 +103,9 @@ def responses_ws(client, with_tools, seen):
                 if with_tools:
                     kw["tools"] = TOOLS
                     kw["tool_choice"] = {"type": "function", "name": steps[i][0]} if i < len(steps) else "none"
-                conn.response.create(model="sim", store=False, instructions=SYSTEM, previous_response_id=prev,
+                if prev:
+                    kw["previous_response_id"] = prev
+                conn.response.create(model="sim", store=False, instructions=SYSTEM,
                                      input=new, max_output_tokens=turn["max"], **kw)
                 final = drain(conn)
                 seen(final.usage)

@@ -173,7 +173,9 @@ pub fn finish(
     pv: &privacy::Privacy,
     command_line: &[String],
 ) -> anyhow::Result<Written> {
-    let sessions = build::sessions(&rec.exchanges);
+    let mut sessions = build::sessions(&rec.exchanges);
+    // A session with no turn (only warm-ups) has nothing to replay.
+    sessions.retain(|s| !s.turns.is_empty());
     let mut written = Written {
         scenarios: Vec::new(),
         results: None,

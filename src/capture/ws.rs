@@ -107,6 +107,12 @@ fn event_type(text: &str) -> Option<String> {
     v.get("type")?.as_str().map(str::to_string)
 }
 
+fn is_warmup(body: &[u8]) -> bool {
+    let v: serde_json::Value = serde_json::from_slice(body).unwrap_or_default();
+    let v = v.get("response").unwrap_or(&v);
+    v.get("generate").and_then(serde_json::Value::as_bool) == Some(false)
+}
+
 fn is_terminal(t: &str) -> bool {
     matches!(
         t,
@@ -140,6 +146,14 @@ async fn pump<D, U>(
                 if close { continue; }
                 if let Some(text) = text {
                     if event_type(&text).as_deref() == Some("response.create") {
+                        // A `generate:false` warm-up some servers answer with
+                        // `response.created` alone ends when the next request comes.
+                        if open.front().is_some_and(|x| !x.chunks.is_empty() && is_warmup(&x.body)) {
+                            if let Some(mut x) = open.pop_front() {
+                                x.end_ns = x.chunks.last().map_or(t, |c| c.0);
+                                let _ = shared.log.send(x);
+                            }
+                        }
                         open.push_back(Exchange {
                             conn,
                             conn_request: n,

@@ -1,0 +1,96 @@
+#!/usr/bin/env bash
+# `spark-bench record` with real, independent peers: the official `openai` SDK drives a
+# multi-turn, tool-calling session through the recording proxy to `spark-bench serve` over
+# Responses SSE, the Responses WebSocket mode (`responses.connect()`) and chat completions;
+# each recorded scenario is replayed against the simulator and must give the same requests,
+# token counts within 1% and think/tool times within 5 ms. Then the same SDK through the
+# proxy to llmsim (crates.io): chat completions with scripted tool calls, and Responses over
+# SSE and WebSocket (text turns: llmsim makes no tool calls there). A planted key
+# (sk-proj-…, in a prompt and in Authorization) must be in no written file.
+# Reuses step 10's venv and step 20's llmsim install; bounded by timeouts (~40 s warm).
+source "$(dirname "$0")/../lib.sh"
+
+VENV=target/py-venv
+venv_with "$VENV" "openai[realtime]==3.54.0"
+LLMSIM_VERSION="0.6.0"
+LLMSIM=target/llmsim/bin/llmsim
+if ! "$LLMSIM" --version 2>/dev/null | grep -q "$LLMSIM_VERSION"; then
+  timeout 900 cargo install --quiet --locked llmsim --version "$LLMSIM_VERSION" --root target/llmsim
+fi
+cargo build --quiet
+BIN=target/debug/spark-bench
+WORK=$(mktemp -d)
+on_exit "rm -rf '$WORK'"
+
+start_server() { # LOG PORT COMMAND... ; waits for PORT
+  local log=$1 port=$2
+  shift 2
+  start_bg "$log" "$@"
+  wait_port "$port" "$BG_PID" 20
+}
+
+# record NAME UPSTREAM MODE [SDK flags...]: one SDK session through a fresh proxy.
+record() {
+  local name=$1 upstream=$2 mode=$3
+  shift 3
+  local port dir pid
+  port=$(free_port)
+  dir="$WORK/$name"
+  mkdir -p "$dir"
+  "$BIN" record --upstream "$upstream" --listen "127.0.0.1:$port" --out "$dir/recorded.toml" \
+    --results "$dir/results" >"$dir/record.log" 2>&1 &
+  pid=$!
+  wait_port "$port" "$pid" 20
+  if ! timeout 60 "$VENV/bin/python" scripts/record_openai_session.py "http://127.0.0.1:$port/v1" "$mode" "$@"; then
+    kill -INT "$pid"
+    cat "$dir/record.log"
+    echo "$name: the SDK session through the proxy failed" >&2
+    exit 1
+  fi
+  kill -INT "$pid"
+  timeout 30 tail --pid="$pid" -f /dev/null
+  cat "$dir/record.log"
+  if grep -rl "sk-proj-\|PLANTEDfakeKEY" "$dir"; then
+    echo "$name: the planted key was written (files above)" >&2
+    exit 1
+  fi
+  grep -q '^\[\[turns\]\]' "$dir/recorded.toml"
+}
+
+# replay NAME: the recorded scenario against the simulator, compared with the recording.
+replay() {
+  local dir="$WORK/$1"
+  timeout 120 "$BIN" run "$dir/recorded.toml" --out "$dir/replay" >"$dir/run.log" 2>&1 || {
+    cat "$dir/run.log"
+    exit 1
+  }
+  python3 scripts/replay_check.py "$dir"/results/* "$dir"/replay/*
+}
+
+SIM_PORT=$(free_port)
+start_server "$WORK/sim.log" "$SIM_PORT" "$BIN" serve --profile fast --listen "127.0.0.1:$SIM_PORT"
+SIM="http://127.0.0.1:$SIM_PORT/v1"
+for mode in sse ws chat; do
+  record "sim-$mode" "$SIM" "$mode"
+  replay "sim-$mode"
+done
+
+# llmsim: a script of two tool calls and two answers for chat completions.
+cat >"$WORK/script.json" <<'EOF'
+{"turns": [
+ {"type": "tool_calls", "calls": [{"name": "read_file", "arguments": {"path": "tests/test_totals.py"}}]},
+ {"type": "tool_calls", "calls": [{"name": "run_tests", "arguments": {"selector": "tests/test_totals.py"}}]},
+ {"type": "assistant", "text": "Fixed: totals round half-even with Decimal.quantize; the tests pass."},
+ {"type": "assistant", "text": "fix(totals): round half-even with Decimal.quantize"}
+], "on_exhausted": "repeat_last"}
+EOF
+printf '[response]\nscript_path = "%s"\n' "$WORK/script.json" >"$WORK/llmsim.toml"
+P1=$(free_port)
+start_server "$WORK/llmsim-script.log" "$P1" "$LLMSIM" serve --host 127.0.0.1 --port "$P1" --config "$WORK/llmsim.toml"
+record "llmsim-chat" "http://127.0.0.1:$P1/openai/v1" chat
+grep -q 'name = "run_tests"' "$WORK/llmsim-chat/recorded.toml"
+P2=$(free_port)
+start_server "$WORK/llmsim.log" "$P2" "$LLMSIM" serve --host 127.0.0.1 --port "$P2"
+record "llmsim-sse" "http://127.0.0.1:$P2/openai/v1" sse --no-tools
+record "llmsim-ws" "http://127.0.0.1:$P2/openai/v1" ws --no-tools --no-warmup
+echo "record proxy OK"
