@@ -38,6 +38,28 @@ pub enum Command {
     /// the highest request rate it can drive on time.
     #[command(long_about = CALIBRATE_ABOUT)]
     Calibrate(CalibrateArgs),
+    /// Draw the gate's history (compare --history DIR): each gated metric over runs, with
+    /// regressions and change points marked; charts (SVG, PNG) and Markdown for
+    /// $GITHUB_STEP_SUMMARY.
+    History(HistoryArgs),
+}
+
+/// `spark-bench history`.
+#[derive(Debug, Args)]
+pub struct HistoryArgs {
+    /// The history directory that `compare --history DIR` appends to (e.g.
+    /// results/history/main).
+    pub dir: PathBuf,
+    /// Where to write history.md and charts/ (default: DIR).
+    #[arg(long, value_name = "DIR")]
+    pub out: Option<PathBuf>,
+    /// Print the Markdown (with Mermaid charts GitHub renders) on stdout, e.g.
+    /// `>> "$GITHUB_STEP_SUMMARY"`; or json (the series and change points).
+    #[arg(long, default_value = "md", value_parser = ["md", "json", "none"])]
+    pub format: String,
+    /// Only the last N gate runs.
+    #[arg(long, value_name = "N")]
+    pub last: Option<usize>,
 }
 
 const CALIBRATE_ABOUT: &str = "\
@@ -189,6 +211,15 @@ pub struct RunArgs {
     /// goodput").
     #[arg(long, value_name = "PARAM=V1,V2,…|auto", value_parser = crate::plan::sweep::SweepSpec::parse_boxed)]
     pub sweep: Option<Box<crate::plan::sweep::SweepSpec>>,
+    /// Run the scenario N times (repeat i with seed + i − 1), into DIR/SET_ID/ holding one
+    /// results directory per repeat; `compare` takes such a directory as one side and
+    /// resamples its runs, then their requests (README, "CI regression gate").
+    #[arg(long, value_name = "N", default_value_t = 1, value_parser = clap::value_parser!(u32).range(1..=100))]
+    pub repeat: u32,
+    /// With --baseline: a regression must reproduce on K fresh runs of the candidate (each
+    /// --repeat runs) before the gate exits 1; one that does not is reported as inconclusive.
+    #[arg(long, value_name = "K", default_value_t = 0, requires = "baseline", value_parser = clap::value_parser!(u32).range(0..=10))]
+    pub confirm: u32,
 }
 
 /// `spark-bench serve`.
@@ -258,4 +289,18 @@ pub struct CompareArgs {
     /// confidence interval straddling the noise band), not only on a regression.
     #[arg(long)]
     pub fail_on_inconclusive: bool,
+    /// A re-run of the candidate (a results or repeats directory), repeatable: a regression
+    /// counts only if it regressed in every re-run too (scripts/ci-regression.sh CONFIRM=K).
+    #[arg(long, value_name = "DIR")]
+    pub confirm_run: Vec<PathBuf>,
+    /// Append this verdict to the gate history in DIR (e.g. results/history/main; created),
+    /// keeping the last --history-keep entries; draw it with `spark-bench history DIR`.
+    #[arg(long, value_name = "DIR")]
+    pub history: Option<PathBuf>,
+    /// Entries the history keeps (oldest dropped first).
+    #[arg(long, value_name = "N", default_value_t = 200)]
+    pub history_keep: usize,
+    /// A label for the history entry (a commit, a PR number); default $GITHUB_SHA if set.
+    #[arg(long, value_name = "TEXT")]
+    pub label: Option<String>,
 }

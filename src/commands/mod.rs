@@ -6,6 +6,7 @@ use crate::cli::{Cli, Command};
 
 pub mod calibrate;
 pub mod compare;
+pub mod history;
 pub mod report;
 pub mod run;
 pub mod serve;
@@ -38,6 +39,7 @@ pub fn main(cli: Cli) -> ExitCode {
             Command::Report(args) => report::execute(args).await,
             Command::Compare(args) => compare::execute(args).await,
             Command::Calibrate(args) => calibrate::execute(args).await,
+            Command::History(args) => history::execute(args).await,
         }
     });
     match result {
