@@ -46,6 +46,10 @@ pub enum Command {
     /// as if one machine had run the whole plan.
     #[command(long_about = MERGE_ABOUT)]
     Merge(MergeArgs),
+    /// Draw the gate's history (compare --history DIR): each gated metric over runs, with
+    /// regressions and change points marked; charts (SVG, PNG) and Markdown for
+    /// $GITHUB_STEP_SUMMARY.
+    History(HistoryArgs),
 }
 
 const MERGE_ABOUT: &str = "\
@@ -87,6 +91,24 @@ pub struct MergeArgs {
     /// Print the merged summary as JSON on stdout instead of the table.
     #[arg(long)]
     pub json: bool,
+}
+
+/// `spark-bench history`.
+#[derive(Debug, Args)]
+pub struct HistoryArgs {
+    /// The history directory that `compare --history DIR` appends to (e.g.
+    /// results/history/main).
+    pub dir: PathBuf,
+    /// Where to write history.md and charts/ (default: DIR).
+    #[arg(long, value_name = "DIR")]
+    pub out: Option<PathBuf>,
+    /// Print the Markdown (with Mermaid charts GitHub renders) on stdout, e.g.
+    /// `>> "$GITHUB_STEP_SUMMARY"`; or json (the series and change points).
+    #[arg(long, default_value = "md", value_parser = ["md", "json", "none"])]
+    pub format: String,
+    /// Only the last N gate runs.
+    #[arg(long, value_name = "N")]
+    pub last: Option<usize>,
 }
 
 const CALIBRATE_ABOUT: &str = "\
@@ -245,8 +267,17 @@ pub struct RunArgs {
     /// records the plan's hash, its host and its clock; `spark-bench merge` folds the
     /// shards' directories into one. Schedulers give the index: a Kubernetes Indexed Job's
     /// JOB_COMPLETION_INDEX, a Slurm array's SLURM_ARRAY_TASK_ID, a CI matrix value.
-    #[arg(long, value_name = "I/N")]
+    #[arg(long, value_name = "I/N", conflicts_with_all = ["repeat", "confirm"])]
     pub shard: Option<crate::plan::shard::ShardSpec>,
+    /// Run the scenario N times (repeat i with seed + i − 1), into DIR/SET_ID/ holding one
+    /// results directory per repeat; `compare` takes such a directory as one side and
+    /// resamples its runs, then their requests (README, "CI regression gate").
+    #[arg(long, value_name = "N", default_value_t = 1, value_parser = clap::value_parser!(u32).range(1..=100))]
+    pub repeat: u32,
+    /// With --baseline: a regression must reproduce on K fresh runs of the candidate (each
+    /// --repeat runs) before the gate exits 1; one that does not is reported as inconclusive.
+    #[arg(long, value_name = "K", default_value_t = 0, requires = "baseline", value_parser = clap::value_parser!(u32).range(0..=10))]
+    pub confirm: u32,
 }
 
 /// `spark-bench serve`.
@@ -316,6 +347,20 @@ pub struct CompareArgs {
     /// confidence interval straddling the noise band), not only on a regression.
     #[arg(long)]
     pub fail_on_inconclusive: bool,
+    /// A re-run of the candidate (a results or repeats directory), repeatable: a regression
+    /// counts only if it regressed in every re-run too (scripts/ci-regression.sh CONFIRM=K).
+    #[arg(long, value_name = "DIR")]
+    pub confirm_run: Vec<PathBuf>,
+    /// Append this verdict to the gate history in DIR (e.g. results/history/main; created),
+    /// keeping the last --history-keep entries; draw it with `spark-bench history DIR`.
+    #[arg(long, value_name = "DIR")]
+    pub history: Option<PathBuf>,
+    /// Entries the history keeps (oldest dropped first).
+    #[arg(long, value_name = "N", default_value_t = 200)]
+    pub history_keep: usize,
+    /// A label for the history entry (a commit, a PR number); default $GITHUB_SHA if set.
+    #[arg(long, value_name = "TEXT")]
+    pub label: Option<String>,
 }
 
 const RECORD_ABOUT: &str = "\

@@ -8,6 +8,7 @@ pub mod calibrate;
 pub mod compare;
 pub mod record;
 pub mod merge;
+pub mod history;
 pub mod report;
 pub mod run;
 pub mod serve;
@@ -42,6 +43,7 @@ pub fn main(cli: Cli) -> ExitCode {
             Command::Calibrate(args) => calibrate::execute(args).await,
             Command::Record(args) => record::execute(args).await,
             Command::Merge(args) => merge::execute(args).await,
+            Command::History(args) => history::execute(args).await,
         }
     });
     match result {

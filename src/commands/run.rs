@@ -1,5 +1,6 @@
 //! `spark-bench run`: arguments → plan → [`crate::runner`] → table, report, baseline.
 
+use std::path::PathBuf;
 use std::sync::Arc;
 
 use crate::cli::RunArgs;
@@ -14,6 +15,9 @@ pub async fn execute(args: RunArgs) -> anyhow::Result<u8> {
     if let Some(spec) = args.sweep.clone() {
         return sweep(args, *spec).await;
     }
+    if args.repeat > 1 || args.confirm > 0 {
+        return repeated(args).await;
+    }
     let mut plan = load_plan(&args)?;
     if let Some(spec) = args.shard {
         plan = plan.shard(spec)?;
@@ -24,9 +28,39 @@ pub async fn execute(args: RunArgs) -> anyhow::Result<u8> {
     }
     let options = options(&args);
     let outcome = runner::run(plan.clone(), &args.out, options).await?;
+    finish_one(&args, &plan, &outcome);
+    if let Some(name) = &args.save_baseline {
+        let saved = crate::store::save_baseline(&args.out, &outcome.dir, name)?;
+        errln!("baseline {name:?} saved to {}", saved.display());
+    }
+    if outcome.interrupted {
+        errln!("interrupted: every completed request was written; the run is marked interrupted");
+        return Ok(EXIT_INTERRUPTED);
+    }
+    if let Some(name) = &args.baseline {
+        return super::compare::gate_against_baseline(name, &outcome.dir);
+    }
+    Ok(EXIT_OK)
+}
 
+/// After one run: the stall windows into `stalls.json`, the table, the report.
+fn finish_one(args: &RunArgs, plan: &Plan, outcome: &runner::RunOutcome) {
+    match crate::store::LoadedRun::open(&outcome.dir).and_then(|r| r.stalls()) {
+        Ok(stalls) => {
+            if let Err(e) = crate::store::write_stalls(&outcome.dir, &stalls) {
+                errln!("warning: stalls.json could not be written: {e}");
+            }
+            if !stalls.windows.is_empty() {
+                errln!("stalls: {}", stalls.line());
+            }
+        }
+        Err(e) => errln!("warning: the stall windows could not be found: {e}"),
+    }
     if args.json {
-        outln!("{}", serde_json::to_string_pretty(&outcome.summary)?);
+        outln!(
+            "{}",
+            serde_json::to_string_pretty(&outcome.summary).unwrap_or_default()
+        );
     } else {
         outln!("{}", crate::recorder::table(&outcome.summary));
         outln!("vs http measured under {}", plan.load_line());
@@ -55,18 +89,82 @@ pub async fn execute(args: RunArgs) -> anyhow::Result<u8> {
             Err(e) => errln!("warning: the report could not be rendered: {e:#}"),
         }
     }
-    if let Some(name) = &args.save_baseline {
-        let saved = crate::store::save_baseline(&args.out, &outcome.dir, name)?;
-        errln!("baseline {name:?} saved to {}", saved.display());
+}
+
+/// `run --repeat N` (and `--confirm K`): N runs with seeds seed … seed + N − 1 into one
+/// set directory DIR/SET_ID/, then the gate; on a regression, K more sets of the candidate
+/// that must all regress the same way.
+async fn repeated(args: RunArgs) -> anyhow::Result<u8> {
+    if args.sweep.is_some() {
+        anyhow::bail!("--repeat/--confirm take a single scenario run; drop --sweep");
     }
-    if outcome.interrupted {
+    let first = load_plan(&args)?;
+    for w in &first.warnings {
+        errln!("warning: {w}");
+    }
+    let base_seed = first.seed;
+    let set = |tag: &str| -> PathBuf {
+        let id = crate::store::run_id(
+            &first.scenario_name,
+            crate::clock::wall_now(),
+            std::process::id() as u16,
+        );
+        args.out.join(format!("{id}-{tag}x{}", args.repeat))
+    };
+    let run_set = |dir: PathBuf| {
+        let args = &args;
+        async move {
+            for i in 0..args.repeat {
+                let mut a = args.clone();
+                a.seed = Some(base_seed.wrapping_add(u64::from(i)));
+                let plan = Arc::new(load_plan(&a)?);
+                errln!(
+                    "repeat {}/{} (seed {}) into {}",
+                    i + 1,
+                    args.repeat,
+                    plan.seed,
+                    dir.display()
+                );
+                let outcome = runner::run(plan.clone(), &dir, options(args)).await?;
+                finish_one(args, &plan, &outcome);
+                if outcome.interrupted {
+                    return Ok::<bool, anyhow::Error>(true);
+                }
+            }
+            Ok(false)
+        }
+    };
+    let dir = set("");
+    if run_set(dir.clone()).await? {
         errln!("interrupted: every completed request was written; the run is marked interrupted");
         return Ok(EXIT_INTERRUPTED);
     }
-    if let Some(name) = &args.baseline {
-        return super::compare::gate_against_baseline(name, &outcome.dir);
+    errln!("results: {}", dir.display());
+    if let Some(name) = &args.save_baseline {
+        let saved = crate::store::save_baseline(&args.out, &dir, name)?;
+        errln!("baseline {name:?} saved to {}", saved.display());
     }
-    Ok(EXIT_OK)
+    let Some(name) = &args.baseline else {
+        return Ok(EXIT_OK);
+    };
+    let mut reruns: Vec<PathBuf> = Vec::new();
+    loop {
+        let c = super::compare::gate_comparison(name, &dir, &reruns)?;
+        if !c.fails() || reruns.len() as u32 >= args.confirm || c.counts().regressed == 0 {
+            out!("{}", crate::compare::render::text(&c));
+            return Ok(super::compare::exit_code(&c));
+        }
+        let k = reruns.len() + 1;
+        errln!(
+            "the gate found a regression; confirming it: re-run {k}/{} of the candidate",
+            args.confirm
+        );
+        let rerun = set(&format!("confirm{k}-"));
+        if run_set(rerun.clone()).await? {
+            return Ok(EXIT_INTERRUPTED);
+        }
+        reruns.push(rerun);
+    }
 }
 
 /// The runner's options from the command line: progress unless `--quiet`/`--json`,

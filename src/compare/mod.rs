@@ -5,12 +5,14 @@
 //! * [`samples`]: per-request samples per cell, built from records.
 //! * [`stats`]: seeded (cluster) bootstrap of relative changes; proportion intervals.
 //! * [`verdict`]: the decision rule and one [`Row`] per comparison.
+//! * [`history`]: the gate's history (`compare --history`), series, change points, Markdown.
 //! * [`render`]: terminal table, Markdown (for `$GITHUB_STEP_SUMMARY`), verdict JSON.
 //!
 //! Does not own: reading results directories or checking that two runs are comparable
 //! (see `commands::compare`), or the exit code contract (`commands`).
 
 pub mod gate;
+pub mod history;
 pub mod render;
 pub mod samples;
 pub mod stats;
@@ -20,7 +22,7 @@ use serde::Serialize;
 
 pub use gate::{GateMetric, MetricList, Statistic, Threshold, ThresholdError, Thresholds};
 pub use samples::{CellSamples, RunSamples};
-pub use stats::BootstrapConfig;
+pub use stats::{BootstrapConfig, Pairing};
 pub use verdict::{ChangeUnit, Row, Verdict};
 
 use crate::recorder::CellKey;
@@ -49,6 +51,12 @@ pub struct Settings {
     pub bootstrap: BootstrapConfig,
     /// Count `Inconclusive` as a failure (`--fail-on-inconclusive`).
     pub fail_on_inconclusive: bool,
+    /// Both sides replayed the same conversation (same scenario, same seed per run): the
+    /// length-dependent metrics are then gated by default, paired request by request.
+    pub same_conversation: bool,
+    /// Both sides hold the same number of runs, taken interleaved: run i of each side is
+    /// paired in the bootstrap.
+    pub paired_runs: bool,
 }
 
 impl Default for Settings {
@@ -62,6 +70,8 @@ impl Default for Settings {
                 seed: DEFAULT_SEED,
             },
             fail_on_inconclusive: false,
+            same_conversation: false,
+            paired_runs: false,
         }
     }
 }
@@ -146,6 +156,60 @@ impl Comparison {
             || (self.settings.fail_on_inconclusive && self.rows.is_empty())
     }
 
+    /// Applies re-runs of the candidate (`--confirm`): a row stays `Regressed` only if the
+    /// same metric × statistic × cell regressed in every re-run too; otherwise it becomes
+    /// `Inconclusive` and says on which re-run it did not reproduce. A note records the
+    /// outcome either way.
+    pub fn confirm_with(&mut self, reruns: &[Comparison]) {
+        if reruns.is_empty() {
+            return;
+        }
+        let key = |r: &Row| (r.target.clone(), r.transport.clone(), r.metric, r.statistic);
+        let mut kept = 0;
+        let mut dropped = 0;
+        for row in self
+            .rows
+            .iter_mut()
+            .filter(|r| r.verdict == Verdict::Regressed)
+        {
+            let k = key(row);
+            let failed_on: Vec<usize> = reruns
+                .iter()
+                .enumerate()
+                .filter(|(_, c)| {
+                    !c.rows
+                        .iter()
+                        .any(|r| key(r) == k && r.verdict == Verdict::Regressed)
+                })
+                .map(|(i, _)| i + 1)
+                .collect();
+            if failed_on.is_empty() {
+                kept += 1;
+                row.reason = format!(
+                    "{}; reproduced on {} re-run(s) of the candidate",
+                    row.reason,
+                    reruns.len()
+                );
+            } else {
+                dropped += 1;
+                row.verdict = Verdict::Inconclusive;
+                row.reason = format!(
+                    "{}; NOT reproduced on re-run {} of the candidate: not confirmed",
+                    row.reason,
+                    failed_on
+                        .iter()
+                        .map(|i| i.to_string())
+                        .collect::<Vec<_>>()
+                        .join(", ")
+                );
+            }
+        }
+        self.notes.push(format!(
+            "confirmation: the candidate was re-run {} time(s); {kept} regression(s) reproduced, {dropped} did not (those are shown as inconclusive)",
+            reruns.len()
+        ));
+    }
+
     /// Rows ordered for display: regressions first, then inconclusive, improved, no change.
     pub fn rows_for_display(&self) -> Vec<&Row> {
         let mut rows: Vec<&Row> = self.rows.iter().collect();
@@ -166,7 +230,11 @@ pub fn compare(
     let metrics: Vec<GateMetric> = if settings.metrics.is_empty() {
         GateMetric::ALL
             .into_iter()
-            .filter(|m| m.gated_by_default() || settings.thresholds.mentions(*m))
+            .filter(|m| {
+                m.gated_by_default()
+                    || (settings.same_conversation && m.length_dependent())
+                    || settings.thresholds.mentions(*m)
+            })
             .collect()
     } else {
         GateMetric::ALL
@@ -182,6 +250,13 @@ pub fn compare(
             continue;
         };
         for &m in &metrics {
+            let wanted = if settings.same_conversation && m.length_dependent() {
+                Pairing::Requests
+            } else if settings.paired_runs {
+                Pairing::Runs
+            } else {
+                Pairing::None
+            };
             rows.extend(verdict::compare_metric(
                 key,
                 m,
@@ -189,6 +264,7 @@ pub fn compare(
                 c,
                 &settings.thresholds,
                 settings.bootstrap,
+                wanted,
             ));
         }
     }
@@ -196,6 +272,14 @@ pub fn compare(
         if !baseline.cells.contains_key(key) {
             notes.push(format!("{key} is only in the candidate; not compared"));
         }
+    }
+    if !settings.same_conversation && settings.metrics.is_empty() {
+        notes.push(
+            "the sides drew different conversations (different seeds, or a real model's own lengths): \
+             e2e, output_tok_s and session_wall move with the drawn lengths, so they are not gated; \
+             ttft, tpot, decode_tok_s, overhead, connection_setup and error_rate are"
+                .to_string(),
+        );
     }
     Comparison {
         baseline: baseline_label,

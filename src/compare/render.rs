@@ -325,19 +325,91 @@ pub fn markdown(c: &Comparison) -> String {
         md_run("Candidate", &c.candidate),
         settings_line(c)
     );
+    out.push_str(&mermaid_changes(c));
     if !c.candidate.charts.is_empty() {
-        let links: Vec<String> = c
+        let names: Vec<String> = c
             .candidate
             .charts
             .iter()
-            .map(|p| {
-                let path = format!("{}/{p}", c.candidate.dir.trim_end_matches('/'));
-                format!("[{p}]({path})")
-            })
+            .map(|p| format!("`{p}`"))
             .collect();
-        let _ = writeln!(out, "Candidate charts: {}\n", links.join(" · "));
+        let _ = writeln!(
+            out,
+            "Candidate report and charts (files in `{}`): {}. They are not embedded: GitHub's \
+             job summary and PR comments strip inline SVG, do not render `data:` images, and \
+             resolve relative paths against nothing. Publish them with `actions/upload-artifact` \
+             (scripts/ci-regression.sh leaves them under `target/ci-regression/results/`), or push \
+             them to a branch or Pages site and link their URLs.\n",
+            c.candidate.dir,
+            names.join(" · ")
+        );
     }
     out
+}
+
+/// A Mermaid `xychart-beta` (GitHub renders Mermaid blocks in job summaries, issues and PR
+/// comments): one bar per decided median/mean/rate row, the change in the worse direction
+/// in percent (or points), and a line at the worse edge of its band, so a bar above the line
+/// is a change beyond the noise. Empty when no row has a change.
+fn mermaid_changes(c: &Comparison) -> String {
+    let rows: Vec<&Row> = c
+        .rows
+        .iter()
+        .filter(|r| r.change.is_some())
+        .filter(|r| {
+            matches!(
+                r.statistic,
+                super::Statistic::P50 | super::Statistic::Mean | super::Statistic::Rate
+            )
+        })
+        .take(24)
+        .collect();
+    if rows.is_empty() {
+        return String::new();
+    }
+    let worse = |r: &Row, v: f64| if r.metric.higher_is_better() { -v } else { v };
+    let bars: Vec<f64> = rows
+        .iter()
+        .map(|r| worse(r, r.change.unwrap_or(0.0)) * 100.0)
+        .collect();
+    let edges: Vec<f64> = rows
+        .iter()
+        .map(|r| {
+            100.0
+                * if r.metric.higher_is_better() {
+                    -r.band_low
+                } else {
+                    r.band_high
+                }
+        })
+        .collect();
+    let lo = bars.iter().chain(&edges).fold(0.0f64, |a, b| a.min(*b));
+    let hi = bars.iter().chain(&edges).fold(0.0f64, |a, b| a.max(*b));
+    let labels: Vec<String> = rows
+        .iter()
+        .map(|r| {
+            format!(
+                "\"{} {} {}\"",
+                r.metric.name(),
+                r.statistic.name(),
+                r.transport
+            )
+        })
+        .collect();
+    let fmt = |v: &[f64]| {
+        v.iter()
+            .map(|x| format!("{x:.1}"))
+            .collect::<Vec<_>>()
+            .join(", ")
+    };
+    format!(
+        "```mermaid\nxychart-beta\n    title \"Change in the worse direction (%, pp for error rate); line: band edge\"\n    x-axis [{}]\n    y-axis \"worse by (%)\" {:.0} --> {:.0}\n    bar [{}]\n    line [{}]\n```\n\n",
+        labels.join(", "),
+        (lo - 2.0).floor(),
+        (hi + 2.0).ceil(),
+        fmt(&bars),
+        fmt(&edges)
+    )
 }
 
 #[derive(Serialize)]
@@ -445,7 +517,53 @@ mod tests {
         let md = markdown(&c);
         assert!(md.starts_with("## ❌ spark-bench: REGRESSION"), "{md}");
         assert!(md.find("### Regressions").unwrap() < md.find("<details>").unwrap());
-        assert!(md.contains("[report.md](b/report.md)"), "{md}");
+        // Relative links render broken on GitHub: files are named, and a Mermaid chart is
+        // embedded instead.
+        assert!(!md.contains("](b/report.md)"), "{md}");
+        assert!(
+            md.contains("`report.md`") && md.contains("actions/upload-artifact"),
+            "{md}"
+        );
+        assert!(md.contains("```mermaid\nxychart-beta\n"), "{md}");
+        assert!(md.contains("bar [20.0"), "{md}");
+        // Confirmation: a re-run that regresses the same way keeps the failure; one that
+        // does not turns it into "inconclusive".
+        let again = compare(
+            &run(1.0, 200),
+            &run(1.2, 200),
+            &settings,
+            label("a"),
+            label("c"),
+        );
+        let gone = compare(
+            &run(1.0, 200),
+            &run(1.0, 200),
+            &settings,
+            label("a"),
+            label("d"),
+        );
+        let mut kept = c.clone();
+        kept.confirm_with(std::slice::from_ref(&again));
+        assert!(kept.fails(), "{:?}", kept.rows);
+        assert!(
+            kept.rows[0].reason.contains("reproduced on 1 re-run"),
+            "{}",
+            kept.rows[0].reason
+        );
+        let mut dropped = c.clone();
+        dropped.confirm_with(&[again, gone]);
+        assert!(!dropped.fails());
+        assert!(
+            dropped.rows[0]
+                .reason
+                .contains("NOT reproduced on re-run 2"),
+            "{}",
+            dropped.rows[0].reason
+        );
+        assert!(dropped
+            .notes
+            .iter()
+            .any(|n| n.contains("0 regression(s) reproduced")));
         let j: serde_json::Value = serde_json::from_str(&json(&c)).unwrap();
         assert_eq!(j["verdict"], "regressed");
         assert_eq!(j["passed"], false);

@@ -1,8 +1,9 @@
 //! The statistics behind the gate: a seeded bootstrap of the relative change of a statistic
 //! between two samples, and a score interval for the difference of two proportions.
 //!
-//! Owns: [`Sample`] (sorted values grouped into resampling clusters), nearest-rank
-//! quantiles, the bootstrap, Wilson/Newcombe intervals and the normal quantile.
+//! Owns: [`Sample`] (sorted values grouped into resampling clusters, clusters grouped into
+//! runs), nearest-rank quantiles, the (hierarchical, optionally paired) bootstrap,
+//! Wilson/Newcombe intervals and the normal quantile.
 //! Does not own: what the intervals mean for the verdict (see `verdict`).
 //!
 //! # Why clusters
@@ -11,6 +12,24 @@
 //! decode speed and are strongly correlated, so resampling gaps one by one would pretend a
 //! run holds tens of thousands of independent observations and give intervals far too
 //! narrow. Resampling whole requests (a cluster bootstrap) keeps that correlation.
+//!
+//! # Why runs (the hierarchical bootstrap)
+//! On a shared machine whole runs differ from each other more than requests within one run
+//! do: a neighbour's build, a busy minute, a slower scheduler tick move every request of a
+//! run together. Resampling the requests of one run cannot see that, so its interval is too
+//! narrow and an A/A pair fails the gate. With several runs per side (`run --repeat N`)
+//! each resample first draws N runs with replacement, then the requests of each drawn run
+//! with replacement (a two-stage bootstrap; Davison & Hinkley 1997, §3.8, "strategy 1"),
+//! so the interval's width comes from how much runs differ on this machine. With one run
+//! per side it is the ordinary cluster bootstrap.
+//!
+//! # Pairing
+//! [`Pairing::Runs`]: baseline and candidate ran interleaved (B₁ C₁ B₂ C₂ …), so run i of
+//! each side saw the same machine state; the run draw is shared by both sides, which
+//! cancels drift common to a pair. [`Pairing::Requests`]: both sides replayed the same
+//! conversation (same scenario and seeds) and the samples hold the same requests in the
+//! same order (`session`, `turn`, `step`); the request draw is shared too, so a change in
+//! drawn lengths cannot move the ratio.
 
 use crate::rng::Rng;
 
@@ -25,21 +44,35 @@ pub struct Sample {
     cluster_of: Vec<u32>,
     size: Vec<u64>,
     sum: Vec<f64>,
+    /// First cluster of each run (ascending; empty for an empty sample).
+    run_start: Vec<u32>,
 }
 
 impl Sample {
     /// A sample from clusters of values (one inner `Vec` per request). Non-finite values
     /// and empty clusters are dropped.
     pub fn new(groups: impl IntoIterator<Item = Vec<f64>>) -> Sample {
+        Sample::with_runs([groups.into_iter().collect::<Vec<_>>()])
+    }
+
+    /// A sample from runs of clusters of values (runs → requests → values). Non-finite
+    /// values, empty clusters and runs left empty are dropped.
+    pub fn with_runs(runs: impl IntoIterator<Item = Vec<Vec<f64>>>) -> Sample {
         let mut pairs: Vec<(f64, u32)> = Vec::new();
-        let (mut size, mut sum) = (Vec::new(), Vec::new());
-        for g in groups {
-            let before = pairs.len();
-            let id = size.len() as u32;
-            pairs.extend(g.into_iter().filter(|v| v.is_finite()).map(|v| (v, id)));
-            if pairs.len() > before {
-                size.push((pairs.len() - before) as u64);
-                sum.push(pairs[before..].iter().map(|p| p.0).sum());
+        let (mut size, mut sum, mut run_start) = (Vec::new(), Vec::new(), Vec::new());
+        for run in runs {
+            let first = size.len() as u32;
+            for g in run {
+                let before = pairs.len();
+                let id = size.len() as u32;
+                pairs.extend(g.into_iter().filter(|v| v.is_finite()).map(|v| (v, id)));
+                if pairs.len() > before {
+                    size.push((pairs.len() - before) as u64);
+                    sum.push(pairs[before..].iter().map(|p| p.0).sum());
+                }
+            }
+            if size.len() as u32 > first {
+                run_start.push(first);
             }
         }
         pairs.sort_by(|a, b| a.0.total_cmp(&b.0));
@@ -48,7 +81,28 @@ impl Sample {
             cluster_of: pairs.iter().map(|p| p.1).collect(),
             size,
             sum,
+            run_start,
         }
+    }
+
+    /// Number of runs holding at least one value.
+    pub fn runs(&self) -> usize {
+        self.run_start.len()
+    }
+
+    /// Clusters of run `r`.
+    fn run_range(&self, r: usize) -> std::ops::Range<usize> {
+        let start = self.run_start[r] as usize;
+        let end = self
+            .run_start
+            .get(r + 1)
+            .map_or(self.clusters(), |e| *e as usize);
+        start..end
+    }
+
+    /// The clusters per run, for checking that two samples line up request by request.
+    pub fn shape(&self) -> Vec<usize> {
+        (0..self.runs()).map(|r| self.run_range(r).len()).collect()
     }
 
     /// A sample of independent values (each its own cluster).
@@ -134,11 +188,63 @@ impl Sample {
         self.values.last().copied().unwrap_or(f64::NAN)
     }
 
-    fn resample_weights(&self, rng: &mut Rng, weights: &mut [u32]) {
+    /// Draws the runs of one resample: as many as there are, with replacement (none drawn
+    /// for a single run, so a one-run sample resamples exactly as the plain bootstrap).
+    fn draw_runs(&self, rng: &mut Rng, picks: &mut Vec<usize>) {
+        picks.clear();
+        let r = self.runs();
+        if r == 1 {
+            picks.push(0);
+        } else {
+            picks.extend((0..r).map(|_| rng.below(r as u64) as usize));
+        }
+    }
+
+    /// Cluster weights of one resample given the drawn runs: each drawn run contributes as
+    /// many draws (with replacement) from its own clusters as it has clusters.
+    fn resample_weights(&self, rng: &mut Rng, picks: &[usize], weights: &mut [u32]) {
         weights.fill(0);
-        let n = self.clusters() as u64;
-        for _ in 0..n {
-            weights[rng.below(n) as usize] += 1;
+        for &p in picks {
+            let range = self.run_range(p);
+            let n = range.len() as u64;
+            for _ in 0..n {
+                weights[range.start + rng.below(n) as usize] += 1;
+            }
+        }
+    }
+}
+
+/// How the two sides of a comparison are resampled (see the module doc).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, serde::Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Pairing {
+    /// Independent resamples of each side.
+    #[default]
+    None,
+    /// Run i of the baseline with run i of the candidate (interleaved repeats).
+    Runs,
+    /// Request by request (same conversation replayed; same shape on both sides).
+    Requests,
+}
+
+impl Pairing {
+    /// `Requests` reduced to `Runs` (for samples not built request by request).
+    pub fn min_runs(self) -> Pairing {
+        match self {
+            Pairing::Requests => Pairing::Runs,
+            p => p,
+        }
+    }
+
+    /// The strongest pairing the two samples allow, up to `wanted`: `Requests` needs the
+    /// same shape (runs and requests per run), `Runs` the same number of runs (> 1).
+    pub fn allowed(wanted: Pairing, b: &Sample, c: &Sample) -> Pairing {
+        match wanted {
+            Pairing::Requests if b.shape() == c.shape() && !b.is_empty() => Pairing::Requests,
+            Pairing::Requests | Pairing::Runs if b.runs() == c.runs() && b.runs() > 1 => {
+                Pairing::Runs
+            }
+            _ => Pairing::None,
         }
     }
 }
@@ -184,6 +290,19 @@ pub fn relative_change(
     stats: &[Stat],
     cfg: BootstrapConfig,
 ) -> Vec<Option<Interval>> {
+    relative_change_paired(baseline, candidate, stats, cfg, Pairing::None)
+}
+
+/// [`relative_change`] with the two sides' draws shared as `pairing` says (reduced to what
+/// the samples allow, see [`Pairing::allowed`]).
+pub fn relative_change_paired(
+    baseline: &Sample,
+    candidate: &Sample,
+    stats: &[Stat],
+    cfg: BootstrapConfig,
+    pairing: Pairing,
+) -> Vec<Option<Interval>> {
+    let pairing = Pairing::allowed(pairing, baseline, candidate);
     let mut result = vec![None; stats.len()];
     if baseline.is_empty() || candidate.is_empty() || cfg.resamples == 0 {
         return result;
@@ -201,9 +320,18 @@ pub fn relative_change(
     let mut sb = vec![0.0; stats.len()];
     let mut sc = vec![0.0; stats.len()];
     let mut changes: Vec<Vec<f64>> = vec![Vec::with_capacity(cfg.resamples as usize); stats.len()];
+    let (mut pick_b, mut pick_c) = (Vec::new(), Vec::new());
     for _ in 0..cfg.resamples {
-        baseline.resample_weights(&mut rng, &mut wb);
-        candidate.resample_weights(&mut rng, &mut wc);
+        baseline.draw_runs(&mut rng, &mut pick_b);
+        match pairing {
+            Pairing::None => candidate.draw_runs(&mut rng, &mut pick_c),
+            Pairing::Runs | Pairing::Requests => pick_c.clone_from(&pick_b),
+        }
+        baseline.resample_weights(&mut rng, &pick_b, &mut wb);
+        match pairing {
+            Pairing::Requests => wc.copy_from_slice(&wb),
+            Pairing::None | Pairing::Runs => candidate.resample_weights(&mut rng, &pick_c, &mut wc),
+        }
         // Every cluster holds at least one value, so a resample is never empty.
         baseline.weighted(&wb, stats, &mut sb);
         candidate.weighted(&wc, stats, &mut sc);
@@ -453,5 +581,82 @@ mod tests {
         assert!((d.low - 0.0524).abs() < 5e-4, "{d:?}");
         assert!((d.high - 0.3339).abs() < 5e-4, "{d:?}");
         assert!(proportion_difference(0, 0, 1, 10, 0.95).is_none());
+    }
+
+    #[test]
+    fn hierarchical_bootstrap_sees_between_run_noise_and_pairing_cancels_it() {
+        // Three runs per side; each run shifted as a whole by −6 %, 0 or +6 % (a busy
+        // machine moves every request of a run together). Requests within a run vary ±2 %.
+        let mut rng = Rng::new(5);
+        let mut side = |shifts: [f64; 3]| -> Vec<Vec<Vec<f64>>> {
+            shifts
+                .iter()
+                .map(|s| {
+                    (0..150)
+                        .map(|_| vec![100.0 * (1.0 + s) * rng.lognormal(1.0, 0.02)])
+                        .collect()
+                })
+                .collect()
+        };
+        let b = side([-0.06, 0.0, 0.06]);
+        let c = side([0.06, -0.06, 0.0]);
+        let flat = |runs: &Vec<Vec<Vec<f64>>>| Sample::new(runs.iter().flatten().cloned());
+        let st = [Stat::Quantile(0.5)];
+        let pooled = relative_change(&flat(&b), &flat(&c), &st, cfg(2))[0].unwrap();
+        let (hb, hc) = (Sample::with_runs(b.clone()), Sample::with_runs(c.clone()));
+        assert_eq!((hb.runs(), hb.shape()), (3, vec![150, 150, 150]));
+        let hier = relative_change(&hb, &hc, &st, cfg(2))[0].unwrap();
+        assert!(
+            hier.high - hier.low > 2.0 * (pooled.high - pooled.low),
+            "hierarchical {hier:?} pooled {pooled:?}"
+        );
+        // Paired runs, each pair shifted together (interleaved on the same machine): the
+        // common shift cancels and the interval is back to the within-run width.
+        let shifts = [-0.06, 0.0, 0.06];
+        let mut rng = Rng::new(6);
+        let mut paired_side = |k: f64| -> Vec<Vec<Vec<f64>>> {
+            shifts
+                .iter()
+                .map(|s| {
+                    (0..150)
+                        .map(|_| vec![100.0 * k * (1.0 + s) * rng.lognormal(1.0, 0.02)])
+                        .collect()
+                })
+                .collect()
+        };
+        let (pb, pc) = (
+            Sample::with_runs(paired_side(1.0)),
+            Sample::with_runs(paired_side(1.10)),
+        );
+        let unpaired = relative_change(&pb, &pc, &st, cfg(3))[0].unwrap();
+        let paired = relative_change_paired(&pb, &pc, &st, cfg(3), Pairing::Runs)[0].unwrap();
+        assert!(paired.low > 0.07 && paired.high < 0.13, "{paired:?}");
+        assert!(
+            paired.high - paired.low < 0.5 * (unpaired.high - unpaired.low),
+            "paired {paired:?} unpaired {unpaired:?}"
+        );
+        assert_eq!(
+            Pairing::allowed(Pairing::Runs, &pb, &flat(&b)),
+            Pairing::None
+        );
+    }
+
+    #[test]
+    fn request_pairing_removes_the_drawn_lengths() {
+        // E2E grows with the drawn output length (20–400 tokens); the candidate is 5 % slower
+        // on the very same requests. Unpaired, the lengths' spread swamps it; paired, the
+        // ratio is exact.
+        let mut rng = Rng::new(8);
+        let lens: Vec<f64> = (0..200).map(|_| 20.0 + rng.below(380) as f64).collect();
+        let b = Sample::new(lens.iter().map(|l| vec![10.0 + 4.0 * l]));
+        let c = Sample::new(lens.iter().map(|l| vec![1.05 * (10.0 + 4.0 * l)]));
+        let st = [Stat::Mean];
+        let unpaired = relative_change(&b, &c, &st, cfg(4))[0].unwrap();
+        let paired = relative_change_paired(&b, &c, &st, cfg(4), Pairing::Requests)[0].unwrap();
+        assert!(unpaired.low < 0.0, "{unpaired:?}");
+        assert!(
+            (paired.low - 0.05).abs() < 1e-9 && (paired.high - 0.05).abs() < 1e-9,
+            "{paired:?}"
+        );
     }
 }

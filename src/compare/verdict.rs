@@ -22,7 +22,7 @@ use serde::Serialize;
 
 use super::gate::{GateMetric, Kind, Statistic, Thresholds};
 use super::samples::CellSamples;
-use super::stats::{self, BootstrapConfig, Interval, Stat};
+use super::stats::{self, BootstrapConfig, Interval, Pairing, Stat};
 use crate::recorder::CellKey;
 use crate::rng::Rng;
 
@@ -92,6 +92,15 @@ pub struct Row {
     pub verdict: Verdict,
     /// Why, in one line.
     pub reason: String,
+    /// Runs behind the baseline's samples (`run --repeat N`).
+    pub runs_baseline: u32,
+    /// Runs behind the candidate's samples.
+    pub runs_candidate: u32,
+    /// How the two sides were resampled: `none` (independently), `runs` (run i with run i,
+    /// interleaved repeats), `requests` (request by request, same conversation replayed).
+    pub pairing: Pairing,
+    /// The comparison used, in words (pairing, runs, matched requests).
+    pub comparison: String,
 }
 
 impl Row {
@@ -146,15 +155,48 @@ pub fn compare_metric(
     cand: &CellSamples,
     thresholds: &Thresholds,
     boot: BootstrapConfig,
+    wanted: Pairing,
 ) -> Vec<Row> {
     if metric.kind() == Kind::Proportion {
         return compare_error_rate(cell, base, cand, thresholds, boot.confidence)
             .into_iter()
             .collect();
     }
-    let (sb, sc) = (base.sample(metric), cand.sample(metric));
+    let (mut sb, mut sc) = (base.sample(metric), cand.sample(metric));
     if sb.is_empty() && sc.is_empty() {
         return Vec::new();
+    }
+    let mut pairing = Pairing::allowed(wanted.min_runs(), &sb, &sc);
+    let mut comparison = match pairing {
+        Pairing::Runs => format!(
+            "hierarchical bootstrap, run i of the baseline paired with run i of the candidate ({} runs per side)",
+            sb.runs()
+        ),
+        _ if sb.runs().max(sc.runs()) > 1 => format!(
+            "hierarchical bootstrap over runs, then requests ({} / {} runs)",
+            sb.runs(),
+            sc.runs()
+        ),
+        _ => "bootstrap over requests (one run per side)".to_string(),
+    };
+    if wanted == Pairing::Requests {
+        let (pb, pc, matched) = base.paired(cand, metric);
+        let smaller = sb.clusters().min(sc.clusters());
+        if matched >= 10 && 2 * matched >= smaller {
+            pairing = Pairing::allowed(Pairing::Requests, &pb, &pc);
+            comparison = format!(
+                "paired by request (session, turn, step): both sides replayed the same conversation; {matched} of {smaller} requests matched"
+            );
+            (sb, sc) = (pb, pc);
+        } else {
+            comparison = format!(
+                "unpaired: only {matched} of {smaller} requests matched by (session, turn, step), so the drawn lengths may differ; {comparison}"
+            );
+        }
+    } else if metric.length_dependent() {
+        comparison = format!(
+            "unpaired and length-dependent: the sides drew different conversations, so this change mixes workload and system; {comparison}"
+        );
     }
     let stats: Vec<Statistic> = metric.statistics().to_vec();
     let as_stat = |s: Statistic| s.quantile().map_or(Stat::Mean, Stat::Quantile);
@@ -170,11 +212,12 @@ pub fn compare_metric(
             sb.len().min(sc.len()) >= s.min_samples() && sb.clusters().min(sc.clusters()) >= 10
         })
         .collect();
-    let intervals = stats::relative_change(
+    let intervals = stats::relative_change_paired(
         &sb,
         &sc,
         &enough.iter().map(|s| as_stat(*s)).collect::<Vec<_>>(),
         boot,
+        pairing,
     );
     let hib = metric.higher_is_better();
     stats
@@ -219,6 +262,10 @@ pub fn compare_metric(
                 threshold: threshold.map(|t| t.display(metric)),
                 verdict: Verdict::Inconclusive,
                 reason: String::new(),
+                runs_baseline: sb.runs() as u32,
+                runs_candidate: sc.runs() as u32,
+                pairing,
+                comparison: comparison.clone(),
             };
             let idx = enough.iter().position(|s| *s == st);
             match idx.and_then(|i| intervals[i]) {
@@ -301,6 +348,11 @@ fn compare_error_rate(
         threshold: threshold.map(|t| t.display(metric)),
         verdict: Verdict::Inconclusive,
         reason: String::new(),
+        runs_baseline: base.runs,
+        runs_candidate: cand.runs,
+        pairing: Pairing::None,
+        comparison: "Newcombe score interval of the difference of the pooled proportions"
+            .to_string(),
     };
     if base.counted.min(cand.counted) < st.min_samples() as u64 {
         row.reason = format!(
@@ -425,6 +477,7 @@ mod tests {
             &cand,
             &Thresholds::new(),
             boot(),
+            Pairing::None,
         );
         assert_eq!(rows.len(), 3);
         for r in &rows {
@@ -440,24 +493,40 @@ mod tests {
         let xs: Vec<f64> = (0..200).map(|i| 100.0 + (i % 10) as f64).collect();
         let ys: Vec<f64> = xs.iter().map(|x| x * 1.08).collect();
         let (b, c) = (cell_with(&xs, 0, 0), cell_with(&ys, 0, 0));
-        let none = compare_metric(&key, GateMetric::Ttft, &b, &c, &Thresholds::new(), boot());
+        let none = compare_metric(
+            &key,
+            GateMetric::Ttft,
+            &b,
+            &c,
+            &Thresholds::new(),
+            boot(),
+            Pairing::None,
+        );
         assert_eq!(none[0].verdict, Verdict::Regressed, "{:?}", none[0]);
         let t = Thresholds::parse_cli(&["ttft=+10%"]).unwrap();
-        let with = compare_metric(&key, GateMetric::Ttft, &b, &c, &t, boot());
+        let with = compare_metric(&key, GateMetric::Ttft, &b, &c, &t, boot(), Pairing::None);
         assert_eq!(with[0].verdict, Verdict::NoChange, "{:?}", with[0]);
         assert_eq!(with[0].band_high, 0.10);
         assert_eq!(with[0].band_low, -0.05);
         assert_eq!(with[0].threshold.as_deref(), Some("+10%"));
         // Absolute: +20ms on a ~104ms median is ~19%.
         let t = Thresholds::parse_cli(&["ttft=+20ms"]).unwrap();
-        let abs = compare_metric(&key, GateMetric::Ttft, &b, &c, &t, boot());
+        let abs = compare_metric(&key, GateMetric::Ttft, &b, &c, &t, boot(), Pairing::None);
         assert!(
             (abs[0].band_high - 20.0 / 104.0).abs() < 0.01,
             "{:?}",
             abs[0]
         );
         // Reversed: the candidate is faster.
-        let rev = compare_metric(&key, GateMetric::Ttft, &c, &b, &Thresholds::new(), boot());
+        let rev = compare_metric(
+            &key,
+            GateMetric::Ttft,
+            &c,
+            &b,
+            &Thresholds::new(),
+            boot(),
+            Pairing::None,
+        );
         assert_eq!(rev[0].verdict, Verdict::Improved, "{:?}", rev[0]);
     }
 
@@ -472,6 +541,7 @@ mod tests {
                 &cell_with(&[], cf, 300),
                 &Thresholds::new(),
                 boot(),
+                Pairing::None,
             )
         };
         assert_eq!(rows(0, 0)[0].verdict, Verdict::NoChange, "{:?}", rows(0, 0));

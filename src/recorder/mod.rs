@@ -6,11 +6,14 @@
 //! * [`harness`]: could the harness have been the bottleneck? The run's `harness` section
 //!   and its verdict.
 //! * [`timeline`]: the bounded per-cell sample of one session's full records, for reports.
+//! * [`stalls`]: stall windows (every stream silent together), for `stalls.json`, the
+//!   report and the gate.
 //! * [`sweep`]: a sweep's load points folded into curves, the knee, the sweep table.
 
 pub mod harness;
 pub mod histograms;
 pub mod metrics;
+pub mod stalls;
 pub mod summary;
 pub mod sweep;
 pub mod timeline;

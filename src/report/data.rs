@@ -39,6 +39,8 @@ pub struct RunView {
     pub hardware: BTreeMap<String, String>,
     /// The plan builder's warnings.
     pub warnings: Vec<String>,
+    /// The run's stall windows (`stalls.json`), when the run wrote them.
+    pub stalls: Option<crate::recorder::stalls::Stalls>,
 }
 
 /// Everything one report shows.
@@ -119,7 +121,14 @@ impl RunView {
                     .collect()
             })
             .unwrap_or_default();
+        // Only the file: detecting windows in an older run would read every record.
+        let stalls = if run.dir.join(crate::store::STALLS_FILE).is_file() {
+            run.stalls().ok()
+        } else {
+            None
+        };
         Ok(RunView {
+            stalls,
             label,
             dir: run.dir,
             manifest: run.manifest,

@@ -462,6 +462,17 @@ fn provenance(input: &ReportInput) -> Table {
             }),
         ));
     }
+    // Stall windows (every stream silent together): the gate leaves requests in them out.
+    if input.runs.iter().any(|r| r.stalls.is_some()) {
+        facts.push((
+            "stall windows",
+            Box::new(|r| {
+                r.stalls
+                    .as_ref()
+                    .map_or("not measured".into(), |s| s.line())
+            }),
+        ));
+    }
     let rows = facts
         .iter()
         .map(|(name, f)| {

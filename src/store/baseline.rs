@@ -12,7 +12,7 @@ pub const BASELINES_DIR: &str = "baselines";
 /// that name. The copy is assembled in a temporary directory and renamed into place.
 pub fn save_baseline(results_root: &Path, run_dir: &Path, name: &str) -> Result<PathBuf> {
     check_name("baseline", name)?;
-    if !run_dir.join(MANIFEST_FILE).is_file() {
+    if !is_run_or_set(run_dir) {
         return Err(StoreError::NotARun {
             path: run_dir.to_path_buf(),
         });
@@ -53,7 +53,7 @@ pub fn resolve(results_root: &Path, path_or_name: &str) -> Result<PathBuf> {
         candidates.push(results_root.join(BASELINES_DIR).join(path_or_name));
         candidates.push(results_root.join(path_or_name));
     }
-    if let Some(found) = candidates.iter().find(|c| c.join(MANIFEST_FILE).is_file()) {
+    if let Some(found) = candidates.iter().find(|c| is_run_or_set(c)) {
         return Ok(found.clone());
     }
     let known = list_baselines(results_root).unwrap_or_default();
@@ -70,6 +70,16 @@ pub fn resolve(results_root: &Path, path_or_name: &str) -> Result<PathBuf> {
             known.join(", ")
         },
     })
+}
+
+/// True for a results directory, or a directory of them (the repeats of `run --repeat N`).
+pub fn is_run_or_set(dir: &Path) -> bool {
+    dir.join(MANIFEST_FILE).is_file()
+        || std::fs::read_dir(dir).is_ok_and(|entries| {
+            entries
+                .flatten()
+                .any(|e| e.path().join(MANIFEST_FILE).is_file())
+        })
 }
 
 /// Names of the baselines under `results_root/baselines/`, sorted.

@@ -44,12 +44,13 @@ pub mod merge;
 mod merge_rows;
 mod reader;
 mod rows;
+mod stalls;
 mod sweep;
 mod writer;
 
 use std::path::{Path, PathBuf};
 
-pub use baseline::{list_baselines, resolve, save_baseline, BASELINES_DIR};
+pub use baseline::{is_run_or_set, list_baselines, resolve, save_baseline, BASELINES_DIR};
 pub use calibration::{
     default_calibration_path, load_calibration, save_calibration, Calibration, RampPoint,
     CALIBRATION_FILE,
@@ -61,6 +62,7 @@ pub use manifest::{
 };
 pub use reader::{ChunkRows, LoadedRun, RequestRows, TimelineFile, TIMELINE_SCHEMA_VERSION};
 pub use rows::{ChunkRow, RequestRow, SessionRow, CHUNK_COLUMNS, REQUEST_COLUMNS, SESSION_COLUMNS};
+pub use stalls::write_stalls;
 pub use sweep::{new_sweep_dir, read_sweep, write_sweep, SWEEP_FILE};
 pub use writer::{RunWriter, FLUSH_EVERY};
 
@@ -76,6 +78,9 @@ pub const SESSIONS_FILE: &str = "sessions.csv";
 pub const SUMMARY_FILE: &str = "summary.json";
 /// `timeline.json`.
 pub const TIMELINE_FILE: &str = "timeline.json";
+/// Stall windows of the run (see `recorder::stalls`); absent in runs from before it
+/// existed (readers then detect them from the records).
+pub const STALLS_FILE: &str = "stalls.json";
 /// `histograms/`.
 pub const HISTOGRAMS_DIR: &str = "histograms";
 

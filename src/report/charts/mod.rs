@@ -10,6 +10,7 @@
 
 mod bars;
 mod distributions;
+pub mod history;
 pub mod sweep;
 mod timeline;
 mod waterfall;
@@ -176,6 +177,39 @@ pub fn sweep_png(
     {
         let root = BitMapBackend::with_buffer(&mut rgb, (w, h)).into_drawing_area();
         sweep::draw(kind, s, &root)?;
+        root.present().map_err(de)?;
+    }
+    let mut out = Vec::new();
+    {
+        let mut enc = png::Encoder::new(&mut out, w, h);
+        enc.set_color(png::ColorType::Rgb);
+        enc.set_depth(png::BitDepth::Eight);
+        let mut writer = enc.write_header()?;
+        writer.write_image_data(&rgb)?;
+    }
+    Ok(out)
+}
+
+/// A gate history chart as SVG, [`WIDTH`] × 420.
+pub fn history_svg(c: &history::HistoryChart) -> anyhow::Result<String> {
+    ensure_fonts()?;
+    let mut out = String::new();
+    {
+        let root = SVGBackend::with_string(&mut out, (WIDTH, 420)).into_drawing_area();
+        history::draw(c, &root)?;
+        root.present().map_err(de)?;
+    }
+    Ok(out)
+}
+
+/// A gate history chart as PNG bytes, the size of the SVG.
+pub fn history_png(c: &history::HistoryChart) -> anyhow::Result<Vec<u8>> {
+    ensure_fonts()?;
+    let (w, h) = (WIDTH, 420);
+    let mut rgb = vec![0u8; (w as usize) * (h as usize) * 3];
+    {
+        let root = BitMapBackend::with_buffer(&mut rgb, (w, h)).into_drawing_area();
+        history::draw(c, &root)?;
         root.present().map_err(de)?;
     }
     let mut out = Vec::new();

@@ -1,0 +1,62 @@
+#!/usr/bin/env bash
+# The CI regression gate, end to end (scripts/ci-regression.sh at its defaults: 3 runs per
+# side, interleaved, confirmation re-run, history): once A/A (this build against itself, a
+# different seed per side) and once against a simulator whose decode is 40% slower, which
+# must fail the gate (exit 1). Checks the artefacts a CI job publishes: the Markdown verdict
+# with its Mermaid chart, the verdict JSON, the history's Markdown and charts.
+# Bounded: uses the debug binary `cargo test` already built (deps optimised); each gate run
+# has a timeout. Cost, warm: ~60 s (9 runs of ~4 s for A/A, ~12 for the slow pair with
+# its confirmation, and the comparisons).
+source "$(dirname "$0")/../lib.sh"
+
+timeout 600 cargo build --quiet --locked --bin spark-bench
+BIN=$PWD/target/debug/spark-bench
+OUT=target/ci-gate-step
+rm -rf "$OUT"
+mkdir -p "$OUT"
+
+# A/A: the gate must decide (0 = pass, 1 = a regression it could not excuse), never error.
+set +e
+BASELINE_BIN=$BIN CANDIDATE_BIN=$BIN SEED=1 CANDIDATE_SEED=51 OUT=$OUT/aa HISTORY_DIR=$OUT/history \
+  timeout 300 scripts/ci-regression.sh
+aa=$?
+set -e
+echo "A/A gate exit: $aa"
+[ "$aa" -le 1 ] || { echo "the A/A gate errored (exit $aa)" >&2; exit 1; }
+grep -q '```mermaid' "$OUT/aa/verdict.md" || { echo "verdict.md has no Mermaid chart" >&2; exit 1; }
+grep -q 'xychart-beta' "$OUT/aa/verdict.md"
+python3 -c 'import json,sys; v=json.load(open(sys.argv[1])); assert v["rows"] and all(r["runs_baseline"]==3 for r in v["rows"] if r["metric"]!="error_rate"), v["rows"][:1]' "$OUT/aa/verdict.json"
+# Different seeds: the length-dependent metrics are not gated, and the verdict says so.
+grep -q 'drew different conversations' "$OUT/aa/verdict.md"
+
+# A 40% slower decode must fail the gate, confirmed by the re-run.
+cat >"$OUT/slow-decode.toml" <<'TOML'
+name = "ci-gate-slow"
+base = "gpu"
+model = "sim-ci"
+capacity = 256
+decode_tok_s = 150.0
+chunk_tokens = [1.0]
+burst_prob = 0.0
+step_jitter = 0.1
+api_base = "80ms"
+api_per_input_token = "0s"
+prefill_tok_s = 10000000.0
+session_init = "20ms"
+TOML
+printf '[targets.sim-ci]\nsim_profile_file = "slow-decode.toml"\n' >"$OUT/inject.toml"
+set +e
+BASELINE_BIN=$BIN CANDIDATE_BIN=$BIN OUT=$OUT/slow HISTORY_DIR=$OUT/history \
+  CANDIDATE_RUN_ARGS="--targets $OUT/inject.toml" timeout 300 scripts/ci-regression.sh
+slow=$?
+set -e
+echo "slow-decode gate exit: $slow"
+[ "$slow" -eq 1 ] || { echo "a 40% slower decode did not fail the gate (exit $slow)" >&2; exit 1; }
+grep -q 'reproduced on 1 re-run' "$OUT/slow/verdict.md"
+
+# The history: two entries, drawn as SVG and PNG, Markdown with Mermaid.
+[ "$(wc -l <"$OUT/history/history.jsonl")" -eq 2 ]
+"$BIN" history "$OUT/history" --format md >"$OUT/history.md"
+grep -q 'xychart-beta' "$OUT/history.md"
+ls "$OUT"/history/charts/history_tpot_p50.svg "$OUT"/history/charts/history_tpot_p50.png >/dev/null
+echo "regression gate step: A/A exit $aa, slow decode exit $slow, history drawn"
