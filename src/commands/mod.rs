@@ -6,6 +6,7 @@ use crate::cli::{Cli, Command};
 
 pub mod calibrate;
 pub mod compare;
+pub mod fdlimit;
 pub mod report;
 pub mod run;
 pub mod serve;

@@ -114,7 +114,7 @@ impl DispatchStats {
             self.dispatched.0.min(r.dispatch_ns),
             self.dispatched.1.max(r.dispatch_ns),
         );
-        self.chunks += r.chunks.len() as u64;
+        self.chunks += r.chunks.len() as u64 + r.chunks_dropped;
         self.last_end = self.last_end.max(r.end_ns.unwrap_or(r.dispatch_ns));
     }
 

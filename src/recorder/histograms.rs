@@ -305,7 +305,7 @@ impl Recorder {
             cell.good_requests += 1;
             cell.good_output_tokens += u64::from(r.output_tokens);
         }
-        cell.chunks += r.chunks.len() as u64;
+        cell.chunks += r.chunks.len() as u64 + r.chunks_dropped;
         if let Some(input) = r.input_tokens {
             cell.input_tokens += u64::from(input);
             cell.input_token_requests += 1;

@@ -315,6 +315,7 @@ impl RequestRow {
             error: self.error,
             // Not a column: the run's `harness` section in `summary.json` keeps what it meant.
             slot_wait_ns: None,
+            chunks_dropped: 0,
         }
     }
 }
