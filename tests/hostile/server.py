@@ -24,8 +24,8 @@ import sys
 import threading
 import time
 
-SCALE = {"small": {"line": 17 << 20, "frame": 17 << 20},
-         "full": {"line": 50_000_000, "frame": 100_000_000}}
+SCALE = {"small": {"line": 17 << 20, "frame": 17 << 20, "pings": 500},
+         "full": {"line": 50_000_000, "frame": 100_000_000, "pings": 5000}}
 SIZES = SCALE["small"]
 WS_GUID = b"258EAFA5-E914-47DA-95CA-C5AB0DC85B11"
 
@@ -349,9 +349,9 @@ def ws_turn(fault, sock):
         except OSError:
             pass
     elif fault == "ws-ping-flood":
-        # 5,000 pings, then the reply: pongs must not pile up, the turn completes.
+        # 5,000 (small: 500) pings, then the reply: pongs must not pile up, the turn completes.
         try:
-            sock.sendall(ws_text(msgs[0]) + ws_frame(0x9, b"p") * 5000 + b"".join(ws_text(m) for m in msgs[1:]))
+            sock.sendall(ws_text(msgs[0]) + ws_frame(0x9, b"p") * SIZES["pings"] + b"".join(ws_text(m) for m in msgs[1:]))
         except OSError:
             return False
         return True
