@@ -30,7 +30,7 @@ pub fn raise() -> (u64, u64) {
             }
         }
     }
-    (lim.rlim_cur as u64, lim.rlim_max as u64)
+    (lim.rlim_cur, lim.rlim_max)
 }
 
 /// Connections the plan can hold open at once, and file descriptors that takes: one per

@@ -91,9 +91,7 @@ pub fn strip_userinfo(url: &str) -> (String, bool) {
         return (url.to_string(), false);
     };
     let tail = &url[p + 3..];
-    let auth_end = tail
-        .find(|c: char| c == '/' || c == '?' || c == '#')
-        .unwrap_or(tail.len());
+    let auth_end = tail.find(['/', '?', '#']).unwrap_or(tail.len());
     match tail[..auth_end].rfind('@') {
         Some(at) => (format!("{}{}", &url[..p + 3], &tail[at + 1..]), true),
         None => (url.to_string(), false),
