@@ -147,8 +147,14 @@ impl ResponsesDecoder {
                     },
                     (None, None) => "error event without a message".into(),
                 };
+                // An error envelope with an HTTP status (the WebSocket mode's way of saying
+                // 4xx/5xx) is the kind the same answer to a POST gets.
                 out(StreamEvent::Error {
-                    kind: OutcomeKind::ServerError,
+                    kind: if status.is_some() {
+                        OutcomeKind::HttpStatus
+                    } else {
+                        OutcomeKind::ServerError
+                    },
                     status,
                     message,
                 });
@@ -380,7 +386,7 @@ mod tests {
             vec![
                 StreamEvent::FirstEvent,
                 StreamEvent::Error {
-                    kind: OutcomeKind::ServerError,
+                    kind: OutcomeKind::HttpStatus,
                     status: Some(400),
                     message: "previous_response_not_found: Previous response with id 'resp_abc' not found.".into()
                 }

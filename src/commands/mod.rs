@@ -9,6 +9,7 @@ pub mod compare;
 pub mod record;
 pub mod merge;
 pub mod history;
+pub mod fdlimit;
 pub mod report;
 pub mod run;
 pub mod serve;

@@ -12,6 +12,7 @@ use super::{EXIT_INTERRUPTED, EXIT_OK};
 
 /// Executes `spark-bench run`; returns the exit code.
 pub async fn execute(args: RunArgs) -> anyhow::Result<u8> {
+    super::fdlimit::raise();
     if let Some(spec) = args.sweep.clone() {
         return sweep(args, *spec).await;
     }
@@ -24,6 +25,9 @@ pub async fn execute(args: RunArgs) -> anyhow::Result<u8> {
     }
     let plan = Arc::new(plan);
     for w in &plan.warnings {
+        errln!("warning: {w}");
+    }
+    if let Some(w) = super::fdlimit::check(&plan)? {
         errln!("warning: {w}");
     }
     let options = options(&args);

@@ -34,39 +34,107 @@ pub async fn execute(args: ServeArgs) -> anyhow::Result<u8> {
     let base = format!("{scheme}://{addr}/v1");
     // Printing is best effort: a closed stdout (e.g. a parent that read the URL and went
     // away) must not stop the server.
-    let _ = print_banner(&cfg, &addr, &base, args.tls);
-    sim::serve(listener, cfg, async {
-        let _ = tokio::signal::ctrl_c().await;
+    // The certificate file first: it must exist even when nobody reads what is printed.
+    // Removed when the server stops (the guard's drop).
+    let pem = match &cfg.tls {
+        Some(cert) => Some(PemFile::create(&cert.cert_pem)?),
+        None => None,
+    };
+    let _ = print_banner(&cfg, &base, pem.as_ref().map(|p| p.path.as_path()));
+    let served = sim::serve(listener, cfg, async {
+        // Ctrl-C or SIGTERM: stop, and remove the certificate file.
+        let mut term =
+            tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()).ok();
+        tokio::select! {
+            _ = tokio::signal::ctrl_c() => {}
+            _ = async {
+                match term.as_mut() {
+                    Some(t) => { t.recv().await; }
+                    None => std::future::pending::<()>().await,
+                }
+            } => {}
+        }
     })
-    .await?;
+    .await;
+    drop(pem);
+    served?;
     Ok(super::EXIT_OK)
 }
 
-fn print_banner(
-    cfg: &SimConfig,
-    addr: &std::net::SocketAddr,
-    base: &str,
-    tls: bool,
-) -> anyhow::Result<()> {
-    let _ = tls;
-    // The certificate file first: it must exist even when nobody reads what is printed.
-    let pem = match &cfg.tls {
-        Some(cert) => {
-            let path = std::env::temp_dir().join(format!("spark-bench-sim-{}.pem", addr.port()));
-            std::fs::write(&path, &cert.cert_pem).map_err(|e| {
-                anyhow::anyhow!("cannot write the certificate to {}: {e}", path.display())
-            })?;
-            Some(path)
+/// The simulator's certificate in a file for clients (`curl --cacert`): in a directory of
+/// its own with an unpredictable name, created with mode 0700 (`mkdir` fails rather than
+/// reuse anything already there, and does not follow a planted symlink), the file created
+/// with `O_EXCL` and mode 0600. Both are removed on drop.
+struct PemFile {
+    dir: std::path::PathBuf,
+    path: std::path::PathBuf,
+}
+
+impl PemFile {
+    fn create(pem: &str) -> anyhow::Result<PemFile> {
+        use std::hash::{BuildHasher, Hasher};
+        use std::os::unix::fs::{DirBuilderExt, OpenOptionsExt};
+        let base = std::env::temp_dir();
+        let mut last_err = None;
+        for attempt in 0..16u64 {
+            // RandomState is seeded by the OS per process: an unpredictable name.
+            let mut h = std::collections::hash_map::RandomState::new().build_hasher();
+            h.write_u64(attempt);
+            h.write_u32(std::process::id());
+            let dir = base.join(format!("spark-bench-sim-{:016x}", h.finish()));
+            match std::fs::DirBuilder::new().mode(0o700).create(&dir) {
+                Ok(()) => {
+                    let path = dir.join("cert.pem");
+                    let guard = PemFile {
+                        dir,
+                        path: path.clone(),
+                    };
+                    let mut f = std::fs::OpenOptions::new()
+                        .write(true)
+                        .create_new(true)
+                        .mode(0o600)
+                        .custom_flags(libc::O_NOFOLLOW)
+                        .open(&path)
+                        .map_err(|e| {
+                            anyhow::anyhow!("cannot create {}: {e}", path.display())
+                        })?;
+                    f.write_all(pem.as_bytes()).map_err(|e| {
+                        anyhow::anyhow!("cannot write the certificate to {}: {e}", path.display())
+                    })?;
+                    return Ok(guard);
+                }
+                Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => last_err = Some(e),
+                Err(e) => {
+                    return Err(anyhow::anyhow!(
+                        "cannot create a private directory for the certificate in {}: {e}; set TMPDIR to a writable directory",
+                        base.display()
+                    ))
+                }
+            }
         }
-        None => None,
-    };
+        Err(anyhow::anyhow!(
+            "cannot create a private directory for the certificate in {}: {}",
+            base.display(),
+            last_err.map(|e| e.to_string()).unwrap_or_default()
+        ))
+    }
+}
+
+impl Drop for PemFile {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_file(&self.path);
+        let _ = std::fs::remove_dir(&self.dir);
+    }
+}
+
+fn print_banner(cfg: &SimConfig, base: &str, pem: Option<&std::path::Path>) -> anyhow::Result<()> {
     let mut out = std::io::stdout().lock();
     writeln!(
         out,
         "spark-bench simulator (profile {}) listening on {base}",
         cfg.profile.name
     )?;
-    if let Some(path) = &pem {
+    if let Some(path) = pem {
         writeln!(out, "certificate (PEM): {}", path.display())?;
         writeln!(
             out,

@@ -15,6 +15,7 @@ use crate::backend::request::{self, RequestSpec as Spec};
 use crate::backend::tokens::{self, ChunkInfo};
 use crate::backend::{Decoder, StreamEvent};
 use crate::plan::Target;
+use crate::transport::limits::CHUNKS_KEPT;
 use crate::transport::{Ending, Exchanged, Flow, Limits, WireEvent};
 use crate::vocab::{
     Chunk, OutcomeKind, RequestKind, RequestRecord, ServerTiming, TransportKind, WireProtocol,
@@ -54,7 +55,13 @@ struct Acc {
     headers_ns: Option<u64>,
     first_event_ns: Option<u64>,
     end_ns: Option<u64>,
+    /// The first [`CHUNKS_KEPT`] content chunks.
     chunks: Vec<(u64, ChunkInfo)>,
+    /// Content chunks past [`CHUNKS_KEPT`]: counted, not kept ...
+    dropped: u64,
+    /// ... but for the last one (its time ends the stream's tokens, its cumulative usage
+    /// counts them).
+    dropped_last: Option<(u64, ChunkInfo)>,
     input: Option<u32>,
     cached: Option<u32>,
     output: Option<u32>,
@@ -76,13 +83,19 @@ impl Acc {
                 text_len,
                 cumulative_usage,
                 ..
-            } => self.chunks.push((
-                at_ns,
-                ChunkInfo {
+            } => {
+                let info = ChunkInfo {
                     text_bytes: text_len,
                     cumulative: cumulative_usage,
-                },
-            )),
+                };
+                if self.chunks.len() < CHUNKS_KEPT {
+                    self.chunks.push((at_ns, info));
+                } else {
+                    // A flood of events must not grow memory without bound (nor chunks.csv).
+                    self.dropped += 1;
+                    self.dropped_last = Some((at_ns, info));
+                }
+            }
             StreamEvent::ToolCall(c) => self.tool_calls.push(c),
             StreamEvent::Usage {
                 input,
@@ -262,7 +275,13 @@ pub async fn exchange(
     rec.response_headers_ns = acc.headers_ns;
     rec.first_event_ns = acc.first_event_ns;
     let infos: Vec<ChunkInfo> = acc.chunks.iter().map(|c| c.1).collect();
-    let (per_chunk, total, source) = tokens::split(&infos, acc.output);
+    // Past the cap, the last dropped chunk's cumulative usage (when the server sends one)
+    // still counts every token; without usage every dropped chunk counts one.
+    let dropped_cumulative = acc.dropped_last.and_then(|(_, i)| i.cumulative);
+    let (per_chunk, mut total, source) = tokens::split(&infos, acc.output.or(dropped_cumulative));
+    if acc.dropped > 0 && source == crate::vocab::TokenSource::ChunkCount {
+        total = total.saturating_add(u32::try_from(acc.dropped).unwrap_or(u32::MAX));
+    }
     rec.chunks = acc
         .chunks
         .iter()
@@ -274,7 +293,11 @@ pub async fn exchange(
         })
         .collect();
     rec.first_token_ns = rec.chunks.first().map(|c| c.at_ns);
-    rec.last_token_ns = rec.chunks.last().map(|c| c.at_ns);
+    rec.last_token_ns = acc
+        .dropped_last
+        .map(|(at, _)| at)
+        .or(rec.chunks.last().map(|c| c.at_ns));
+    rec.chunks_dropped = acc.dropped;
     rec.output_tokens = total;
     rec.token_source = source;
     rec.input_tokens = acc.input;
@@ -282,6 +305,16 @@ pub async fn exchange(
     rec.server_timing = acc.timing;
     rec.response_id = acc.response_id.clone();
     rec.tool_calls = acc.tool_calls.len() as u32;
+
+    if let Some(e) = rec.error.take() {
+        // A server may echo the key (a 401 body, a refused upgrade quoting the header).
+        let key = target
+            .api_key_env
+            .as_deref()
+            .and_then(|v| std::env::var(v).ok())
+            .unwrap_or_default();
+        rec.error = Some(crate::vocab::redact::redact(&e, &[key.as_str()]));
+    }
 
     let reply = Reply {
         ok: rec.outcome == OutcomeKind::Ok,
@@ -326,7 +359,15 @@ fn outcome_of(
             ),
             Ending::Connect(m) => (OutcomeKind::ConnectError, None, Some(m.clone())),
             Ending::Tls(m) => (OutcomeKind::TlsError, None, Some(m.clone())),
+            // An error status on the upgrade is what the same server says to a POST: the
+            // same kind on every transport. 426 (and a non-101 success) is about the upgrade.
+            Ending::Upgrade(Some(s), m) if *s >= 400 && *s != 426 => {
+                (OutcomeKind::HttpStatus, Some(*s), Some(m.clone()))
+            }
             Ending::Upgrade(s, m) => (OutcomeKind::UpgradeError, *s, Some(m.clone())),
+            Ending::Protocol(m) => (OutcomeKind::ProtocolError, None, Some(m.clone())),
+            Ending::TooLarge(m) => (OutcomeKind::TooLarge, None, Some(m.clone())),
+            Ending::Local(m) => (OutcomeKind::LocalError, None, Some(m.clone())),
             Ending::Stall => (
                 OutcomeKind::Timeout,
                 None,

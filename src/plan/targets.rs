@@ -142,7 +142,10 @@ pub fn resolve(name: &str, layers: &[(&str, &TargetSpec)]) -> Result<Target, Pla
     let mut explicit_timing = None;
     for (layer_origin, s) in layers {
         if let Some(v) = &s.base_url {
-            t.base_url = Some(v.trim_end_matches('/').to_string());
+            // URL credentials are never sent (keys go in `api_key_env`) and must not reach
+            // the manifest: dropped here, where the URL enters the plan.
+            let (url, _had_credentials) = crate::vocab::redact::strip_userinfo(v);
+            t.base_url = Some(url.trim_end_matches('/').to_string());
             t.sim_profile = None;
             t.sim_profile_file = None;
         }

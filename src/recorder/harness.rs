@@ -96,7 +96,7 @@ impl Default for DispatchStats {
 impl DispatchStats {
     /// Folds one request (warm-ups are ignored).
     pub fn add(&mut self, r: &RequestRecord) {
-        self.add_with(r, r.chunks.len() as u64);
+        self.add_with(r, r.chunks.len() as u64 + r.chunks_dropped);
     }
 
     /// [`DispatchStats::add`] for a request whose chunks are counted, not listed.

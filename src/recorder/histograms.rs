@@ -308,7 +308,7 @@ impl Recorder {
 
     /// Adds one finished request.
     pub fn add_request(&mut self, r: &RequestRecord) {
-        self.add_request_with(r, r.chunks.len() as u64);
+        self.add_request_with(r, r.chunks.len() as u64 + r.chunks_dropped);
     }
 
     /// Adds one finished request whose chunks are counted, not listed (`chunks`: the

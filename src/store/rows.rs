@@ -256,7 +256,7 @@ impl From<&RequestRecord> for RequestRow {
             tpot_ns: r.tpot_ns(),
             overhead_ns: overhead.map(|(o, _)| o),
             overhead_source: overhead.map(|(_, s)| s),
-            chunk_count: r.chunks.len() as u32,
+            chunk_count: u32::try_from(r.chunks.len() as u64 + r.chunks_dropped).unwrap_or(u32::MAX),
             shard: None,
         }
     }
@@ -322,6 +322,7 @@ impl RequestRow {
             error: self.error,
             // Not a column: the run's `harness` section in `summary.json` keeps what it meant.
             slot_wait_ns: None,
+            chunks_dropped: 0,
         }
     }
 }

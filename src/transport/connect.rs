@@ -45,6 +45,19 @@ pub enum DialError {
     /// The TLS handshake failed.
     #[error("{0}")]
     Tls(String),
+    /// This machine ran out of a local resource (file descriptors, ephemeral ports): not
+    /// the target's fault.
+    #[error("{0}")]
+    Local(String),
+}
+
+/// True when `e` is this process or machine running out of a resource (`EMFILE`, `ENFILE`,
+/// `EADDRNOTAVAIL`, `ENOBUFS`, `ENOMEM`) rather than the target refusing.
+pub fn is_local_exhaustion(e: &std::io::Error) -> bool {
+    matches!(
+        e.raw_os_error(),
+        Some(libc::EMFILE | libc::ENFILE | libc::EADDRNOTAVAIL | libc::ENOBUFS | libc::ENOMEM)
+    )
 }
 
 /// Opens a connection to `ep`: DNS (skipped for IP literals), TCP connect + one emulated RTT,
@@ -90,7 +103,15 @@ pub async fn dial(
 
     let t0 = crate::clock::now();
     let tcp = super::tcp::connect(addr).await.map_err(|e| {
-        DialError::Connect(format!("TCP connect to {}: {e}", via(&addr.to_string())))
+        let what = format!("TCP connect to {}: {e}", via(&addr.to_string()));
+        if is_local_exhaustion(&e) {
+            DialError::Local(format!(
+                "{what}: this machine ran out of file descriptors or ports; lower the \
+                 concurrency or raise `ulimit -n`"
+            ))
+        } else {
+            DialError::Connect(what)
+        }
     })?;
     tcp.set_nodelay(true)
         .map_err(|e| DialError::Connect(format!("setting TCP_NODELAY: {e}")))?;

@@ -38,9 +38,6 @@ pub struct HttpRequest {
 /// How long a finished response's body may take to end before its connection is given up.
 const DRAIN_GRACE: std::time::Duration = std::time::Duration::from_millis(250);
 
-/// The most of a non-2xx body kept for its error message.
-const ERROR_BODY_LIMIT: usize = 64 * 1024;
-
 /// An HTTP/1.1 connection.
 pub struct H1Conn {
     /// hyper's request handle.
@@ -403,11 +400,13 @@ where
 
     tokio::pin!(send);
     let resp = loop {
+        // The timers come before the response: a server that keeps sending cannot keep
+        // them from firing (a biased select polls in order).
         tokio::select! {
             biased;
             _ = &mut cancelled => { out.ending = Ending::Cancelled; return out; }
-            r = &mut send => break r,
             _ = &mut deadline => { out.ending = Ending::Deadline; return out; }
+            r = &mut send => break r,
             _ = &mut stall => {
                 // Bytes may still be trickling in (a slow upload is not a stall).
                 let last = stats.last_read().max(stats.last_write()).max(progress_ns);
@@ -434,7 +433,7 @@ where
             let refusal = super::io::client_cert_refusal(&e.error).or_else(|| stats.tls_refusal());
             out.ending = match refusal {
                 Some(why) => Ending::Tls(format!("sending the request: {}: {why}", e.error)),
-                None => Ending::Io(format!("sending the request: {}", e.error)),
+                None => classify(&e.error, "sending the request"),
             };
             return out;
         }
@@ -481,6 +480,19 @@ where
         .sum::<usize>() as u64
         + 17;
     let ok = (200..300).contains(&status);
+    // A 2xx whose body is declared as something else than an event stream (a gateway's
+    // HTML page, a JSON object from a server that ignored `stream: true`) is kept like an
+    // error body and reported as a protocol error. Missing, `text/plain` and
+    // `application/octet-stream` bodies are parsed as SSE (proxies stamp those).
+    let wrong_type = ok
+        .then(|| parts.headers.get(http::header::CONTENT_TYPE))
+        .flatten()
+        .map(|v| String::from_utf8_lossy(v.as_bytes()).to_ascii_lowercase())
+        .filter(|t| {
+            !t.contains("event-stream")
+                && !t.starts_with("text/plain")
+                && !t.starts_with("application/octet-stream")
+        });
     let mut flow = sink(WireEvent::Headers {
         at_ns,
         status,
@@ -489,11 +501,12 @@ where
     let mut parser = SseParser::new();
     let mut err_body = Vec::new();
     loop {
+        // Timers first (see above): a body that is always ready must not starve them.
         let frame = tokio::select! {
             biased;
             _ = &mut cancelled => { if flow == Flow::Continue { out.ending = Ending::Cancelled; } return out; }
-            f = body.frame() => f,
             _ = &mut deadline => { if flow == Flow::Continue { out.ending = Ending::Deadline; } return out; }
+            f = body.frame() => f,
             _ = &mut stall => {
                 // `progress_ns` moves with every frame; the timer was armed at `armed_ns`.
                 let last = stats.last_read().max(progress_ns);
@@ -517,6 +530,14 @@ where
                     _ => None,
                 };
                 let at_ns = exact.unwrap_or_else(|| stats.last_read()).max(last_at);
+                if let (Some(t), Flow::Continue) = (&wrong_type, flow) {
+                    out.ending = Ending::Protocol(format!(
+                        "the server answered {status} with content-type {t}, not \
+                         text/event-stream: {}",
+                        String::from_utf8_lossy(&err_body[..err_body.len().min(300)])
+                    ));
+                    return out;
+                }
                 if flow == Flow::Continue {
                     if !ok {
                         sink(WireEvent::ErrorBody {
@@ -530,7 +551,7 @@ where
             }
             Some(Err(e)) => {
                 if flow == Flow::Continue {
-                    out.ending = Ending::Io(format!("reading the response body: {e}"));
+                    out.ending = classify(&e, "reading the response body");
                 }
                 return out;
             }
@@ -563,8 +584,8 @@ where
                 if flow == Flow::Stop {
                     continue; // draining for reuse
                 }
-                if !ok {
-                    let room = ERROR_BODY_LIMIT.saturating_sub(err_body.len());
+                if !ok || wrong_type.is_some() {
+                    let room = super::limits::ERROR_BODY.saturating_sub(err_body.len());
                     err_body.extend_from_slice(&data[..data.len().min(room)]);
                     continue;
                 }
@@ -576,6 +597,10 @@ where
                     });
                     flow == Flow::Continue
                 });
+                if let Some(why) = parser.overflow() {
+                    out.ending = Ending::TooLarge(why.to_string());
+                    return out;
+                }
                 if flow == Flow::Stop {
                     if !drain {
                         return out;
@@ -589,4 +614,40 @@ where
             }
         }
     }
+}
+
+/// The ending for a hyper error: a malformed or oversized response (head, chunked
+/// encoding) is the server breaking the protocol; anything else (reset, EOF mid-body) a
+/// connection that ended early.
+fn classify(e: &hyper::Error, what: &str) -> Ending {
+    if e.is_parse_too_large() {
+        return Ending::TooLarge(format!(
+            "{what}: {e} (the response head exceeded {} bytes)",
+            super::limits::HTTP1_HEAD
+        ));
+    }
+    if e.is_parse() || e.is_parse_status() {
+        return Ending::Protocol(format!("{what}: {e}: the server sent a malformed response"));
+    }
+    let mut src: Option<&(dyn std::error::Error + 'static)> = Some(e);
+    while let Some(err) = src {
+        if let Some(io) = err.downcast_ref::<std::io::Error>() {
+            if matches!(
+                io.kind(),
+                std::io::ErrorKind::InvalidData | std::io::ErrorKind::InvalidInput
+            ) {
+                return Ending::Protocol(format!("{what}: {e}: {io}"));
+            }
+        }
+        if let Some(h2e) = err.downcast_ref::<h2::Error>() {
+            if h2e.reason() == Some(h2::Reason::PROTOCOL_ERROR)
+                || h2e.reason() == Some(h2::Reason::COMPRESSION_ERROR)
+                || h2e.reason() == Some(h2::Reason::FRAME_SIZE_ERROR)
+            {
+                return Ending::Protocol(format!("{what}: {e}"));
+            }
+        }
+        src = err.source();
+    }
+    Ending::Io(format!("{what}: {e}"))
 }

@@ -209,6 +209,36 @@ pub enum Ending {
     /// kernel reset the connection on the message): the caller may send the turn again on
     /// a new socket.
     Unread(String),
+    /// The server broke the protocol: a garbage or malformed response head, broken chunked
+    /// encoding, a WebSocket binary frame or invalid UTF-8 in a text frame.
+    Protocol(String),
+    /// The server sent more than a size limit allows (see [`limits`]): a response head, an
+    /// SSE line or event, a WebSocket frame or message.
+    TooLarge(String),
+    /// This machine ran out of a resource (file descriptors, ports): not the target's fault.
+    Local(String),
+}
+
+/// The size limits that bound a request's memory whatever the server sends. Documented in
+/// README's "Hostile servers" section; exceeding one ends the request with `too-large`.
+pub mod limits {
+    /// Longest SSE line and largest SSE event `data`, bytes.
+    pub const SSE_LINE: usize = super::sse::MAX_LINE;
+    /// Largest HTTP/1.1 response head (status line + headers), bytes: hyper's read buffer
+    /// limit (its default, 408 KiB).
+    pub const HTTP1_HEAD: usize = 8192 + 4096 * 100;
+    /// Largest HTTP/2 header list the client accepts, bytes (hyper's default, 16 KiB).
+    pub const HTTP2_HEADER_LIST: u32 = 16 * 1024;
+    /// Largest WebSocket frame, bytes.
+    pub const WS_FRAME: usize = 16 << 20;
+    /// Largest WebSocket message (its frames joined), bytes.
+    pub const WS_MESSAGE: usize = 16 << 20;
+    /// The most of a non-2xx body kept for the error message, bytes (the rest is read and
+    /// dropped).
+    pub const ERROR_BODY: usize = 64 * 1024;
+    /// Content chunks whose timestamps are kept per request (`chunks.csv` rows); later
+    /// chunks are counted (`chunks_dropped`) and the last one's time is kept.
+    pub const CHUNKS_KEPT: usize = 100_000;
 }
 
 /// What the transport reports about one request besides the events.

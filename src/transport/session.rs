@@ -177,6 +177,7 @@ impl Connector {
         .map_err(|e| match e {
             DialError::Connect(m) => Ending::Connect(m),
             DialError::Tls(m) => Ending::Tls(m),
+            DialError::Local(m) => Ending::Local(m),
         })
     }
 

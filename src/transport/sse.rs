@@ -8,7 +8,14 @@
 //! and every event completed by that read shares the stamp.
 //!
 //! Hot path: when an event's `data` is a single line (the usual case) it is a zero-copy
-//! slice of the read buffer; only a partial line left at the end of a read is copied.
+//! slice of the read buffer; only a partial line left at the end of a read is copied, and a
+//! long line is copied once in all (a read without a line ending is appended to the partial
+//! line, never re-copied with it: linear in the line's length).
+//!
+//! Limits ([`SseLimits`]): a line longer than `max_line` bytes or an event whose `data`
+//! exceeds `max_event` bytes stops the parser (`feed` returns false and
+//! [`SseParser::overflow`] says which limit), so one hostile line cannot grow memory
+//! without bound.
 
 use bytes::{Bytes, BytesMut};
 
@@ -21,9 +28,60 @@ pub struct SseEvent {
     pub data: Bytes,
 }
 
+/// The most one SSE line, and one event's joined `data`, may hold. 16 MiB: far above any
+/// real event (a `response.completed` carrying a long answer is a few hundred KiB).
+pub const MAX_LINE: usize = 16 << 20;
+
+/// Size limits of an [`SseParser`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct SseLimits {
+    /// Longest line (without its line ending), bytes.
+    pub max_line: usize,
+    /// Largest `data` of one event (its lines joined), bytes.
+    pub max_event: usize,
+}
+
+impl Default for SseLimits {
+    fn default() -> Self {
+        SseLimits {
+            max_line: MAX_LINE,
+            max_event: MAX_LINE,
+        }
+    }
+}
+
+/// Which limit a stream broke (see [`SseParser::overflow`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum SseOverflow {
+    /// A line grew past `max_line` bytes without a line ending.
+    Line(usize),
+    /// An event's `data` grew past `max_event` bytes.
+    Event(usize),
+}
+
+impl std::fmt::Display for SseOverflow {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            SseOverflow::Line(max) => write!(
+                f,
+                "an SSE line exceeded {max} bytes without a line ending (limit on line size)"
+            ),
+            SseOverflow::Event(max) => {
+                write!(
+                    f,
+                    "an SSE event's data exceeded {max} bytes (limit on event size)"
+                )
+            }
+        }
+    }
+}
+
 /// Incremental parser state. Feed it body chunks in order; it calls back once per event.
 #[derive(Debug, Default)]
 pub struct SseParser {
+    limits: SseLimits,
+    /// Set when a limit was exceeded; the parser then accepts nothing more.
+    overflow: Option<SseOverflow>,
     /// Bytes of an unfinished line carried over from the previous chunk.
     partial: BytesMut,
     /// The previous chunk ended in `\r`: a leading `\n` in the next chunk belongs to it.
@@ -36,14 +94,39 @@ pub struct SseParser {
 }
 
 impl SseParser {
-    /// A parser at the start of a stream.
+    /// A parser at the start of a stream, with the default [`SseLimits`].
     pub fn new() -> Self {
         Self::default()
     }
 
+    /// A parser with `limits`.
+    pub fn with_limits(limits: SseLimits) -> Self {
+        SseParser {
+            limits,
+            ..Self::default()
+        }
+    }
+
+    /// The limit the stream broke, if it did (then `feed` returns false from then on).
+    pub fn overflow(&self) -> Option<SseOverflow> {
+        self.overflow
+    }
+
     /// Feeds one chunk; calls `on_event` for every event the chunk completes.
-    /// Returns `false` as soon as `on_event` returns `false` (the rest is dropped).
+    /// Returns `false` as soon as `on_event` returns `false` (the rest is dropped), or when a
+    /// limit was exceeded ([`Self::overflow`]).
     pub fn feed(&mut self, chunk: Bytes, mut on_event: impl FnMut(SseEvent) -> bool) -> bool {
+        if self.overflow.is_some() {
+            return false;
+        }
+        if !self.partial.is_empty() && memchr2(b'\n', b'\r', &chunk).is_none() {
+            // Still inside the partial line: append, never re-copy what is there.
+            if self.partial.len() + chunk.len() > self.limits.max_line {
+                return self.overflowed(SseOverflow::Line(self.limits.max_line));
+            }
+            self.partial.extend_from_slice(&chunk);
+            return true;
+        }
         let mut buf = if self.partial.is_empty() {
             chunk
         } else {
@@ -73,16 +156,33 @@ impl SseParser {
                     self.skip_lf = true;
                 }
             }
+            if end - pos > self.limits.max_line {
+                return self.overflowed(SseOverflow::Line(self.limits.max_line));
+            }
             if !self.line(&buf, pos, end, &mut on_event) {
                 self.partial.clear();
+                return false;
+            }
+            if self.overflow.is_some() {
                 return false;
             }
             pos = next;
         }
         if pos < len {
+            if len - pos > self.limits.max_line {
+                return self.overflowed(SseOverflow::Line(self.limits.max_line));
+            }
             self.partial.extend_from_slice(&buf[pos..]);
         }
         true
+    }
+
+    fn overflowed(&mut self, why: SseOverflow) -> bool {
+        self.overflow = Some(why);
+        self.partial = BytesMut::new();
+        self.data = None;
+        self.data_multi = None;
+        false
     }
 
     /// Handles the line `buf[start..end]`; returns false when the callback asked to stop.
@@ -126,6 +226,15 @@ impl SseParser {
                         m.extend_from_slice(b"\n");
                         m.extend_from_slice(&value);
                     }
+                }
+                let size = match (&self.data, &self.data_multi) {
+                    (_, Some(m)) => m.len(),
+                    (Some(d), None) => d.len(),
+                    (None, None) => 0,
+                };
+                if size > self.limits.max_event {
+                    self.overflowed(SseOverflow::Event(self.limits.max_event));
+                    return false;
                 }
             }
             b"event" => self.event = Some(buf.slice(value_start..end)),
@@ -256,5 +365,79 @@ event: response.completed\rdata: {\"type\":\"response.completed\"}\r\r";
             true
         });
         assert_eq!(ptr, Some(chunk[6..].as_ptr()));
+    }
+
+    #[test]
+    fn a_long_line_costs_linear_time_and_the_line_limit_holds() {
+        // 64 MiB in 4 KiB reads, no line ending until the end: re-copying the partial line
+        // on every read (the old behaviour) moves ~0.5 TB and takes minutes; appending
+        // takes milliseconds. The bound is generous for a loaded machine.
+        let limits = SseLimits {
+            max_line: 128 << 20,
+            max_event: 128 << 20,
+        };
+        let mut p = SseParser::with_limits(limits);
+        let piece = Bytes::from(vec![b'x'; 4096]);
+        let t = crate::clock::now();
+        assert!(p.feed(Bytes::from_static(b"data: "), |_| true));
+        for _ in 0..(64 << 20) / 4096 {
+            assert!(p.feed(piece.clone(), |_| true));
+        }
+        let mut got = 0;
+        assert!(p.feed(Bytes::from_static(b"\n\n"), |e| {
+            got = e.data.len();
+            true
+        }));
+        assert_eq!(got, 64 << 20);
+        let took = crate::clock::since(t);
+        assert!(took < std::time::Duration::from_secs(10), "{took:?}");
+
+        // Over the line limit: stop, say which limit, accept nothing more.
+        let mut p = SseParser::with_limits(SseLimits {
+            max_line: 1000,
+            max_event: 10_000,
+        });
+        assert!(p.feed(Bytes::from_static(b"data: 1\n\n"), |_| true));
+        let mut stopped = false;
+        for _ in 0..10 {
+            if !p.feed(Bytes::from(vec![b'y'; 300]), |_| true) {
+                stopped = true;
+                break;
+            }
+        }
+        assert!(stopped);
+        assert_eq!(p.overflow(), Some(SseOverflow::Line(1000)));
+        assert!(p.partial.capacity() < 2000);
+        assert!(!p.feed(Bytes::from_static(b"\n\ndata: 2\n\n"), |_| panic!(
+            "no more events"
+        )));
+        // A line over the limit inside one read, too.
+        let mut p = SseParser::with_limits(SseLimits {
+            max_line: 1000,
+            max_event: 10_000,
+        });
+        let mut long = vec![b'z'; 1500];
+        long.extend_from_slice(b"\n\n");
+        assert!(!p.feed(Bytes::from(long), |_| true));
+        assert_eq!(p.overflow(), Some(SseOverflow::Line(1000)));
+    }
+
+    #[test]
+    fn the_event_limit_counts_joined_data_lines() {
+        let mut p = SseParser::with_limits(SseLimits {
+            max_line: 100,
+            max_event: 250,
+        });
+        let line = format!("data: {}\n", "a".repeat(90));
+        let mut fed = true;
+        for _ in 0..5 {
+            fed = p.feed(Bytes::from(line.clone()), |_| true);
+            if !fed {
+                break;
+            }
+        }
+        assert!(!fed);
+        assert_eq!(p.overflow(), Some(SseOverflow::Event(250)));
+        assert!(p.overflow().unwrap().to_string().contains("250 bytes"));
     }
 }

@@ -69,8 +69,33 @@ impl WsConn {
 /// tungstenite zero-fills its read buffer up to `read_buffer_size` before every read (128 KiB
 /// by default, a memset that cost ~15% of the client's CPU per chunk in `cargo bench --bench
 /// ingest`). Streaming events are small; larger frames still grow the buffer as needed.
+/// Frames and messages are capped at [`super::limits::WS_FRAME`] / [`super::limits::WS_MESSAGE`]
+/// (a larger one ends the turn as `too-large` before its payload is buffered).
 pub fn ws_config() -> tungstenite::protocol::WebSocketConfig {
-    tungstenite::protocol::WebSocketConfig::default().read_buffer_size(16 * 1024)
+    tungstenite::protocol::WebSocketConfig::default()
+        .read_buffer_size(16 * 1024)
+        .max_frame_size(Some(super::limits::WS_FRAME))
+        .max_message_size(Some(super::limits::WS_MESSAGE))
+}
+
+/// The ending for a WebSocket read error: a frame or message over the limits is
+/// `TooLarge`, a protocol violation or invalid UTF-8 is `Protocol`, the rest (reset, EOF)
+/// `Io`.
+fn classify(e: &tungstenite::Error) -> Ending {
+    match e {
+        tungstenite::Error::Capacity(c) => Ending::TooLarge(format!(
+            "reading the WebSocket: {c} (limits: frame {} bytes, message {} bytes)",
+            super::limits::WS_FRAME,
+            super::limits::WS_MESSAGE
+        )),
+        tungstenite::Error::Utf8(m) => Ending::Protocol(format!(
+            "reading the WebSocket: a text message is not valid UTF-8 ({m})"
+        )),
+        tungstenite::Error::Protocol(p) => {
+            Ending::Protocol(format!("reading the WebSocket: protocol violation: {p}"))
+        }
+        other => Ending::Io(format!("reading the WebSocket: {other}")),
+    }
 }
 
 /// Performs the upgrade on `d`. Errors carry the HTTP status when the server answered; a
@@ -108,7 +133,35 @@ pub async fn upgrade(
             }
             other => match super::io::client_cert_refusal(&other).or_else(|| stats.tls_refusal()) {
                 Some(why) => Ending::Tls(format!("WebSocket upgrade to {url}: {other}: {why}")),
-                None => Ending::Upgrade(None, format!("WebSocket upgrade to {url}: {other}")),
+                // The same server behaviour gets the same kind as on HTTP: a connection that
+                // ends or resets before the answer is truncated, a garbage or oversized head
+                // a protocol / too-large failure. Only a refusal of the upgrade itself (an
+                // answer that is not 101, a bad accept key) is an upgrade error.
+                None => match other {
+                    tungstenite::Error::Io(_)
+                    | tungstenite::Error::ConnectionClosed
+                    | tungstenite::Error::AlreadyClosed
+                    | tungstenite::Error::Protocol(
+                        tungstenite::error::ProtocolError::HandshakeIncomplete,
+                    ) => {
+                        Ending::Io(format!("WebSocket upgrade to {url}: {other}"))
+                    }
+                    tungstenite::Error::Capacity(_) | tungstenite::Error::AttackAttempt => Ending::TooLarge(format!(
+                        "WebSocket upgrade to {url}: {other} (the upgrade response head is over \
+                         64 KiB, or came in hundreds of tiny reads)"
+                    )),
+                    tungstenite::Error::HttpFormat(_) | tungstenite::Error::Utf8(_) => {
+                        Ending::Protocol(format!(
+                            "WebSocket upgrade to {url}: {other}: the server sent a malformed response"
+                        ))
+                    }
+                    tungstenite::Error::Protocol(
+                        tungstenite::error::ProtocolError::HttparseError(_),
+                    ) => Ending::Protocol(format!(
+                        "WebSocket upgrade to {url}: {other}: the server sent a malformed response"
+                    )),
+                    _ => Ending::Upgrade(None, format!("WebSocket upgrade to {url}: {other}")),
+                },
             },
         })?;
     let mut setup = d.setup;
@@ -185,11 +238,12 @@ where
     let stall = tokio::time::sleep_until((clock.instant(progress_ns) + limits.stall).into());
     tokio::pin!(stall);
     loop {
+        // Timers before the socket: a server that keeps sending cannot starve them.
         let msg = tokio::select! {
             biased;
             _ = &mut cancelled => { out.ending = Ending::Cancelled; return out; }
-            m = conn.ws.next() => m,
             _ = &mut deadline => { out.ending = Ending::Deadline; return out; }
+            m = conn.ws.next() => m,
             _ = &mut stall => {
                 // `progress_ns` moves with every frame; the timer was armed at `armed_ns`.
                 let last = conn.stats.last_read().max(progress_ns);
@@ -219,7 +273,11 @@ where
             }
             Some(Ok(Message::Binary(b))) => {
                 out.bytes_received += b.len() as u64;
-                out.ending = Ending::Io("unexpected binary WebSocket message".into());
+                out.ending = Ending::Protocol(format!(
+                    "the server sent a binary WebSocket message ({} bytes); the Responses API \
+                     sends JSON text messages only",
+                    b.len()
+                ));
                 return out;
             }
             Some(Ok(Message::Close(frame))) => {
@@ -232,7 +290,7 @@ where
             Some(Ok(_)) => {} // ping / pong
             Some(Err(e)) => {
                 out.reset = super::io::is_reset(&e);
-                out.ending = Ending::Io(format!("reading the WebSocket: {e}"));
+                out.ending = classify(&e);
                 return out;
             }
             None => {

@@ -82,10 +82,19 @@ names! {
         StaleConnection = "stale-connection",
         /// The server sent an error event, `response.failed`, or a WebSocket error envelope / close 1011.
         ServerError = "server-error",
-        /// A frame or event could not be parsed.
+        /// The server broke the protocol: a garbage response head, broken chunked encoding,
+        /// an SSE `data:` that is not JSON or not the API's shape, a WebSocket binary frame or
+        /// invalid UTF-8.
         ProtocolError = "protocol-error",
         /// Cut off by Ctrl-C or the run deadline; not counted against the server.
         Cancelled = "cancelled",
+        /// The server sent more than a size limit allows (response head, SSE line or event,
+        /// WebSocket frame or message; see README "Hostile servers"); the request was ended
+        /// without buffering the rest.
+        TooLarge = "too-large",
+        /// This machine failed the request, not the server: out of file descriptors or
+        /// ephemeral ports (`EMFILE`, `EADDRNOTAVAIL`, …).
+        LocalError = "local-error",
     }
 }
 

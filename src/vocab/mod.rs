@@ -7,10 +7,12 @@
 //! * [`record`]: [`RequestRecord`] and [`SessionRecord`], and the metric definitions on them.
 //! * [`url`]: [`BaseUrl`], a target's parsed `scheme://host[:port][/prefix]`.
 //! * [`proxy`]: [`Proxy`], an HTTP proxy's parsed URL.
+//! * [`redact`]: secrets (echoed keys, bearer tokens, URL credentials) out of recorded text.
 
 pub mod kinds;
 pub mod proxy;
 pub mod record;
+pub mod redact;
 pub mod url;
 
 pub use kinds::*;

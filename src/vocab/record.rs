@@ -149,6 +149,16 @@ pub struct RequestRecord {
     /// dispatch lag, but the load's doing, not the harness's. Not a `requests.csv` column.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub slot_wait_ns: Option<u64>,
+    /// Content chunks past the per-request cap (`transport::limits::CHUNKS_KEPT`): counted
+    /// here and in the chunk totals, not kept in `chunks` (nor `chunks.csv`); the last one's
+    /// time is `last_token_ns` and `output_tokens` counts their tokens. Not a
+    /// `requests.csv` column.
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub chunks_dropped: u64,
+}
+
+fn is_zero(n: &u64) -> bool {
+    *n == 0
 }
 
 /// One session (a scripted conversation) as it ran: written to `sessions.csv` and the
@@ -261,7 +271,8 @@ impl RequestRecord {
 
     /// Mean tokens per content chunk (a batching / speculative-decoding signature).
     pub fn tokens_per_chunk(&self) -> Option<f64> {
-        (!self.chunks.is_empty()).then(|| self.output_tokens as f64 / self.chunks.len() as f64)
+        let n = self.chunks.len() as u64 + self.chunks_dropped;
+        (n > 0).then(|| self.output_tokens as f64 / n as f64)
     }
 }
 

@@ -12,6 +12,7 @@ mod compare_synthetic;
 mod conn_lifecycle;
 mod data;
 mod harness;
+mod hostile;
 mod llama;
 mod load_rate;
 mod load_schedule;

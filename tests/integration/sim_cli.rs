@@ -91,7 +91,7 @@ async fn serve_tls_prints_the_certificate_path_and_serves_https() {
         .spawn()
         .unwrap();
     let stdout = child.stdout.take().unwrap();
-    let _child = Kill(child);
+    let mut child = Kill(child);
     let mut reader = BufReader::new(stdout);
     let (mut url_line, mut pem_line, mut curl_line) = (String::new(), String::new(), String::new());
     reader.read_line(&mut url_line).unwrap();
@@ -125,4 +125,28 @@ async fn serve_tls_prints_the_certificate_path_and_serves_https() {
     let mut c = h1(Box::pin(tls)).await;
     let r = post(&mut c, "/chat/completions", r#"{"model":"sim","stream":true,"max_tokens":10,"messages":[{"role":"user","content":"hi"}]}"#, &[]).await;
     assert_eq!(r.events.last().unwrap().data, "[DONE]");
+
+    // The file: not at a predictable path, private (0600 in a 0700 directory of its own),
+    // and gone once the server stops on SIGTERM.
+    use std::os::unix::fs::PermissionsExt;
+    let pem_path = std::path::PathBuf::from(pem_path);
+    let dir = pem_path.parent().unwrap().to_path_buf();
+    let port = addr.port();
+    assert!(
+        !pem_path.to_string_lossy().contains(&port.to_string()),
+        "{}",
+        pem_path.display()
+    );
+    let mode =
+        |p: &std::path::Path| std::fs::symlink_metadata(p).unwrap().permissions().mode() & 0o777;
+    assert_eq!(mode(&pem_path), 0o600);
+    assert_eq!(mode(&dir), 0o700);
+    assert!(std::fs::symlink_metadata(&dir).unwrap().is_dir());
+    // SAFETY: kill(2) on our own child's pid.
+    unsafe {
+        libc::kill(child.0.id() as i32, libc::SIGTERM);
+    }
+    let status = child.0.wait().unwrap();
+    assert!(status.success(), "{status:?}");
+    assert!(!pem_path.exists() && !dir.exists(), "{}", dir.display());
 }
