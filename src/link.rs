@@ -168,10 +168,13 @@ impl fmt::Display for Link {
             )?;
         }
         if let Some(bw) = self.bandwidth_bps {
+            // Exact, so the spec reads back as the same link (1500 bit/s was "1kbit").
             if bw % 1_000_000 == 0 {
                 write!(f, ",bandwidth={}mbit", bw / 1_000_000)?;
-            } else {
+            } else if bw % 1_000 == 0 {
                 write!(f, ",bandwidth={}kbit", bw / 1_000)?;
+            } else {
+                write!(f, ",bandwidth={bw}bit")?;
             }
         }
         Ok(())

@@ -11,6 +11,10 @@ pub fn fmt_duration_spec(d: Duration) -> String {
         "0ms".into()
     } else if ns % 1_000_000_000 == 0 {
         format!("{}s", ns / 1_000_000_000)
+    } else if ns > u128::from(u64::MAX) {
+        // humantime reads at most u64 of one unit: "3239y 650ns" must not print as one
+        // unreadable nanosecond (or millisecond) count (found by the fuzzer).
+        format!("{}s {}ns", d.as_secs(), d.subsec_nanos())
     } else if ns % 1_000_000 == 0 {
         format!("{}ms", ns / 1_000_000)
     } else if ns % 1_000 == 0 {

@@ -205,6 +205,12 @@ pub(crate) fn error_from_body(status: u16, data: &[u8]) -> StreamEvent {
         .and_then(|e| e.error)
         .map(|e| error_message(&e))
         .unwrap_or_else(|| String::from_utf8_lossy(&data[..data.len().min(300)]).into_owned());
+    // An empty body (or an empty `message`) still gets a readable error.
+    let message = if message.trim().is_empty() {
+        format!("HTTP status {status} with no error message in the body")
+    } else {
+        message
+    };
     StreamEvent::Error {
         kind: OutcomeKind::HttpStatus,
         status: Some(status),
@@ -217,15 +223,18 @@ pub const WS_CONNECTION_LIMIT: &str = "websocket_connection_limit_reached";
 
 /// `message` (and `code`) of an OpenAI-style error object, or the JSON itself.
 pub(crate) fn error_message(v: &serde_json::Value) -> String {
-    match (
-        v.get("message").and_then(|m| m.as_str()),
-        v.get("code").and_then(|c| c.as_str()),
-    ) {
+    let text = |k: &str| {
+        v.get(k)
+            .and_then(|m| m.as_str())
+            .filter(|m| !m.trim().is_empty())
+    };
+    match (text("message"), text("code")) {
         (Some(m), Some(c)) => format!("{c}: {m}"),
         (Some(m), None) => m.to_string(),
         (None, Some(c)) => c.to_string(),
         (None, None) => match v.as_str() {
-            Some(s) => s.to_string(),
+            Some(s) if !s.trim().is_empty() => s.to_string(),
+            Some(_) => "an error without a message".to_string(),
             None => v.to_string(),
         },
     }

@@ -141,11 +141,13 @@ impl ResponsesDecoder {
                 }
                 let message = match (&ev.error, &ev.message) {
                     (Some(e), _) => error_message(e),
-                    (None, Some(m)) => match ev.code.as_ref().and_then(|c| c.as_str()) {
-                        Some(c) => format!("{c}: {m}"),
-                        None => m.clone(),
-                    },
-                    (None, None) => "error event without a message".into(),
+                    (None, Some(m)) if !m.trim().is_empty() => {
+                        match ev.code.as_ref().and_then(|c| c.as_str()) {
+                            Some(c) => format!("{c}: {m}"),
+                            None => m.clone(),
+                        }
+                    }
+                    (None, _) => "error event without a message".into(),
                 };
                 // An error envelope with an HTTP status (the WebSocket mode's way of saying
                 // 4xx/5xx) is the kind the same answer to a POST gets.
