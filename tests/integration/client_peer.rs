@@ -643,7 +643,8 @@ async fn ws_error_envelope_keeps_the_socket_and_resends_full_history() {
                 .0,
         );
     }
-    assert_eq!(recs[1].outcome, OutcomeKind::ServerError);
+    // An error envelope with a status is the kind the same answer to a POST gets.
+    assert_eq!(recs[1].outcome, OutcomeKind::HttpStatus);
     assert_eq!(recs[1].http_status, Some(500));
     assert_eq!(recs[2].outcome, OutcomeKind::Ok, "{:?}", recs[2]);
     assert_eq!(recs[2].chaining, Chaining::FullHistory);

@@ -104,12 +104,8 @@ async fn injected_faults_are_recorded_by_kind_and_the_session_goes_on() {
                 ),
                 Some("status=500") => {
                     // HTTP: a 500 status. WebSocket: the error envelope (status 500 in it).
-                    let kind = if transport == "ws" {
-                        OutcomeKind::ServerError
-                    } else {
-                        OutcomeKind::HttpStatus
-                    };
-                    assert_eq!(r.outcome, kind, "{transport}: {r:#?}");
+                    // One behaviour, one kind on every transport (docs/hostile-servers.md).
+                    assert_eq!(r.outcome, OutcomeKind::HttpStatus, "{transport}: {r:#?}");
                     assert_eq!(r.http_status, Some(500), "{transport}: {r:#?}");
                     assert!(r.first_token_ns.is_none() && r.chunks.is_empty());
                 }
@@ -134,11 +130,7 @@ async fn injected_faults_are_recorded_by_kind_and_the_session_goes_on() {
 
         // summary.json: failures counted by kind, not in the latency histograms.
         let cell = run.summary.cell("fw", transport).unwrap();
-        let error_kind = if transport == "ws" {
-            "server-error"
-        } else {
-            "http-status"
-        };
+        let error_kind = "http-status";
         let want: std::collections::BTreeMap<String, u64> =
             [("ok", 4), (error_kind, 1), ("timeout", 1), ("truncated", 1)]
                 .into_iter()
