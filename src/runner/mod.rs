@@ -200,8 +200,11 @@ pub async fn run(plan: Arc<Plan>, out: &Path, options: Options) -> anyhow::Resul
         peak_sessions,
         rss_before_kib,
         rss_peak_kib,
-        kib_per_session: (peak_sessions > 0)
-            .then(|| rss_peak_kib.saturating_sub(rss_before_kib) as f64 / peak_sessions as f64),
+        kib_per_session: if peak_sessions > 0 {
+            Some(rss_peak_kib.saturating_sub(rss_before_kib) as f64 / peak_sessions as f64)
+        } else {
+            None
+        },
     });
     summary.harness = Some(harness);
     let provenance = counters.snapshot();

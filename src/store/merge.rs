@@ -465,8 +465,11 @@ fn merged_resources(shards: &[(LoadedRun, Plan)], peak_sessions: u64) -> Option<
         peak_sessions,
         rss_before_kib: before,
         rss_peak_kib: peak,
-        kib_per_session: (shard_peaks > 0)
-            .then(|| peak.saturating_sub(before) as f64 / shard_peaks as f64),
+        kib_per_session: if shard_peaks > 0 {
+            Some(peak.saturating_sub(before) as f64 / shard_peaks as f64)
+        } else {
+            None
+        },
     })
 }
 
