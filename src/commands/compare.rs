@@ -91,6 +91,17 @@ pub fn compare_loaded(
     }
     let sb = load_samples(base)?;
     let sc = load_samples(cand)?;
+    for (run, side) in [(base, "baseline"), (cand, "candidate")] {
+        if run.request_rows()?.next().is_none() {
+            anyhow::bail!(
+                "the {side} run {} has no requests in {}: there is nothing to compare (status {:?}); \
+                 rerun it, or check that the file was not emptied or cut short when it was copied",
+                run.dir.display(),
+                store::REQUESTS_FILE,
+                run.manifest.status.as_str()
+            );
+        }
+    }
     let mut c = compare::compare(&sb, &sc, settings, label(base), label(cand));
     let mut notes: Vec<String> = mismatches
         .into_iter()
@@ -109,6 +120,13 @@ pub fn compare_loaded(
             "the runs came from different hosts ({} vs {}); host differences are not noise the bands allow for",
             base.manifest.host.hostname, cand.manifest.host.hostname
         ));
+    }
+    for (run, side) in [(base, "baseline"), (cand, "candidate")] {
+        notes.extend(
+            run.row_notes()
+                .into_iter()
+                .map(|n| format!("the {side} run: {n}")),
+        );
     }
     notes.append(&mut c.notes);
     c.notes = notes;
@@ -200,14 +218,19 @@ fn gate_thresholds(run: &LoadedRun) -> anyhow::Result<Thresholds> {
 /// A results directory as given, else a baseline name: under the candidate's results root
 /// (its parent), then under `./results`.
 fn find_baseline(given: &Path, candidate_dir: &Path) -> anyhow::Result<PathBuf> {
-    if given.join(store::MANIFEST_FILE).is_file() {
-        return Ok(given.to_path_buf());
-    }
-    let name = given.to_string_lossy();
     let root = candidate_dir
         .parent()
         .filter(|p| !p.as_os_str().is_empty())
         .unwrap_or(Path::new("."));
+    find_baseline_under(given, root)
+}
+
+/// A results directory as given, else a baseline name under `root`, then under `./results`.
+pub fn find_baseline_under(given: &Path, root: &Path) -> anyhow::Result<PathBuf> {
+    if given.join(store::MANIFEST_FILE).is_file() {
+        return Ok(given.to_path_buf());
+    }
+    let name = given.to_string_lossy();
     match store::resolve(root, &name) {
         Ok(p) => Ok(p),
         Err(first) => store::resolve(Path::new("results"), &name).map_err(|_| first.into()),

@@ -119,6 +119,8 @@ impl RunView {
                     .collect()
             })
             .unwrap_or_default();
+        let mut warnings: Vec<String> = warnings;
+        warnings.extend(run.row_notes());
         Ok(RunView {
             label,
             dir: run.dir,
