@@ -206,6 +206,15 @@ pub fn compare_sides(
             base[0].manifest.host.hostname, cand[0].manifest.host.hostname
         ));
     }
+    for (runs, side) in [(base, "baseline"), (cand, "candidate")] {
+        for run in runs {
+            notes.extend(
+                run.row_notes()
+                    .into_iter()
+                    .map(|n| format!("the {side} run {}: {n}", run.manifest.run_id)),
+            );
+        }
+    }
     notes.append(&mut c.notes);
     c.notes = notes;
     Ok(c)
@@ -231,6 +240,15 @@ fn load_side(
 ) -> anyhow::Result<RunSamples> {
     let mut samples = RunSamples::new();
     for run in runs {
+        if run.request_rows()?.next().is_none() {
+            anyhow::bail!(
+                "the {side} run {} has no requests in {}: there is nothing to compare (status {:?}); \
+                 rerun it, or check that the file was not emptied or cut short when it was copied",
+                run.dir.display(),
+                store::REQUESTS_FILE,
+                run.manifest.status.as_str()
+            );
+        }
         let stalls = run.stalls()?;
         let records = run.records()?;
         let spans = stalls.spans();
@@ -365,14 +383,20 @@ fn gate_thresholds(run: &LoadedRun) -> anyhow::Result<Thresholds> {
 /// A results directory as given, else a baseline name: under the candidate's results root
 /// (its parent), then under `./results`.
 fn find_baseline(given: &Path, candidate_dir: &Path) -> anyhow::Result<PathBuf> {
-    if given.join(store::MANIFEST_FILE).is_file() || given.is_dir() {
-        return Ok(given.to_path_buf());
-    }
-    let name = given.to_string_lossy();
     let root = candidate_dir
         .parent()
         .filter(|p| !p.as_os_str().is_empty())
         .unwrap_or(Path::new("."));
+    find_baseline_under(given, root)
+}
+
+/// A results directory as given, else a baseline name under `root`, then under `./results`.
+pub fn find_baseline_under(given: &Path, root: &Path) -> anyhow::Result<PathBuf> {
+    // A results directory, or a directory of repeats (`run --repeat`).
+    if given.join(store::MANIFEST_FILE).is_file() || given.is_dir() {
+        return Ok(given.to_path_buf());
+    }
+    let name = given.to_string_lossy();
     match store::resolve(root, &name) {
         Ok(p) => Ok(p),
         Err(first) => store::resolve(Path::new("results"), &name).map_err(|_| first.into()),

@@ -19,6 +19,15 @@ pub async fn execute(args: ReportArgs) -> anyhow::Result<u8> {
         .iter()
         .map(|p| crate::store::resolve(std::path::Path::new("results"), &p.to_string_lossy()))
         .collect::<Result<Vec<_>, _>>()?;
+    // Rows a reader must know about (a torn last row, a truncated requests.csv): said here
+    // as well as in the report's notes.
+    for d in &dirs {
+        if let Ok(run) = crate::store::LoadedRun::open(d) {
+            for n in run.row_notes() {
+                errln!("warning: {}: {n}", d.display());
+            }
+        }
+    }
     // Rendering is CPU work; keep it off the async worker threads.
     let written = tokio::task::spawn_blocking(move || render(&dirs, &formats, &out)).await??;
     for p in written {

@@ -16,6 +16,7 @@ pub async fn execute(args: RunArgs) -> anyhow::Result<u8> {
     if let Some(spec) = args.sweep.clone() {
         return sweep(args, *spec).await;
     }
+    check_baseline_names(&args)?;
     if args.repeat > 1 || args.confirm > 0 {
         return repeated(args).await;
     }
@@ -257,6 +258,7 @@ async fn sweep(args: RunArgs, spec: plan::sweep::SweepSpec) -> anyhow::Result<u8
 /// Reads the scenario and builds the plan with the command line's overrides.
 pub fn load_plan(args: &RunArgs) -> anyhow::Result<Plan> {
     let loaded = crate::scenario::load(&args.scenario)?;
+    check_gate_table(&loaded)?;
     let targets_file = args
         .targets_file
         .as_deref()
@@ -285,4 +287,37 @@ pub fn load_plan(args: &RunArgs) -> anyhow::Result<Plan> {
         loaded.source.as_bytes(),
         &overrides,
     )?)
+}
+
+/// Checks the scenario's `[gate]` table before anything runs (`compare` would reject a bad
+/// entry only after the whole run): each key must be a gate metric and each value a
+/// threshold it can use. The error names the file, line, column and key, and the fix.
+pub fn check_gate_table(loaded: &crate::scenario::LoadedScenario) -> anyhow::Result<()> {
+    for (key, value) in &loaded.scenario.gate {
+        let one = std::collections::BTreeMap::from([(key.clone(), value.clone())]);
+        if let Err(e) = crate::compare::Thresholds::parse_gate(&one, &loaded.path) {
+            let (line, col) =
+                crate::scenario::locate(&loaded.source, Some("[gate]"), 1, key).unwrap_or((1, 1));
+            anyhow::bail!(
+                "[gate] key `{key}` = {value:?} at {}:{line}:{col}: {}; the [gate] table takes \
+                 gate metrics (`spark-bench compare --help` lists them) with a worsening each, \
+                 e.g. ttft = \"+10%\" or overhead = \"+5ms\"",
+                loaded.path,
+                e.message
+            );
+        }
+    }
+    Ok(())
+}
+
+/// Checks `--save-baseline NAME` (a safe name) and `--baseline NAME` (an existing baseline or
+/// run) before the run, not after it.
+fn check_baseline_names(args: &RunArgs) -> anyhow::Result<()> {
+    if let Some(name) = &args.save_baseline {
+        crate::store::check_name("baseline", name)?;
+    }
+    if let Some(name) = &args.baseline {
+        super::compare::find_baseline_under(std::path::Path::new(name), &args.out)?;
+    }
+    Ok(())
 }

@@ -127,6 +127,8 @@ impl RunView {
         } else {
             None
         };
+        let mut warnings: Vec<String> = warnings;
+        warnings.extend(run.row_notes());
         Ok(RunView {
             stalls,
             label,

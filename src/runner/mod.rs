@@ -179,6 +179,8 @@ pub async fn run(plan: Arc<Plan>, out: &Path, options: Options) -> anyhow::Resul
     let interrupted = stop.dispatch.is_cancelled();
     let status = match (&driven, interrupted) {
         (Err(_), _) => RunStatus::Failed,
+        // Rows could not be written (a full disk): the files are short, the run failed.
+        _ if write_error.is_some() => RunStatus::Failed,
         (Ok(()), true) => RunStatus::Interrupted,
         (Ok(()), false) => RunStatus::Complete,
     };
@@ -260,18 +262,49 @@ fn fresh_salt_key() -> u64 {
     key.max(1)
 }
 
-/// First Ctrl-C: stop sending new requests and give in-flight ones 2 s to finish.
-/// Second Ctrl-C: cancel in-flight requests at once.
+/// First Ctrl-C (or SIGTERM, which `timeout`, `kill`, systemd and CI runners send): stop
+/// sending new requests and give in-flight ones 2 s to finish. A second one: cancel in-flight
+/// requests at once. Either way every completed request is written, the manifest says
+/// `interrupted` and the exit code is 130.
 async fn watch_ctrl_c(stop: Stop) {
-    if tokio::signal::ctrl_c().await.is_err() {
-        return;
-    }
-    errln!("\ninterrupt: stopping; in-flight requests get 2 s (Ctrl-C again to cut them off)");
+    let mut signals = Interrupts::new();
+    let which = signals.next().await;
+    errln!("\n{which}: stopping; in-flight requests get 2 s (Ctrl-C again to cut them off)");
     stop.dispatch.cancel();
     let inflight = stop.inflight.clone();
     tokio::select! {
         _ = tokio::time::sleep(std::time::Duration::from_secs(2)) => {}
-        _ = tokio::signal::ctrl_c() => {}
+        _ = signals.next() => {}
     }
     inflight.cancel();
+}
+
+/// SIGINT and SIGTERM as one stream.
+struct Interrupts {
+    #[cfg(unix)]
+    term: Option<tokio::signal::unix::Signal>,
+}
+
+impl Interrupts {
+    fn new() -> Interrupts {
+        Interrupts {
+            #[cfg(unix)]
+            term: tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()).ok(),
+        }
+    }
+
+    /// Waits for the next interrupt; names it.
+    async fn next(&mut self) -> &'static str {
+        #[cfg(unix)]
+        if let Some(term) = self.term.as_mut() {
+            return tokio::select! {
+                r = tokio::signal::ctrl_c() => if r.is_ok() { "interrupt" } else { std::future::pending().await },
+                _ = term.recv() => "terminated (SIGTERM)",
+            };
+        }
+        if tokio::signal::ctrl_c().await.is_err() {
+            std::future::pending::<()>().await;
+        }
+        "interrupt"
+    }
 }

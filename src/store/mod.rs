@@ -190,8 +190,12 @@ pub(crate) fn write_atomic(path: &Path, bytes: &[u8]) -> Result<()> {
         path: path.to_path_buf(),
         source,
     };
-    std::fs::write(&tmp, bytes).map_err(werr)?;
-    std::fs::rename(&tmp, path).map_err(werr)
+    // A failed write (a full disk) leaves no half-written temporary file behind.
+    let done = std::fs::write(&tmp, bytes).and_then(|()| std::fs::rename(&tmp, path));
+    if done.is_err() {
+        let _ = std::fs::remove_file(&tmp);
+    }
+    done.map_err(werr)
 }
 
 /// Serializes `value` as pretty JSON and writes it atomically.

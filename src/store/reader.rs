@@ -191,7 +191,7 @@ impl LoadedRun {
         let rows = open_csv(&path)?
             .into_deserialize::<SessionRow>()
             .map(|r| r.map_err(|e| csv_read_err(&path, e)));
-        Ok(collect_rows(rows, self.lenient, skipped)?
+        Ok(collect_rows(rows, self.lenient, torn_tail(&path), skipped)?
             .into_iter()
             .map(SessionRow::into_record)
             .collect())
@@ -205,14 +205,16 @@ impl LoadedRun {
 
     fn records_counting(&self, skipped: &mut u64) -> Result<Vec<RequestRecord>> {
         let mut chunks: HashMap<u64, Vec<(u32, Chunk)>> = HashMap::new();
-        for row in collect_rows(self.chunk_rows()?, self.lenient, skipped)? {
+        let torn = torn_tail(&self.dir.join(CHUNKS_FILE));
+        for row in collect_rows(self.chunk_rows()?, self.lenient, torn, skipped)? {
             chunks
                 .entry(row.request_id)
                 .or_default()
                 .push((row.index, row.chunk()));
         }
         let mut out = Vec::new();
-        for row in collect_rows(self.request_rows()?, self.lenient, skipped)? {
+        let torn = torn_tail(&self.dir.join(REQUESTS_FILE));
+        for row in collect_rows(self.request_rows()?, self.lenient, torn, skipped)? {
             let mut cs = chunks.remove(&row.id).unwrap_or_default();
             cs.sort_by_key(|(i, _)| *i);
             out.push(row.into_record(cs.into_iter().map(|(_, c)| c).collect()));
@@ -242,6 +244,35 @@ impl LoadedRun {
             }
         }
         Ok(out)
+    }
+
+    /// What a reader of this run must be told about its rows: CSV files that end in a torn
+    /// row (dropped), and a `requests.csv` with fewer rows than `summary.json` counts (the
+    /// file was truncated after the run: summary figures stand, tables and charts drawn from
+    /// rows are short). Empty when the files are whole.
+    pub fn row_notes(&self) -> Vec<String> {
+        let mut notes = Vec::new();
+        for name in [REQUESTS_FILE, CHUNKS_FILE, SESSIONS_FILE] {
+            if torn_tail(&self.dir.join(name)) {
+                notes.push(format!(
+                    "{name} ends in a half-written row (the process was killed or the disk filled while writing it); that row is dropped"
+                ));
+            }
+        }
+        if !self.rebuilt {
+            let counted: u64 = self.summary.cells.iter().map(|c| c.requests).sum();
+            let rows = self
+                .request_rows()
+                .map(|r| r.filter(|r| r.is_ok()).count() as u64)
+                .unwrap_or(0);
+            if rows < counted {
+                notes.push(format!(
+                    "{REQUESTS_FILE} has {rows} rows but summary.json counts {counted} requests: the file was truncated after the run; the summary's figures stand, but tables, charts and comparisons drawn from the rows miss {} requests",
+                    counted - rows
+                ));
+            }
+        }
+        notes
     }
 
     /// A recorder recomputed from the CSV rows (what `finish` would have summarised).
@@ -284,22 +315,38 @@ impl Iterator for ChunkRows {
 }
 
 /// Collects rows; when `lenient`, a bad *final* row (torn by a kill mid-write) is skipped
-/// and counted instead of failing. A bad row anywhere else is always an error.
+/// and counted instead of failing. When the file does not end in a line end (`torn`), its
+/// last row is half-written whether or not it happens to parse (a number cut short still
+/// reads as a number): it is dropped and counted. A bad row anywhere else is an error.
 fn collect_rows<T>(
     rows: impl Iterator<Item = Result<T>>,
     lenient: bool,
+    torn: bool,
     skipped: &mut u64,
 ) -> Result<Vec<T>> {
     let mut rows = rows.peekable();
     let mut out = Vec::new();
     while let Some(row) = rows.next() {
+        let last = rows.peek().is_none();
         match row {
+            Ok(_) if torn && last => *skipped += 1,
             Ok(v) => out.push(v),
-            Err(_) if lenient && rows.peek().is_none() => *skipped += 1,
+            Err(_) if (lenient || torn) && last => *skipped += 1,
             Err(e) => return Err(e),
         }
     }
     Ok(out)
+}
+
+/// True when `path` is non-empty and does not end in a line end: its last row was cut off
+/// mid-write (SIGKILL, a full disk, a copy that stopped short).
+fn torn_tail(path: &Path) -> bool {
+    use std::io::{Read, Seek, SeekFrom};
+    let Ok(mut f) = File::open(path) else {
+        return false;
+    };
+    let mut last = [0u8; 1];
+    f.seek(SeekFrom::End(-1)).is_ok() && f.read_exact(&mut last).is_ok() && last[0] != b'\n'
 }
 
 fn open_csv(path: &Path) -> Result<csv::Reader<File>> {

@@ -217,22 +217,31 @@ impl RunWriter {
         Ok(())
     }
 
-    /// Flushes the CSVs, writes `summary.json`, `timeline.json` and the histograms, and marks the manifest
-    /// `status` and `ended_at`. Returns the run directory.
+    /// Flushes the CSVs, writes the histograms, `timeline.json` and `summary.json`, and marks
+    /// the manifest `status` and `ended_at`. Returns the run directory.
+    ///
+    /// `summary.json` is written last but one (then the manifest), so a directory that has
+    /// it has everything; when a write fails (a full disk) the manifest is marked `failed`
+    /// if that small write still goes through (else it stays `running`), and readers
+    /// rebuild the summary and histograms from the CSV rows.
     pub fn finish(mut self, status: RunStatus, recorder: &Recorder) -> Result<PathBuf> {
-        self.flush()?;
         let ended = crate::clock::wall_now();
+        if let Err(e) = self.write_final(recorder, ended) {
+            let _ = std::fs::remove_file(self.dir.join(SUMMARY_FILE));
+            self.manifest.status = RunStatus::Failed;
+            self.manifest.ended_at = Some(rfc3339(ended));
+            let _ = write_json(&self.dir.join(MANIFEST_FILE), &self.manifest);
+            return Err(e);
+        }
+        self.manifest.status = status;
+        self.manifest.ended_at = Some(rfc3339(ended));
+        write_json(&self.dir.join(MANIFEST_FILE), &self.manifest)?;
+        Ok(self.dir)
+    }
+
+    fn write_final(&mut self, recorder: &Recorder, ended: SystemTime) -> Result<()> {
+        self.flush()?;
         let length = ended.duration_since(self.started).unwrap_or_default();
-        let mut summary = Summary::from_recorder(recorder);
-        summary.harness = self.harness.take();
-        write_json(&self.dir.join(SUMMARY_FILE), &summary)?;
-        write_json(
-            &self.dir.join(TIMELINE_FILE),
-            &TimelineFile {
-                schema_version: TIMELINE_SCHEMA_VERSION,
-                sessions: recorder.timelines().cloned().collect(),
-            },
-        )?;
         for (cell, metric, h) in recorder.histograms() {
             check_name("target", &cell.target)?;
             check_name("transport", &cell.transport)?;
@@ -248,10 +257,16 @@ impl RunWriter {
             let path = dir.join(format!("{}.hlog", metric.name()));
             hlog::write_hlog(&path, cell, metric, h, self.started, length)?;
         }
-        self.manifest.status = status;
-        self.manifest.ended_at = Some(rfc3339(ended));
-        write_json(&self.dir.join(MANIFEST_FILE), &self.manifest)?;
-        Ok(self.dir)
+        write_json(
+            &self.dir.join(TIMELINE_FILE),
+            &TimelineFile {
+                schema_version: TIMELINE_SCHEMA_VERSION,
+                sessions: recorder.timelines().cloned().collect(),
+            },
+        )?;
+        let mut summary = Summary::from_recorder(recorder);
+        summary.harness = self.harness.take();
+        write_json(&self.dir.join(SUMMARY_FILE), &summary)
     }
 }
 

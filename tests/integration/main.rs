@@ -27,5 +27,6 @@ mod sim_faults;
 mod sim_groups;
 mod sim_wire;
 mod sim_ws;
+mod survive;
 mod sweep;
 mod workload;
