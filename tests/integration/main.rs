@@ -16,6 +16,7 @@ mod hostile;
 mod llama;
 mod load_rate;
 mod load_schedule;
+mod record_proxy;
 mod report;
 mod run_e2e;
 mod run_faults;
