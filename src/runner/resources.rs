@@ -30,7 +30,7 @@ pub fn raise_nofile() -> FdLimit {
     if unsafe { libc::getrlimit(libc::RLIMIT_NOFILE, &mut lim) } != 0 {
         return FdLimit::default();
     }
-    let before = u64::from(lim.rlim_cur);
+    let before = lim.rlim_cur;
     let nr_open: Option<libc::rlim_t> = std::fs::read_to_string("/proc/sys/fs/nr_open")
         .ok()
         .and_then(|s| s.trim().parse().ok());
@@ -56,8 +56,8 @@ pub fn raise_nofile() -> FdLimit {
     }
     FdLimit {
         before,
-        granted: u64::from(lim.rlim_cur),
-        hard: u64::from(lim.rlim_max),
+        granted: lim.rlim_cur,
+        hard: lim.rlim_max,
     }
 }
 

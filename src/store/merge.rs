@@ -211,7 +211,7 @@ pub fn merge(
         let plans: Vec<Plan> = shards.iter().map(|(_, p)| p.clone()).collect();
         Plan::unshard(&plans).unwrap_or_else(|| unreachable!())
     };
-    let mut rec = Recorder::counts_only(whole_plan.slo.clone());
+    let mut rec = Recorder::counts_only(whole_plan.slo);
     let mut merged = Vec::new();
     let (mut id_base, mut connection_base) = (0u64, 0u64);
     let mut end_ns = 0u64;
