@@ -4,7 +4,7 @@
 //!
 //! Each test replays the target's corpus (`fuzz/corpus/<target>/`), then generates and
 //! mutates inputs for `SPARK_FUZZ_SECS` seconds (default 0.5 under plain `cargo test`;
-//! `.ci/steps/35-fuzz.sh` gives each 5 s). The long run and how to replay a saved crash:
+//! `.ci/steps/40-fuzz.sh` gives each 5 s). The long run and how to replay a saved crash:
 //! `fuzz/README.md`.
 
 mod bytelog;
