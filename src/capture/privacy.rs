@@ -90,23 +90,31 @@ impl Privacy {
     }
 }
 
-/// A marker for `secret` between `before` and `after` with the same total token count.
+/// A marker for `secret` between `before` and `after` with the same total token count:
+/// `[REDACTED]` grown one token at a time (`_rdc`) when the secret is longer, shorter
+/// markers (`[R]`, `R-R`, `R]`, `R`, …) when it is shorter than `[REDACTED]`.
 fn same_length_marker(before: &str, secret: &str, after: &str) -> String {
     let target = text::count(&format!("{before}{secret}{after}"));
     let with = |m: &str| text::count(&format!("{before}{m}{after}"));
-    for m in ["R", "[R]", REDACTED] {
+    let mut first_over = None;
+    for k in 0..=4096 {
+        let m = format!("[REDACTED{}]", "_rdc".repeat(k));
+        let n = with(&m);
+        if n == target {
+            return m;
+        }
+        if n > target {
+            first_over = Some(m);
+            break;
+        }
+    }
+    // Short markers of 1 to 5 tokens, with and without a space joining a word before them.
+    for m in ["[R]", "R-R", "R]", "R-", "R", "[R-R]", "R-R-", "R-R-R", "*"] {
         if with(m) == target {
             return m.to_string();
         }
     }
-    let mut k = 0;
-    loop {
-        let m = format!("[REDACTED{}]", "_rdc".repeat(k));
-        if with(&m) >= target || k > 4096 {
-            return m;
-        }
-        k += 1;
-    }
+    first_over.unwrap_or_else(|| REDACTED.to_string())
 }
 
 /// Corpus text with exactly as many tokens as `s` (by the simulator's rule).

@@ -9,28 +9,15 @@ use crate::vocab::Schedule;
 /// listeners, certificates, the terminal).
 pub const RESERVE: u64 = 64;
 
-/// Raises the soft `RLIMIT_NOFILE` to the hard limit; returns (soft, hard) after it.
+/// Raises `RLIMIT_NOFILE` as far as the process may (the runner's
+/// [`crate::runner::resources::raise_nofile`]); returns (soft, hard) after it.
 pub fn raise() -> (u64, u64) {
-    let mut lim = libc::rlimit {
-        rlim_cur: 0,
-        rlim_max: 0,
-    };
-    // SAFETY: getrlimit/setrlimit write/read only the struct we pass.
-    unsafe {
-        if libc::getrlimit(libc::RLIMIT_NOFILE, &mut lim) != 0 {
-            return (u64::MAX, u64::MAX);
-        }
-        if lim.rlim_cur < lim.rlim_max {
-            let want = libc::rlimit {
-                rlim_cur: lim.rlim_max,
-                rlim_max: lim.rlim_max,
-            };
-            if libc::setrlimit(libc::RLIMIT_NOFILE, &want) == 0 {
-                lim.rlim_cur = lim.rlim_max;
-            }
-        }
+    let l = crate::runner::resources::raise_nofile();
+    if l.granted == 0 {
+        (u64::MAX, u64::MAX)
+    } else {
+        (l.granted, l.hard)
     }
-    (lim.rlim_cur, lim.rlim_max)
 }
 
 /// Connections the plan can hold open at once, and file descriptors that takes: one per

@@ -30,7 +30,10 @@ pub fn raise_nofile() -> FdLimit {
     if unsafe { libc::getrlimit(libc::RLIMIT_NOFILE, &mut lim) } != 0 {
         return FdLimit::default();
     }
-    let before = lim.rlim_cur;
+    // The soft limit the process started with: a second call (`run` raises it before
+    // checking the plan, the runner again) still reports the first one.
+    static FIRST: std::sync::OnceLock<u64> = std::sync::OnceLock::new();
+    let before = *FIRST.get_or_init(|| lim.rlim_cur);
     let nr_open: Option<libc::rlim_t> = std::fs::read_to_string("/proc/sys/fs/nr_open")
         .ok()
         .and_then(|s| s.trim().parse().ok());

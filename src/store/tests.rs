@@ -328,8 +328,8 @@ fn interrupted_status_and_unfinished_runs() {
         rec.timelines().cloned().collect::<Vec<_>>()
     );
 
-    // Killed mid-row: half a row at the end of requests.csv is skipped and counted; the
-    // same damage in a finished run is an error.
+    // Killed mid-row: half a row at the end of requests.csv is skipped and counted. The same
+    // damage in a finished run (a copy cut short) drops the row too, and says so.
     let csv_path = died_dir.join(REQUESTS_FILE);
     let mut text = std::fs::read_to_string(&csv_path).unwrap();
     text.push_str("99,sim-wafer,ht");
@@ -338,15 +338,25 @@ fn interrupted_status_and_unfinished_runs() {
     assert_eq!(torn.skipped_rows, 1);
     assert_eq!(torn.summary, Summary::from_recorder(&rec));
     let finished_csv = dir.join(REQUESTS_FILE);
+    let whole = LoadedRun::open(&dir).unwrap().records().unwrap().len();
     let mut text = std::fs::read_to_string(&finished_csv).unwrap();
     text.push_str("99,sim-wafer,ht");
     std::fs::write(&finished_csv, &text).unwrap();
     let run = LoadedRun::open(&dir).unwrap();
-    let err = run.records().unwrap_err().to_string();
+    assert_eq!(run.records().unwrap().len(), whole);
+    let notes = run.row_notes();
     assert!(
-        err.contains("requests.csv") && err.contains("bad row"),
-        "{err}"
+        notes
+            .iter()
+            .any(|n| n.contains("requests.csv") && n.contains("half-written row")),
+        "{notes:?}"
     );
+    // A bad row that is not the last one is an error, torn tail or not.
+    let mut lines: Vec<&str> = text.lines().collect();
+    lines.insert(2, "7,sim-wafer,not-a-transport");
+    std::fs::write(&finished_csv, lines.join("\n")).unwrap();
+    let err = LoadedRun::open(&dir).unwrap().records().unwrap_err().to_string();
+    assert!(err.contains("requests.csv") && err.contains("bad row"), "{err}");
 }
 
 #[test]
