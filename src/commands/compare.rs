@@ -183,7 +183,9 @@ pub fn compare_sides(
             base.len()
         ));
     }
-    if settings.same_conversation {
+    let length_metrics_compared =
+        settings.metrics.is_empty() || settings.metrics.iter().any(|m| m.length_dependent());
+    if settings.same_conversation && length_metrics_compared {
         notes.push(
             "both sides replayed the same conversation (same scenario and seed per run): e2e, output_tok_s and session_wall are compared request by request".to_string(),
         );

@@ -6,10 +6,10 @@ use crate::cli::{Cli, Command};
 
 pub mod calibrate;
 pub mod compare;
-pub mod record;
-pub mod merge;
-pub mod history;
 pub mod fdlimit;
+pub mod history;
+pub mod merge;
+pub mod record;
 pub mod report;
 pub mod run;
 pub mod serve;

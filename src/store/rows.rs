@@ -256,7 +256,8 @@ impl From<&RequestRecord> for RequestRow {
             tpot_ns: r.tpot_ns(),
             overhead_ns: overhead.map(|(o, _)| o),
             overhead_source: overhead.map(|(_, s)| s),
-            chunk_count: u32::try_from(r.chunks.len() as u64 + r.chunks_dropped).unwrap_or(u32::MAX),
+            chunk_count: u32::try_from(r.chunks.len() as u64 + r.chunks_dropped)
+                .unwrap_or(u32::MAX),
             shard: None,
         }
     }

@@ -355,8 +355,15 @@ fn interrupted_status_and_unfinished_runs() {
     let mut lines: Vec<&str> = text.lines().collect();
     lines.insert(2, "7,sim-wafer,not-a-transport");
     std::fs::write(&finished_csv, lines.join("\n")).unwrap();
-    let err = LoadedRun::open(&dir).unwrap().records().unwrap_err().to_string();
-    assert!(err.contains("requests.csv") && err.contains("bad row"), "{err}");
+    let err = LoadedRun::open(&dir)
+        .unwrap()
+        .records()
+        .unwrap_err()
+        .to_string();
+    assert!(
+        err.contains("requests.csv") && err.contains("bad row"),
+        "{err}"
+    );
 }
 
 #[test]

@@ -112,6 +112,7 @@ transports = ["{transport}"]
 base_url = "{url}"
 api = "responses"
 api_key_env = "RECORD_TEST_KEY"
+model = "sim-wafer"
 store = true
 [[turns]]
 prompt = "Fix the failing test; my key is {KEY}."

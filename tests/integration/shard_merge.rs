@@ -142,6 +142,12 @@ async fn four_shards_merge_to_the_union_of_their_samples_and_match_a_single_run(
             c.transport
         );
         for (name, ms) in &c.metrics {
+            // One sample per new connection: 4 shard processes open their own connections,
+            // so this count differs from the single run's by design (the merge itself is
+            // checked against the union above).
+            if name == "connection_setup" {
+                continue;
+            }
             assert_eq!(mc.metrics[name].count, ms.count, "{name} count");
         }
     }

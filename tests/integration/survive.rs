@@ -261,10 +261,7 @@ async fn bad_gate_entries_and_baseline_names_fail_before_the_run() {
         std::fs::read_to_string(Path::new(env!("CARGO_MANIFEST_DIR")).join("scenarios/smoke.toml"))
             .unwrap();
     for (entry, says) in [
-        (
-            "connection_setup = \"+5ms\"",
-            "unknown metric \"connection_setup\"",
-        ),
+        ("dispatch_lag = \"+5ms\"", "unknown metric \"dispatch_lag\""),
         ("ttft = \"banana\"", "ttft"),
     ] {
         let text = smoke.replace("overhead = \"+10ms\"", entry);

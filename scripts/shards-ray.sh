@@ -7,7 +7,7 @@
 #
 # Cost: the venv is cached in ~/.cache/spark-bench/ray-venv (cold: ~50 s of pip; warm: 0).
 # Bounded: the whole step by STEP_TIMEOUT (default 240 s).
-source "$(dirname "$0")/../lib.sh"
+source "$(dirname "$0")/../.ci/lib.sh"
 
 RAY_VERSION="2.60.0"
 VENV="${XDG_CACHE_HOME:-$HOME/.cache}/spark-bench/ray-venv"
