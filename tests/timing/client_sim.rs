@@ -282,11 +282,9 @@ async fn faults_end_as_outcomes_and_the_session_recovers() {
             let r = s.ask(&t, "Go on.", sp).await;
             got.push((r.outcome, r.http_status));
         }
-        let status_fault = if kind == TransportKind::Ws {
-            OutcomeKind::ServerError
-        } else {
-            OutcomeKind::HttpStatus
-        };
+        // One behaviour, one kind on every transport: a 500 is `http-status` over WebSocket
+        // too (docs/hostile-servers.md).
+        let status_fault = OutcomeKind::HttpStatus;
         assert_eq!(
             got,
             vec![
