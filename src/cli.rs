@@ -391,7 +391,7 @@ Example:
 /// `spark-bench record`.
 #[derive(Debug, Args)]
 pub struct RecordArgs {
-    /// The real API's base URL, e.g. https://api.openai.com/v1 or http://127.0.0.1:8089/v1.
+    /// The real API's base URL, e.g. `https://api.openai.com/v1` or `http://127.0.0.1:8089/v1`.
     #[arg(long, value_name = "URL")]
     pub upstream: String,
     /// Address the proxy listens on; port 0 picks a free port (printed).

@@ -2,9 +2,9 @@
 //! chat completions and Responses (SSE and JSON) and the Responses WebSocket mode, which
 //! turns the live session it carried into a scenario TOML and a results directory.
 //!
-//! Owns: accepting downstream connections ([`relay`] for HTTP, [`ws`] for WebSockets, one
+//! Owns: accepting downstream connections (`relay` for HTTP, `ws` for WebSockets, one
 //! upstream connection per downstream connection), the in-memory log of exchanges, and
-//! turning that log into files ([`parse`] → [`build`] → [`write`], through [`privacy`]).
+//! turning that log into files ([`parse`] → [`build`] → [`write`](mod@write), through [`privacy`]).
 //! Bytes are forwarded as they arrive (each body frame or WebSocket message is passed on
 //! before it is looked at); the client's `Authorization` header is forwarded and never kept.
 //! Does not own: the scenario schema (`scenario`), the results contract (`store`).

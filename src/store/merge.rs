@@ -8,7 +8,7 @@
 //! origin and the earliest shard's, both read on the wall clock; the uncertainty of that
 //! mapping is recorded), the histograms (the shards' HdrHistogram logs added: lossless, so
 //! the merged percentiles are those of the union of the samples), the rows (see
-//! [`super::merge_rows`]), and the rebuilt summary, timeline and manifest.
+//! `store::merge_rows`), and the rebuilt summary, timeline and manifest.
 //! Does not own: rendering the report (`commands::merge` calls `report` afterwards).
 
 use std::path::{Path, PathBuf};
