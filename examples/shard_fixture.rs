@@ -37,6 +37,10 @@ fn main() -> anyhow::Result<()> {
         std::fs::remove_dir_all(&out)?;
     }
     let origin: u64 = 1_795_000_000_000_000_000;
+    // The whole plan every shard is a part of: the first shard's plan. Each shard's records
+    // are drawn with its own seed, but its manifest names this one plan (the fixture's plans
+    // hold no sessions, so a shard's plan is the whole plan plus `shard`).
+    let mut whole: Option<(serde_json::Value, String)> = None;
     for i in 0..shards {
         let root = out.join(format!("shard-{i}"));
         let o = SyntheticOptions {
@@ -47,19 +51,25 @@ fn main() -> anyhow::Result<()> {
             ..Default::default()
         };
         let dir = synthetic_run_with(&root, &o)?;
-        // Make it a shard of one plan: the fixture's plan (the same in every shard) with
-        // `shard` set, and a clock anchor.
         let path = dir.join("manifest.json");
         let mut m: serde_json::Value = serde_json::from_slice(&std::fs::read(&path)?)?;
-        let plan: spark_bench::plan::Plan = serde_json::from_value(m["plan"].clone())?;
-        let shard = serde_json::json!({
+        let (plan_json, hash) = whole.get_or_insert_with(|| {
+            let v = m["plan"].clone();
+            let h = serde_json::from_value::<spark_bench::plan::Plan>(v.clone())
+                .map(|p| plan_hash(&p))
+                .unwrap_or_default();
+            (v, h)
+        });
+        anyhow::ensure!(!hash.is_empty(), "the fixture's plan does not read back");
+        let mut plan = plan_json.clone();
+        plan["shard"] = serde_json::json!({
             "index": i,
             "count": shards,
-            "plan_hash": plan_hash(&plan),
-            "plan_load": m["plan"]["load"].clone(),
-            "plan_sessions": plan.load.sessions,
+            "plan_hash": hash,
+            "plan_load": plan["load"].clone(),
+            "plan_sessions": plan["load"]["sessions"].clone(),
         });
-        m["plan"]["shard"] = shard;
+        m["plan"] = plan;
         m["clock"] = serde_json::json!({
             "origin_unix_ns": origin + u64::from(i) * 1_000_000,
             "uncertainty_ns": 500,

@@ -302,6 +302,10 @@ pub struct ServeArgs {
     /// Seed for the simulator's timing and text.
     #[arg(long, default_value_t = 1)]
     pub seed: u64,
+    /// Set SO_REUSEPORT, so several `serve` processes share one port (the kernel spreads new
+    /// connections among them): past one process's open-file limit, or past one process's CPU.
+    #[arg(long)]
+    pub reuse_port: bool,
     /// WebSocket connection lifetime before `websocket_connection_limit_reached`.
     #[arg(long, value_name = "DURATION", default_value = "60m", value_parser = humantime::parse_duration)]
     pub ws_lifetime: std::time::Duration,

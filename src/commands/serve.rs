@@ -26,10 +26,20 @@ pub async fn execute(args: ServeArgs) -> anyhow::Result<u8> {
     if args.tls {
         cfg.tls = Some(crate::tls::SelfSigned::generate()?);
     }
-    let listener = tokio::net::TcpListener::bind(&args.listen)
+    // Every connection holds a descriptor: a soft limit of 1024 would cap the server at
+    // about a thousand WebSocket sessions.
+    let fds = crate::runner::resources::raise_nofile();
+    let listener = listen(&args.listen, args.reuse_port)
         .await
         .map_err(|e| anyhow::anyhow!("cannot listen on --listen {}: {e}", args.listen))?;
     let addr = listener.local_addr()?;
+    if args.reuse_port {
+        errln!(
+            "SO_REUSEPORT: other `serve --reuse-port` processes on {addr} share its connections; open-file limit {} (hard {})",
+            fds.granted,
+            fds.hard
+        );
+    }
     let scheme = if args.tls { "https" } else { "http" };
     let base = format!("{scheme}://{addr}/v1");
     // Printing is best effort: a closed stdout (e.g. a parent that read the URL and went
@@ -59,6 +69,27 @@ pub async fn execute(args: ServeArgs) -> anyhow::Result<u8> {
     drop(pem);
     served?;
     Ok(super::EXIT_OK)
+}
+
+/// Binds `spec` (`HOST:PORT`). With `reuse_port`, SO_REUSEPORT is set, so several `serve`
+/// processes can listen on one port and the kernel spreads new connections among them
+/// (each process then holds only its share of the open connections).
+async fn listen(spec: &str, reuse_port: bool) -> std::io::Result<tokio::net::TcpListener> {
+    let addr = tokio::net::lookup_host(spec).await?.next().ok_or_else(|| {
+        std::io::Error::new(std::io::ErrorKind::InvalidInput, "no address to bind")
+    })?;
+    let socket = if addr.is_ipv4() {
+        tokio::net::TcpSocket::new_v4()?
+    } else {
+        tokio::net::TcpSocket::new_v6()?
+    };
+    socket.set_reuseaddr(true)?;
+    if reuse_port {
+        socket.set_reuseport(true)?;
+    }
+    socket.bind(addr)?;
+    // The kernel caps the backlog at net.core.somaxconn.
+    socket.listen(4096)
 }
 
 /// The simulator's certificate in a file for clients (`curl --cacert`): in a directory of

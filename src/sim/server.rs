@@ -120,15 +120,31 @@ async fn serve_with_trace(
     };
     let root = CancellationToken::new();
     let conn_no = AtomicU64::new(0);
+    let mut accept_errors = 0u64;
     tokio::pin!(shutdown);
     loop {
         let (tcp, _peer) = tokio::select! {
             _ = &mut shutdown => break,
             r = listener.accept() => match r {
                 Ok(x) => x,
-                // Accept errors (e.g. too many open files) are transient: keep serving.
-                Err(_) => {
-                    tokio::time::sleep(Duration::from_millis(5)).await;
+                // Accept errors (e.g. too many open files) are transient: keep serving. But
+                // a connection that waits in the listen backlog waits in the client's figures
+                // too (its WebSocket upgrade or first byte comes late), so say so: on the
+                // first error and about once a second while they go on.
+                Err(e) => {
+                    if accept_errors % ACCEPT_WARN_EVERY == 0 {
+                        errln!(
+                            "simulator: cannot accept a connection: {e} ({} so far); new connections wait in the listen backlog, and their clients' latencies include that wait{}",
+                            accept_errors + 1,
+                            if e.raw_os_error() == Some(libc::EMFILE) {
+                                " (raise the open-file limit, or run more `serve --reuse-port` processes on this port)"
+                            } else {
+                                ""
+                            }
+                        );
+                    }
+                    accept_errors += 1;
+                    tokio::time::sleep(ACCEPT_RETRY).await;
                     continue;
                 }
             },
@@ -175,6 +191,11 @@ async fn serve_with_trace(
     root.cancel();
     Ok(())
 }
+
+/// Wait before accepting again after an accept error.
+const ACCEPT_RETRY: Duration = Duration::from_millis(5);
+/// Accept errors between two warnings (about a second of retries).
+const ACCEPT_WARN_EVERY: u64 = 200;
 
 /// A simulator running in a background task. Dropping it stops the server.
 pub struct SimHandle {

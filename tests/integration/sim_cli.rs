@@ -14,39 +14,53 @@ impl Drop for Kill {
     }
 }
 
-#[tokio::test]
-async fn serve_prints_a_url_and_answers_chat_and_responses() {
+/// Starts `spark-bench serve ARGS` and returns it with the first line it printed (the
+/// URL), or None when it exited before printing one.
+fn serve(args: &[&str]) -> (Kill, Option<String>) {
     let mut child = Command::new(env!("CARGO_BIN_EXE_spark-bench"))
-        .args([
-            "serve",
-            "--profile",
-            "wafer",
-            "--listen",
-            "127.0.0.1:0",
-            "--seed",
-            "3",
-        ])
+        .arg("serve")
+        .args(args)
         .stdout(Stdio::piped())
-        .stderr(Stdio::inherit())
+        .stderr(Stdio::piped())
         .spawn()
         .unwrap();
     let stdout = child.stdout.take().unwrap();
-    let child = Kill(child);
     let mut reader = BufReader::new(stdout);
     let mut line = String::new();
-    reader.read_line(&mut line).unwrap();
+    let n = reader.read_line(&mut line).unwrap();
     // Keep draining stdout: closing the pipe early would make the server's later prints fail.
     std::thread::spawn(move || std::io::copy(&mut reader, &mut std::io::sink()));
+    (Kill(child), (n > 0).then_some(line))
+}
+
+/// The address in a `… listening on http://HOST:PORT/v1` line.
+fn addr_of(line: &str) -> std::net::SocketAddr {
+    line.trim()
+        .rsplit(' ')
+        .next()
+        .unwrap()
+        .trim_start_matches("http://")
+        .trim_end_matches("/v1")
+        .parse()
+        .unwrap()
+}
+
+#[tokio::test]
+async fn serve_prints_a_url_and_answers_chat_and_responses() {
+    let (child, line) = serve(&[
+        "--profile",
+        "wafer",
+        "--listen",
+        "127.0.0.1:0",
+        "--seed",
+        "3",
+    ]);
+    let line = line.expect("serve printed its URL");
     assert!(
         line.starts_with("spark-bench simulator (profile wafer) listening on http://127.0.0.1:"),
         "{line}"
     );
-    let url = line.trim().rsplit(' ').next().unwrap().to_string();
-    let addr: std::net::SocketAddr = url
-        .trim_start_matches("http://")
-        .trim_end_matches("/v1")
-        .parse()
-        .unwrap();
+    let addr = addr_of(&line);
     let mut c = h1(open(addr, None, None, &[]).await.io).await;
     let r = post(&mut c, "/chat/completions", r#"{"model":"sim","stream":true,"max_tokens":30,"messages":[{"role":"user","content":"hi"}]}"#, &[]).await;
     assert_eq!(r.status, 200);
@@ -149,4 +163,92 @@ async fn serve_tls_prints_the_certificate_path_and_serves_https() {
     let status = child.0.wait().unwrap();
     assert!(status.success(), "{status:?}");
     assert!(!pem_path.exists() && !dir.exists(), "{}", dir.display());
+}
+
+#[tokio::test]
+async fn serve_reuse_port_lets_several_processes_share_one_port() {
+    let (first, line) = serve(&[
+        "--profile",
+        "fast",
+        "--listen",
+        "127.0.0.1:0",
+        "--reuse-port",
+    ]);
+    let addr = addr_of(&line.expect("first serve printed its URL"));
+    let spec = addr.to_string();
+    let (second, line) = serve(&["--profile", "fast", "--listen", &spec, "--reuse-port"]);
+    assert_eq!(addr_of(&line.expect("second serve printed its URL")), addr);
+    // Without the flag the port is taken: a clear error and a non-zero exit.
+    let (mut third, line) = serve(&["--profile", "fast", "--listen", &spec]);
+    assert_eq!(line, None);
+    let out = third.0.wait().unwrap();
+    assert!(!out.success());
+    let mut err = String::new();
+    std::io::Read::read_to_string(third.0.stderr.as_mut().unwrap(), &mut err).unwrap();
+    assert!(
+        err.contains(&format!("cannot listen on --listen {spec}")),
+        "{err}"
+    );
+    // With the first process gone, the second still answers on the shared port.
+    drop(first);
+    let mut c = h1(open(addr, None, None, &[]).await.io).await;
+    let r = post(&mut c, "/chat/completions", r#"{"model":"sim","stream":true,"max_tokens":5,"messages":[{"role":"user","content":"hi"}]}"#, &[]).await;
+    assert_eq!(r.status, 200);
+    assert_eq!(r.events.last().unwrap().data, "[DONE]");
+    drop(second);
+}
+
+#[tokio::test]
+async fn serve_says_when_it_cannot_accept_and_serves_again_after() {
+    use std::os::unix::process::CommandExt;
+    // A server that may hold 48 descriptors: the connections past that wait in the backlog.
+    let mut cmd = Command::new(env!("CARGO_BIN_EXE_spark-bench"));
+    cmd.args(["serve", "--profile", "fast", "--listen", "127.0.0.1:0"])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped());
+    // SAFETY: only setrlimit (async-signal-safe) runs between fork and exec.
+    unsafe {
+        cmd.pre_exec(|| {
+            let lim = libc::rlimit {
+                rlim_cur: 48,
+                rlim_max: 48,
+            };
+            if libc::setrlimit(libc::RLIMIT_NOFILE, &lim) != 0 {
+                return Err(std::io::Error::last_os_error());
+            }
+            Ok(())
+        });
+    }
+    let mut child = Kill(cmd.spawn().unwrap());
+    let mut out = BufReader::new(child.0.stdout.take().unwrap());
+    let mut line = String::new();
+    out.read_line(&mut line).unwrap();
+    std::thread::spawn(move || std::io::copy(&mut out, &mut std::io::sink()));
+    let addr = addr_of(&line);
+    let (tx, rx) = std::sync::mpsc::channel();
+    let err = BufReader::new(child.0.stderr.take().unwrap());
+    std::thread::spawn(move || {
+        for l in err.lines().map_while(Result::ok) {
+            let _ = tx.send(l);
+        }
+    });
+    let mut held = Vec::new();
+    for _ in 0..64 {
+        held.push(tokio::net::TcpStream::connect(addr).await.unwrap());
+    }
+    let warning = loop {
+        let l = rx
+            .recv_timeout(std::time::Duration::from_secs(10))
+            .expect("serve warned about the connections it could not accept");
+        if l.contains("cannot accept") {
+            break l;
+        }
+    };
+    assert!(warning.contains("listen backlog"), "{warning}");
+    assert!(warning.contains("open-file limit"), "{warning}");
+    drop(held);
+    // Once descriptors are free again it serves.
+    let mut c = h1(open(addr, None, None, &[]).await.io).await;
+    let r = post(&mut c, "/chat/completions", r#"{"model":"sim","stream":true,"max_tokens":5,"messages":[{"role":"user","content":"hi"}]}"#, &[]).await;
+    assert_eq!(r.status, 200);
 }
