@@ -74,10 +74,68 @@ pub fn synthetic_run(dir: &Path, n_requests: u64, seed: u64) -> anyhow::Result<P
 
 /// Writes a synthetic run with explicit options; returns the run directory.
 pub fn synthetic_run_with(dir: &Path, o: &SyntheticOptions) -> anyhow::Result<PathBuf> {
-    let plan = plan(o);
+    write_run(dir, o, &plan(o), None)
+}
+
+/// Writes `count` shards of one synthetic plan under `root/shard-I/` (for timing `merge` on
+/// large inputs without running them): `total` measured requests in all, each shard's
+/// records drawn with its own seed, every manifest naming the same whole plan and plan hash,
+/// and clock anchors 1 ms apart. Returns the shard directories in index order.
+pub fn synthetic_shards(
+    root: &Path,
+    count: u32,
+    total: u64,
+    tokens: u32,
+) -> anyhow::Result<Vec<PathBuf>> {
+    anyhow::ensure!(count > 0, "at least one shard");
+    let base = SyntheticOptions {
+        requests: total / u64::from(count),
+        seed: 100,
+        tokens: (tokens, tokens),
+        concurrency: count.max(4),
+        ..SyntheticOptions::default()
+    };
+    let whole = plan(&base);
+    let hash = crate::plan::shard::plan_hash(&whole);
+    let origin: u64 = 1_795_000_000_000_000_000;
+    (0..count)
+        .map(|index| {
+            let mut shard = whole.clone();
+            shard.shard = Some(crate::plan::shard::Shard {
+                index,
+                count,
+                plan_hash: hash.clone(),
+                plan_load: whole.load.clone(),
+                plan_sessions: whole.load.sessions,
+            });
+            let o = SyntheticOptions {
+                seed: base.seed + u64::from(index),
+                ..base.clone()
+            };
+            let anchor = crate::clock::Anchor {
+                origin_unix_ns: origin + u64::from(index) * 1_000_000,
+                uncertainty_ns: 500,
+                how: "synthetic fixture".into(),
+            };
+            write_run(
+                &root.join(format!("shard-{index}")),
+                &o,
+                &shard,
+                Some(anchor),
+            )
+        })
+        .collect()
+}
+
+fn write_run(
+    dir: &Path,
+    o: &SyntheticOptions,
+    plan: &Plan,
+    anchor: Option<crate::clock::Anchor>,
+) -> anyhow::Result<PathBuf> {
     let mut w = RunWriter::create(
         dir,
-        &plan,
+        plan,
         &[
             "spark-bench".into(),
             "run".into(),
@@ -143,6 +201,9 @@ pub fn synthetic_run_with(dir: &Path, o: &SyntheticOptions) -> anyhow::Result<Pa
             }
             clock += 1_000 * MS;
         }
+    }
+    if let Some(anchor) = anchor {
+        w.set_clock(anchor);
     }
     Ok(w.finish(o.status, &rec)?)
 }

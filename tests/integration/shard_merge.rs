@@ -234,3 +234,36 @@ async fn four_shards_merge_to_the_union_of_their_samples_and_match_a_single_run(
     let o = merge(&[&single], &tmp.path().join("notashard"), &[]).await;
     assert!(texts(&o).1.contains("is not a shard"), "{:?}", texts(&o));
 }
+
+/// The fixture behind `scripts/merge-1m.sh` (`examples/shard_fixture.rs`) writes shards that
+/// `merge` takes: one plan hash, every shard's rows in the merged files, ids disjoint.
+#[tokio::test]
+async fn the_synthetic_shard_fixture_merges() {
+    let tmp = tempfile::tempdir().unwrap();
+    let dirs =
+        spark_bench::report::fixture::synthetic_shards(&tmp.path().join("fx"), 4, 800, 8).unwrap();
+    assert_eq!(dirs.len(), 4);
+    let refs: Vec<&Path> = dirs.iter().map(PathBuf::as_path).collect();
+    let out = tmp.path().join("merged");
+    let o = merge(&refs, &out, &[]).await;
+    assert!(o.status.success(), "{:?}", texts(&o));
+    let shard_rows: usize = dirs
+        .iter()
+        .map(|d| csv_maps(&d.join("requests.csv")).len())
+        .sum();
+    let merged = csv_maps(&out.join("requests.csv"));
+    assert_eq!(merged.len(), shard_rows);
+    let ids: HashSet<&str> = merged.iter().map(|r| r["id"].as_str()).collect();
+    assert_eq!(ids.len(), merged.len(), "request ids are disjoint");
+    let run = LoadedRun::open(&out).unwrap();
+    let measured: u64 = run.summary.cells.iter().map(|c| c.requests).sum();
+    let shards_measured: u64 = dirs
+        .iter()
+        .map(|d| {
+            let r = LoadedRun::open(d).unwrap();
+            r.summary.cells.iter().map(|c| c.requests).sum::<u64>()
+        })
+        .sum();
+    assert_eq!(measured, shards_measured);
+    assert!(measured >= 800, "{measured}");
+}
