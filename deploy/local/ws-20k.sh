@@ -20,7 +20,7 @@ set -euo pipefail
 cd "$(dirname "$0")/../.."
 OUT=${1:-target/ws-20k}
 SIM_PROCS=${SIM_PROCS:-2}
-BIN=target/release/spark-bench
+BIN=${BIN:-target/release/spark-bench}
 [ -x "$BIN" ] || cargo build --release --locked
 rm -rf "$OUT"; mkdir -p "$OUT"
 ulimit -Hn 1048576 2>/dev/null || true
