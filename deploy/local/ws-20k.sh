@@ -4,10 +4,11 @@
 #
 #   bash deploy/local/ws-20k.sh [OUT_DIR]      (default target/ws-20k; about 1 minute)
 #
-# The server side: SIM_PROCS `spark-bench serve --reuse-port` processes (default 2) sharing
-# one port, so that no process needs more descriptors than the machine's hard open-file
-# limit allows (20,000 here, and not raisable inside this sandbox): one process could not
-# accept the last sessions, which would then wait in the listen backlog. Every shard points
+# The server side: SIM_PROCS `spark-bench serve --reuse-port` processes (default 2, more when
+# the open-file limit is below ~10,500) share one port, so that no process needs more
+# descriptors than the hard open-file limit allows (20,000 in this sandbox, and not
+# raisable): one process could not accept the last sessions, which would then wait in its
+# listen backlog. Every shard points
 # at the same URL, so all four have one plan and one plan hash.
 #
 # Prints each shard's open-file limit, peak sessions and memory per session (from its
@@ -19,13 +20,16 @@
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 OUT=${1:-target/ws-20k}
-SIM_PROCS=${SIM_PROCS:-2}
 BIN=${BIN:-target/release/spark-bench}
 [ -x "$BIN" ] || cargo build --release --locked
 rm -rf "$OUT"; mkdir -p "$OUT"
 ulimit -Hn 1048576 2>/dev/null || true
 ulimit -n "$(ulimit -Hn)"
 echo "open-file limit of this shell: $(ulimit -n) (hard $(ulimit -Hn))"
+# Enough simulator processes that each holds its share of 20,000 connections with room to
+# spare (at least 2: one port shared is part of what this shows).
+SIM_PROCS=${SIM_PROCS:-$(( 20000 / ($(ulimit -n) - 500) + 1 ))}
+[ "$SIM_PROCS" -ge 2 ] || SIM_PROCS=2
 
 PORT=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])')
 sed "s#127.0.0.1:18089#127.0.0.1:$PORT#" deploy/local/ws-hold.toml >"$OUT/ws-hold.toml"
