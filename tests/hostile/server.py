@@ -205,6 +205,13 @@ def http_fault(fault, sock, req_headers):
         # Deltas as fast as the socket takes them, never completed.
         sock.sendall(sse_head() + chunk(sse(*GOOD_EVENTS[0])))
         send_forever(sock, chunk(sse(*GOOD_EVENTS[1]) * 2000))
+    elif fault == "many-chunks":
+        # More content chunks than a record keeps (100,000), then a proper end with usage.
+        n = 100_005
+        done = completed()
+        done["response"]["usage"]["output_tokens"] = n
+        body = sse(*GOOD_EVENTS[0]) + sse("response.output_text.delta", delta("x")) * n
+        sock.sendall(sse_head() + chunk(body) + chunk(sse("response.completed", done)) + b"0\r\n\r\n")
     elif fault == "wrong-content-type":
         sock.sendall(full_response(200, "OK", "text/html", b"<html><body>Welcome to nginx!</body></html>"))
     elif fault == "http10-close-delimited":

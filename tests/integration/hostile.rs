@@ -187,6 +187,21 @@ fn every_fault_is_one_record_of_its_kind_on_every_transport() {
         "{}\n(peak RSS {peak_mb:.0} MB, {wall:?})",
         wrong.join("\n")
     );
+    // Past the 100,000 chunks a record keeps: every chunk counted, the tokens from the
+    // server's usage, only the kept chunks in chunks.csv.
+    let rows = crate::binary::csv_maps(&run.join("requests.csv"));
+    let many = rows
+        .iter()
+        .find(|r| r["target"] == "many-chunks")
+        .expect("the many-chunks record");
+    assert_eq!(many["chunk_count"], "100005");
+    assert_eq!(many["output_tokens"], "100005");
+    assert_eq!(many["token_source"], "server-usage");
+    let kept = crate::binary::csv_maps(&run.join("chunks.csv"))
+        .iter()
+        .filter(|c| c["request_id"] == many["id"])
+        .count();
+    assert_eq!(kept, spark_bench::transport::limits::CHUNKS_KEPT);
     for name in ["requests.csv", "timeline.json", "manifest.json"] {
         let p = run.join(name);
         if let Ok(text) = std::fs::read_to_string(&p) {
