@@ -41,7 +41,7 @@
 
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::Arc;
-use std::time::{Duration, Instant};
+use std::time::Instant;
 
 use tokio_util::sync::CancellationToken;
 
@@ -104,25 +104,7 @@ fn parse_args() -> Args {
 }
 
 fn target(sim: &SimHandle) -> Target {
-    Target {
-        name: "sim-firehose".into(),
-        base_url: Some(sim.base_url.clone()),
-        sim_profile: None,
-        api: ApiFlavour::Responses,
-        model: "sim-firehose".into(),
-        api_key_env: None,
-        hardware: "simulated".into(),
-        headers: Default::default(),
-        store: false,
-        ws_warmup: false,
-        request_timing: false,
-        request_timeout: Duration::from_secs(120),
-        stall_timeout: Duration::from_secs(30),
-        transports: TransportKind::ALL.to_vec(),
-        net: Default::default(),
-        ignore_eos: false,
-        sim_profile_file: None,
-    }
+    spark_bench::plan::targets::running_sim("sim-firehose", "sim-firehose", &sim.base_url)
 }
 
 fn percentile(sorted: &[u64], p: f64) -> u64 {

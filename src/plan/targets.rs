@@ -93,6 +93,32 @@ fn sim_target(name: &str, profile: &str, hardware: &str) -> Target {
     }
 }
 
+/// A Responses-API target at a simulator that is already running at `base_url` (so not
+/// the embedded one a run starts): no WebSocket warm-up, no server timing, a 120 s request
+/// and 30 s stall limit, every transport. `calibrate` and the ingest benchmark measure
+/// spark-bench's own cost against such a simulator.
+pub fn running_sim(name: &str, model: &str, base_url: &str) -> Target {
+    Target {
+        name: name.to_string(),
+        base_url: Some(base_url.to_string()),
+        sim_profile: None,
+        api: ApiFlavour::Responses,
+        model: model.to_string(),
+        api_key_env: None,
+        hardware: "simulated".into(),
+        headers: Default::default(),
+        store: false,
+        ws_warmup: false,
+        request_timing: false,
+        request_timeout: Duration::from_secs(120),
+        stall_timeout: Duration::from_secs(30),
+        transports: TransportKind::ALL.to_vec(),
+        net: Default::default(),
+        ignore_eos: false,
+        sim_profile_file: None,
+    }
+}
+
 /// True for names usable as a directory name: `[A-Za-z0-9._-]+`, not starting with `.`.
 pub fn is_valid_name(name: &str) -> bool {
     !name.is_empty()

@@ -165,25 +165,11 @@ async fn stream(rate: f64, secs: f64) -> anyhow::Result<Ingest> {
     let cert = crate::tls::SelfSigned::generate()?;
     cfg.tls = Some(cert.clone());
     let sim = crate::sim::spawn(cfg).await?;
-    let target = Arc::new(crate::plan::Target {
-        name: "calibrate".into(),
-        base_url: Some(sim.base_url.clone()),
-        sim_profile: None,
-        api: ApiFlavour::Responses,
-        model: "sim-fast".into(),
-        api_key_env: None,
-        hardware: "simulated".into(),
-        headers: Default::default(),
-        store: false,
-        ws_warmup: false,
-        request_timing: false,
-        request_timeout: Duration::from_secs(120),
-        stall_timeout: Duration::from_secs(30),
-        transports: TransportKind::ALL.to_vec(),
-        net: Default::default(),
-        ignore_eos: false,
-        sim_profile_file: None,
-    });
+    let target = Arc::new(crate::plan::targets::running_sim(
+        "calibrate",
+        "sim-fast",
+        &sim.base_url,
+    ));
     let clock = crate::clock::Clock::start();
     let connector = Arc::new(Connector::new(
         &target,

@@ -14,8 +14,40 @@ use hdrhistogram::serialization::interval_log::{
 use hdrhistogram::serialization::{Deserializer, V2DeflateSerializer};
 use hdrhistogram::Histogram;
 
-use super::{write_atomic, Result, StoreError};
-use crate::recorder::{new_histogram, CellKey, Metric};
+use super::{check_name, write_atomic, Result, StoreError, HISTOGRAMS_DIR};
+use crate::recorder::{new_histogram, CellKey, Metric, Recorder};
+
+/// Writes every histogram of `recorder` under `run_dir/histograms/<target>/<transport>/`
+/// as `<metric>.hlog`, each one interval from `start` lasting `length`. Target and
+/// transport names are checked as directory names first.
+pub(super) fn write_histograms(
+    run_dir: &Path,
+    recorder: &Recorder,
+    start: SystemTime,
+    length: Duration,
+) -> Result<()> {
+    for (cell, metric, h) in recorder.histograms() {
+        check_name("target", &cell.target)?;
+        check_name("transport", &cell.transport)?;
+        let dir = run_dir
+            .join(HISTOGRAMS_DIR)
+            .join(&cell.target)
+            .join(&cell.transport);
+        std::fs::create_dir_all(&dir).map_err(|source| StoreError::CreateDir {
+            path: dir.clone(),
+            source,
+        })?;
+        write_hlog(
+            &dir.join(format!("{}.hlog", metric.name())),
+            cell,
+            metric,
+            h,
+            start,
+            length,
+        )?;
+    }
+    Ok(())
+}
 
 /// Writes `h` as an interval log at `path`: one interval from `start` lasting `length`.
 /// Values are in the metric's stored unit; the "max" column is in its natural unit (e.g.

@@ -17,10 +17,10 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 use serde::{Deserialize, Serialize};
 
 use super::manifest::{rfc3339, LoadRecord, Resources, RunStatus};
-use super::merge_rows::{Shift, Writers};
+use super::merge_rows::{shift_instants, Shift, Writers};
 use super::reader::{LoadedRun, TimelineFile, TIMELINE_SCHEMA_VERSION};
-use super::{check_name, hlog, write_json, Result, StoreError};
-use super::{HISTOGRAMS_DIR, MANIFEST_FILE, SUMMARY_FILE, TIMELINE_FILE};
+use super::{hlog, write_json, Result, StoreError};
+use super::{MANIFEST_FILE, SUMMARY_FILE, TIMELINE_FILE};
 use crate::plan::shard::plan_hash;
 use crate::plan::Plan;
 use crate::recorder::harness::{Harness, Thresholds, Verdict};
@@ -262,26 +262,7 @@ pub fn merge(
         },
     )?;
     let origin = UNIX_EPOCH + Duration::from_nanos(reference.origin_unix_ns);
-    for (cell, metric, h) in rec.histograms() {
-        check_name("target", &cell.target)?;
-        check_name("transport", &cell.transport)?;
-        let dir = out
-            .join(HISTOGRAMS_DIR)
-            .join(&cell.target)
-            .join(&cell.transport);
-        std::fs::create_dir_all(&dir).map_err(|source| StoreError::CreateDir {
-            path: dir.clone(),
-            source,
-        })?;
-        hlog::write_hlog(
-            &dir.join(format!("{}.hlog", metric.name())),
-            cell,
-            metric,
-            h,
-            origin,
-            Duration::from_nanos(end_ns),
-        )?;
-    }
+    hlog::write_histograms(out, &rec, origin, Duration::from_nanos(end_ns))?;
 
     let record = MergeRecord {
         plan_hash: first.plan_hash.clone(),
@@ -418,18 +399,7 @@ fn merged_timeline(
             for r in &mut t.requests {
                 r.id += m.id_offset;
                 r.connection_id += m.connection_id_offset;
-                r.intended_ns = at(r.intended_ns);
-                r.dispatch_ns = at(r.dispatch_ns);
-                for v in [
-                    &mut r.request_written_ns,
-                    &mut r.response_headers_ns,
-                    &mut r.first_event_ns,
-                    &mut r.first_token_ns,
-                    &mut r.last_token_ns,
-                    &mut r.end_ns,
-                ] {
-                    *v = v.map(at);
-                }
+                shift_instants!(*r, m.offset_ns);
                 for c in &mut r.chunks {
                     c.at_ns = at(c.at_ns);
                 }

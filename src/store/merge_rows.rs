@@ -12,10 +12,37 @@ use std::io::BufWriter;
 use std::path::Path;
 
 use super::rows::{ChunkRow, RequestRow, SessionRow};
+use super::writer::flush_csvs;
 use super::{Result, StoreError, CHUNKS_FILE, REQUESTS_FILE, SESSIONS_FILE};
 use crate::recorder::Recorder;
 
 type Out = csv::Writer<BufWriter<File>>;
+
+/// Moves a request's instants (ns since its run started) `offset_ns` later, onto the merged
+/// axis: `intended_ns`, `dispatch_ns` and the optional phase instants from
+/// `request_written_ns` to `end_ns`. A macro because two types with these fields are moved
+/// alike: a `RequestRow` streamed into the merged `requests.csv` and a `RequestRecord` of a
+/// sampled session's timeline.
+macro_rules! shift_instants {
+    ($request:expr, $offset_ns:expr) => {{
+        let offset_ns: u64 = $offset_ns;
+        let r = &mut $request;
+        let at = |v: u64| v + offset_ns;
+        r.intended_ns = at(r.intended_ns);
+        r.dispatch_ns = at(r.dispatch_ns);
+        for v in [
+            &mut r.request_written_ns,
+            &mut r.response_headers_ns,
+            &mut r.first_event_ns,
+            &mut r.first_token_ns,
+            &mut r.last_token_ns,
+            &mut r.end_ns,
+        ] {
+            *v = v.map(at);
+        }
+    }};
+}
+pub(super) use shift_instants;
 
 /// The merged CSV files being written.
 pub(super) struct Writers {
@@ -122,18 +149,7 @@ impl Writers {
             added.requests += 1;
             row.id += shift.id_base;
             row.connection_id += shift.connection_base;
-            row.intended_ns = at(row.intended_ns);
-            row.dispatch_ns = at(row.dispatch_ns);
-            for v in [
-                &mut row.request_written_ns,
-                &mut row.response_headers_ns,
-                &mut row.first_event_ns,
-                &mut row.first_token_ns,
-                &mut row.last_token_ns,
-                &mut row.end_ns,
-            ] {
-                *v = v.map(at);
-            }
+            shift_instants!(row, shift.offset_ns);
             row.shard = Some(shift.shard);
             self.requests.serialize(&row).map_err(werr(&out_path))?;
             let chunks = u64::from(row.chunk_count);
@@ -220,17 +236,12 @@ impl Writers {
 
     /// Flushes the three files.
     pub(super) fn finish(mut self) -> Result<()> {
-        for (w, name) in [
-            (&mut self.requests, REQUESTS_FILE),
-            (&mut self.chunks, CHUNKS_FILE),
-            (&mut self.sessions, SESSIONS_FILE),
-        ] {
-            w.flush().map_err(|source| StoreError::Write {
-                path: self.dir.join(name),
-                source,
-            })?;
-        }
-        Ok(())
+        flush_csvs(
+            &self.dir,
+            &mut self.requests,
+            &mut self.chunks,
+            &mut self.sessions,
+        )
     }
 }
 

@@ -13,8 +13,8 @@ use super::rows::{
     ChunkRow, RequestRow, SessionRow, CHUNK_COLUMNS, REQUEST_COLUMNS, SESSION_COLUMNS,
 };
 use super::{
-    check_name, hlog, write_json, Result, StoreError, CHUNKS_FILE, HISTOGRAMS_DIR, MANIFEST_FILE,
-    REQUESTS_FILE, SESSIONS_FILE, SUMMARY_FILE, TIMELINE_FILE,
+    hlog, write_json, Result, StoreError, CHUNKS_FILE, MANIFEST_FILE, REQUESTS_FILE, SESSIONS_FILE,
+    SUMMARY_FILE, TIMELINE_FILE,
 };
 use crate::plan::Plan;
 use crate::recorder::{Recorder, Summary};
@@ -26,6 +26,26 @@ use crate::vocab::{RequestRecord, SessionRecord};
 pub const FLUSH_EVERY: usize = 16;
 
 type CsvOut = csv::Writer<BufWriter<File>>;
+
+/// Flushes a results directory's three CSV writers to the OS; an error names the file.
+pub(super) fn flush_csvs(
+    dir: &Path,
+    requests: &mut CsvOut,
+    chunks: &mut CsvOut,
+    sessions: &mut CsvOut,
+) -> Result<()> {
+    for (w, name) in [
+        (requests, REQUESTS_FILE),
+        (chunks, CHUNKS_FILE),
+        (sessions, SESSIONS_FILE),
+    ] {
+        w.flush().map_err(|source| StoreError::Write {
+            path: dir.join(name),
+            source,
+        })?;
+    }
+    Ok(())
+}
 
 /// An open results directory being written.
 pub struct RunWriter {
@@ -204,17 +224,12 @@ impl RunWriter {
     /// Flushes every CSV file to the OS.
     pub fn flush(&mut self) -> Result<()> {
         self.unflushed = 0;
-        for (w, name) in [
-            (&mut self.requests, REQUESTS_FILE),
-            (&mut self.chunks, CHUNKS_FILE),
-            (&mut self.sessions, SESSIONS_FILE),
-        ] {
-            w.flush().map_err(|source| StoreError::Write {
-                path: self.dir.join(name),
-                source,
-            })?;
-        }
-        Ok(())
+        flush_csvs(
+            &self.dir,
+            &mut self.requests,
+            &mut self.chunks,
+            &mut self.sessions,
+        )
     }
 
     /// Flushes the CSVs, writes the histograms, `timeline.json` and `summary.json`, and marks
@@ -242,21 +257,7 @@ impl RunWriter {
     fn write_final(&mut self, recorder: &Recorder, ended: SystemTime) -> Result<()> {
         self.flush()?;
         let length = ended.duration_since(self.started).unwrap_or_default();
-        for (cell, metric, h) in recorder.histograms() {
-            check_name("target", &cell.target)?;
-            check_name("transport", &cell.transport)?;
-            let dir = self
-                .dir
-                .join(HISTOGRAMS_DIR)
-                .join(&cell.target)
-                .join(&cell.transport);
-            std::fs::create_dir_all(&dir).map_err(|source| StoreError::CreateDir {
-                path: dir.clone(),
-                source,
-            })?;
-            let path = dir.join(format!("{}.hlog", metric.name()));
-            hlog::write_hlog(&path, cell, metric, h, self.started, length)?;
-        }
+        hlog::write_histograms(&self.dir, recorder, self.started, length)?;
         write_json(
             &self.dir.join(TIMELINE_FILE),
             &TimelineFile {

@@ -11,6 +11,8 @@ use spark_bench::recorder::harness::Verdict;
 use spark_bench::runner::{self, Options};
 use spark_bench::store::{Calibration, Host, LoadedRun};
 
+use crate::support::run::plan_of;
+
 /// 40 one-turn sessions arriving at 50/s (Poisson) against the wafer simulator, no link.
 const SCENARIO: &str = r#"
 name = "harness"
@@ -43,14 +45,7 @@ fn near(measured: f64, truth: f64) -> bool {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_ordinary_run_carries_a_harness_section_that_matches_its_records() {
     let tmp = tempfile::tempdir().unwrap();
-    let scenario = spark_bench::scenario::parse("harness.toml", SCENARIO).unwrap();
-    let plan = spark_bench::plan::build(
-        &scenario,
-        "harness.toml",
-        SCENARIO.as_bytes(),
-        &Default::default(),
-    )
-    .unwrap();
+    let plan = plan_of("harness.toml", SCENARIO);
     // A calibration file, as `spark-bench calibrate` leaves it.
     let calibration = tmp.path().join("cache/calibration.json");
     let c = Calibration {

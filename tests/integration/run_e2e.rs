@@ -18,10 +18,6 @@ fn header_of(path: &Path) -> Vec<String> {
     rd.headers().unwrap().iter().map(String::from).collect()
 }
 
-fn assert_no_panic(stderr: &str) {
-    assert!(!stderr.contains("panicked"), "panic output:\n{stderr}");
-}
-
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn smoke_run_writes_the_whole_results_contract() {
     let tmp = tempfile::tempdir().unwrap();
@@ -465,9 +461,7 @@ think_time = "60s"
         let rows = std::fs::read_dir(&out)
             .ok()
             .and_then(|mut d| d.next())
-            .and_then(|e| std::fs::read_to_string(e.unwrap().path().join("requests.csv")).ok())
-            .map(|t| t.lines().count().saturating_sub(1))
-            .unwrap_or(0);
+            .map_or(0, |e| request_rows(&e.unwrap().path()));
         if rows >= 3 {
             break rows;
         }
@@ -489,69 +483,12 @@ think_time = "60s"
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn ctrl_c_writes_what_completed_and_exits_130() {
     let tmp = tempfile::tempdir().unwrap();
-    // ~300 requests at ~1 every 70 ms: about 20 s if nothing stops it.
-    let s = scenario(
-        tmp.path(),
-        "long.toml",
-        r#"
-name = "long"
-max_output_tokens = 8
-link = "rtt=5ms"
-[matrix]
-targets = ["sim-wafer"]
-transports = ["http-pooled", "ws"]
-[[turns]]
-prompt = "Say something short."
-think_time = "20ms"
-repeat = 300
-"#,
-    );
+    // ~300 requests per cell at ~1 every 70 ms: about 20 s if nothing stops it.
+    let s = scenario(tmp.path(), "long.toml", &long_scenario(8));
     let out = tmp.path().join("results");
-    let mut child = spark_bench(&[
-        "run",
-        s.to_str().unwrap(),
-        "--out",
-        out.to_str().unwrap(),
-        "--no-report",
-    ])
-    .spawn()
-    .unwrap();
-    let pid = child.id().unwrap();
-
     // Wait (on the file, not the clock) until completed requests are on disk.
-    let started = std::time::Instant::now();
-    let dir = loop {
-        let found = std::fs::read_dir(&out)
-            .ok()
-            .and_then(|mut d| d.next())
-            .map(|e| e.unwrap().path());
-        if let Some(dir) = found {
-            let rows = std::fs::read_to_string(dir.join("requests.csv"))
-                .map(|t| t.lines().count().saturating_sub(1))
-                .unwrap_or(0);
-            if rows >= 1 {
-                break dir;
-            }
-        }
-        assert!(
-            child.try_wait().unwrap().is_none(),
-            "the run ended before it could be interrupted"
-        );
-        assert!(
-            started.elapsed() < std::time::Duration::from_secs(60),
-            "no request row appeared in requests.csv within 60 s"
-        );
-        tokio::time::sleep(std::time::Duration::from_millis(20)).await;
-    };
-    let killed = std::process::Command::new("kill")
-        .args(["-INT", &pid.to_string()])
-        .status()
-        .unwrap();
-    assert!(killed.success());
-    let o = tokio::time::timeout(BIN_LIMIT, child.wait_with_output())
-        .await
-        .expect("spark-bench did not exit after SIGINT")
-        .unwrap();
+    let (child, dir) = start_run(&s, &out, 1).await;
+    let o = stop_with(child, "-INT").await;
     let (stdout, stderr) = texts(&o);
     assert_eq!(o.status.code(), Some(130), "{stdout}\n{stderr}");
     assert_no_panic(&stderr);

@@ -5,94 +5,49 @@
 //! baseline names) or not at all (an empty candidate) now fail first and clearly.
 
 use std::path::{Path, PathBuf};
-use std::time::{Duration, Instant};
+use std::process::Output;
 
 use spark_bench::store::{LoadedRun, RunStatus};
 
 use crate::binary::*;
 use crate::support::run::*;
 
-/// ~300 short streaming requests at ~1 every 25 ms per cell: long enough to be stopped.
-const LONG: &str = r#"
-name = "long"
-max_output_tokens = 64
-link = "rtt=5ms"
-[matrix]
-targets = ["sim-wafer"]
-transports = ["http-pooled", "ws"]
-[[turns]]
-prompt = "Say something short."
-think_time = "20ms"
-repeat = 300
-[gate]
-ttft = "+10%"
-"#;
-
-fn no_panic(stderr: &str) {
-    assert!(!stderr.contains("panicked"), "panic output:\n{stderr}");
+/// [`long_scenario`] with a `[gate]`, which a stopped run must not trip over.
+fn long() -> String {
+    long_scenario(64) + "[gate]\nttft = \"+10%\"\n"
 }
 
-fn request_rows(dir: &Path) -> usize {
-    std::fs::read_to_string(dir.join("requests.csv"))
-        .map(|t| t.lines().count().saturating_sub(1))
-        .unwrap_or(0)
+/// `report` on run `dir`, written to `out`.
+async fn report_on(dir: &Path, out: &Path) -> Output {
+    run_bin(
+        &[
+            "report",
+            dir.to_str().unwrap(),
+            "--out",
+            out.to_str().unwrap(),
+        ],
+        &[],
+    )
+    .await
 }
 
-/// Starts `run` on `scenario` into `out` and waits until `rows` requests are on disk.
-async fn start_run(scenario: &Path, out: &Path, rows: usize) -> (tokio::process::Child, PathBuf) {
-    let mut child = spark_bench(&[
-        "run",
-        scenario.to_str().unwrap(),
-        "--out",
-        out.to_str().unwrap(),
-        "--no-report",
-    ])
-    .spawn()
-    .unwrap();
-    let started = Instant::now();
-    loop {
-        let dir = std::fs::read_dir(out)
-            .ok()
-            .and_then(|mut d| d.next())
-            .map(|e| e.unwrap().path());
-        if let Some(dir) = dir.filter(|d| request_rows(d) >= rows) {
-            return (child, dir);
-        }
-        assert!(
-            child.try_wait().unwrap().is_none(),
-            "the run ended before it could be stopped"
-        );
-        assert!(
-            started.elapsed() < Duration::from_secs(60),
-            "no {rows} rows within 60 s"
-        );
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    }
-}
-
-fn signal(child: &tokio::process::Child, sig: &str) {
-    let pid = child.id().unwrap().to_string();
-    assert!(std::process::Command::new("kill")
-        .args([sig, &pid])
-        .status()
-        .unwrap()
-        .success());
+/// `compare` of run `base` with run `cand`, with `extra` arguments.
+async fn compare_runs(base: &Path, cand: &Path, extra: &[&str]) -> Output {
+    let mut argv = vec!["compare", base.to_str().unwrap(), cand.to_str().unwrap()];
+    argv.extend(extra);
+    run_bin(&argv, &[]).await
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn sigterm_is_ctrl_c_results_written_run_marked_interrupted_exit_130() {
     let tmp = tempfile::tempdir().unwrap();
-    let s = scenario(tmp.path(), "long.toml", LONG);
+    let s = scenario(tmp.path(), "long.toml", &long());
     let out = tmp.path().join("results");
     let (child, dir) = start_run(&s, &out, 2).await;
-    signal(&child, "-TERM");
-    let o = tokio::time::timeout(BIN_LIMIT, child.wait_with_output())
-        .await
-        .unwrap()
-        .unwrap();
+    let o = stop_with(child, "-TERM").await;
     let (stdout, stderr) = texts(&o);
     assert_eq!(o.status.code(), Some(130), "{stdout}\n{stderr}");
-    no_panic(&stderr);
+    assert_no_panic(&stderr);
     assert!(stderr.contains("SIGTERM"), "{stderr}");
     let run = LoadedRun::open(&dir).unwrap();
     assert_eq!(run.manifest.status, RunStatus::Interrupted);
@@ -105,14 +60,10 @@ async fn sigterm_is_ctrl_c_results_written_run_marked_interrupted_exit_130() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn sigkill_mid_stream_leaves_a_run_report_and_compare_read() {
     let tmp = tempfile::tempdir().unwrap();
-    let s = scenario(tmp.path(), "long.toml", LONG);
+    let s = scenario(tmp.path(), "long.toml", &long());
     let out = tmp.path().join("results");
     let (child, dir) = start_run(&s, &out, 20).await;
-    signal(&child, "-KILL");
-    let o = tokio::time::timeout(BIN_LIMIT, child.wait_with_output())
-        .await
-        .unwrap()
-        .unwrap();
+    let o = stop_with(child, "-KILL").await;
     assert_eq!(o.status.code(), None, "SIGKILL leaves no exit code");
     // What a crash leaves: the manifest still says running, no summary or histograms.
     assert!(!dir.join("summary.json").exists());
@@ -140,19 +91,10 @@ async fn sigkill_mid_stream_leaves_a_run_report_and_compare_read() {
     );
 
     let report = tmp.path().join("report");
-    let o = run_bin(
-        &[
-            "report",
-            dir.to_str().unwrap(),
-            "--out",
-            report.to_str().unwrap(),
-        ],
-        &[],
-    )
-    .await;
+    let o = report_on(&dir, &report).await;
     let (stdout, stderr) = texts(&o);
     assert_eq!(o.status.code(), Some(0), "{stdout}\n{stderr}");
-    no_panic(&stderr);
+    assert_no_panic(&stderr);
     assert!(stderr.contains("half-written"), "{stderr}");
     let md = std::fs::read_to_string(report.join("report.md")).unwrap();
     assert!(
@@ -161,13 +103,9 @@ async fn sigkill_mid_stream_leaves_a_run_report_and_compare_read() {
     );
 
     // compare against itself: read (same samples: PASS), with the notes.
-    let o = run_bin(
-        &["compare", dir.to_str().unwrap(), dir.to_str().unwrap()],
-        &[],
-    )
-    .await;
+    let o = compare_runs(&dir, &dir, &[]).await;
     let (stdout, stderr) = texts(&o);
-    no_panic(&stderr);
+    assert_no_panic(&stderr);
     assert_eq!(o.status.code(), Some(0), "{stdout}\n{stderr}");
     assert!(
         stdout.contains("half-written") && stdout.contains("running"),
@@ -206,47 +144,25 @@ async fn compare_refuses_an_empty_candidate_and_report_flags_a_truncated_csv() {
     let header = text.lines().next().unwrap().to_string();
     // Empty (the header only): exit 2 with a message, not PASS.
     std::fs::write(&csv, format!("{header}\n")).unwrap();
-    let o = run_bin(
-        &["compare", base.to_str().unwrap(), cand.to_str().unwrap()],
-        &[],
-    )
-    .await;
+    let o = compare_runs(&base, &cand, &[]).await;
     let (stdout, stderr) = texts(&o);
-    no_panic(&stderr);
+    assert_no_panic(&stderr);
     assert_eq!(o.status.code(), Some(2), "{stdout}\n{stderr}");
     assert!(stderr.contains("no requests in requests.csv"), "{stderr}");
     // Truncated at a row boundary: report and compare say so.
     let keep: Vec<&str> = text.lines().take(4).collect();
     std::fs::write(&csv, keep.join("\n") + "\n").unwrap();
     let report = tmp.path().join("report");
-    let o = run_bin(
-        &[
-            "report",
-            cand.to_str().unwrap(),
-            "--out",
-            report.to_str().unwrap(),
-        ],
-        &[],
-    )
-    .await;
+    let o = report_on(&cand, &report).await;
     let (_, stderr) = texts(&o);
     assert_eq!(o.status.code(), Some(0), "{stderr}");
     assert!(
         stderr.contains("has 3 rows but summary.json counts"),
         "{stderr}"
     );
-    let o = run_bin(
-        &[
-            "compare",
-            base.to_str().unwrap(),
-            cand.to_str().unwrap(),
-            "--allow-mismatch",
-        ],
-        &[],
-    )
-    .await;
+    let o = compare_runs(&base, &cand, &["--allow-mismatch"]).await;
     let (stdout, stderr) = texts(&o);
-    no_panic(&stderr);
+    assert_no_panic(&stderr);
     assert!(
         stdout.contains("has 3 rows but summary.json counts"),
         "{stdout}\n{stderr}"
@@ -365,7 +281,7 @@ repeat = 20
     )
     .await;
     let (stdout, stderr) = texts(&o);
-    no_panic(&stderr);
+    assert_no_panic(&stderr);
     assert_eq!(
         o.status.code(),
         Some(2),
@@ -389,26 +305,13 @@ repeat = 20
         run.row_notes()
     );
     let report = tmp.path().join("report");
-    let o = run_bin(
-        &[
-            "report",
-            dir.to_str().unwrap(),
-            "--out",
-            report.to_str().unwrap(),
-        ],
-        &[],
-    )
-    .await;
+    let o = report_on(&dir, &report).await;
     let (_, stderr) = texts(&o);
-    no_panic(&stderr);
+    assert_no_panic(&stderr);
     assert_eq!(o.status.code(), Some(0), "{stderr}");
-    let o = run_bin(
-        &["compare", dir.to_str().unwrap(), dir.to_str().unwrap()],
-        &[],
-    )
-    .await;
+    let o = compare_runs(&dir, &dir, &[]).await;
     let (stdout, stderr) = texts(&o);
-    no_panic(&stderr);
+    assert_no_panic(&stderr);
     assert!(
         matches!(o.status.code(), Some(0) | Some(2)),
         "{stdout}\n{stderr}"

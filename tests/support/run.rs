@@ -1,9 +1,11 @@
 //! Helpers for `spark-bench run` tests through the library: scenario files in temp dirs,
-//! [`run_lib`] (`load_plan` + `runner::run`), and a run's records read back.
+//! [`run_lib`] (`load_plan` + `runner::run`), a scenario's plan ([`plan_of`]), and a run's
+//! records read back.
 
 use std::path::{Path, PathBuf};
 
 use spark_bench::commands::run::load_plan;
+use spark_bench::plan::Plan;
 use spark_bench::runner::{self, Options, RunOutcome};
 use spark_bench::store::LoadedRun;
 use spark_bench::vocab::RequestRecord;
@@ -13,6 +15,12 @@ pub fn scenario(dir: &Path, name: &str, text: &str) -> PathBuf {
     let p = dir.join(name);
     std::fs::write(&p, text).unwrap();
     p
+}
+
+/// The plan of scenario `text`, read as if from a file called `name` (no overrides).
+pub fn plan_of(name: &str, text: &str) -> Plan {
+    let scenario = spark_bench::scenario::parse(name, text).unwrap();
+    spark_bench::plan::build(&scenario, name, text.as_bytes(), &Default::default()).unwrap()
 }
 
 /// Runs a scenario file through the library (`load_plan` + `runner::run`) with extra command

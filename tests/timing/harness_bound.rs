@@ -12,6 +12,7 @@ use std::time::Duration;
 use spark_bench::recorder::harness::Verdict;
 use spark_bench::runner::{self, calibrate, Options};
 
+use crate::support::run::plan_of;
 use crate::support::sim_client::SERIAL;
 
 /// 200 one-turn sessions arriving at 200/s against the wafer simulator, no link.
@@ -35,14 +36,7 @@ prompt = "Say ok."
 async fn a_run_on_a_starved_runtime_is_judged_harness_bound() {
     let _serial = SERIAL.lock().await;
     let tmp = tempfile::tempdir().unwrap();
-    let scenario = spark_bench::scenario::parse("starved.toml", SCENARIO).unwrap();
-    let plan = spark_bench::plan::build(
-        &scenario,
-        "starved.toml",
-        SCENARIO.as_bytes(),
-        &Default::default(),
-    )
-    .unwrap();
+    let plan = plan_of("starved.toml", SCENARIO);
     let stop = tokio_util::sync::CancellationToken::new();
     let mut hogs = Vec::new();
     for _ in 0..2 {

@@ -5,7 +5,7 @@ use plotters::coord::Shift;
 use plotters::prelude::*;
 use plotters::style::text_anchor::{HPos, Pos, VPos};
 
-use super::{de, font, row_axis, row_formatter, row_label, FAMILY};
+use super::{axes, de, font, row_axis, row_formatter, row_label, FAMILY};
 use crate::recorder::Metric;
 use crate::report::data::ReportInput;
 use crate::report::style::{ms, num, transport_colour};
@@ -109,16 +109,11 @@ fn draw_rows<DB: DrawingBackend>(
         .map_err(de)?;
     let labels: Vec<String> = rows.iter().map(|r| r.label.clone()).collect();
     let fmt = row_formatter(labels);
-    chart
-        .configure_mesh()
+    axes(&mut chart, x_desc)
         .disable_y_mesh()
         .y_labels(n as usize + 1)
         .y_label_formatter(&fmt)
-        .x_desc(x_desc)
         .x_label_formatter(&|v| super::tick(*v))
-        .label_style(font(15))
-        .axis_desc_style(font(16))
-        .light_line_style(WHITE.mix(0.0))
         .draw()
         .map_err(de)?;
     for (i, r) in rows.iter().enumerate() {

@@ -3,7 +3,7 @@
 use plotters::coord::Shift;
 use plotters::prelude::*;
 
-use super::{de, empty_panel, font, ms_tick, panels, LogAxis, FAMILY};
+use super::{axes, de, empty_panel, legend, ms_tick, panels, LogAxis, FAMILY};
 use crate::recorder::Metric;
 use crate::report::data::ReportInput;
 use crate::report::style::{ms, transport_colour, transport_rank};
@@ -47,16 +47,11 @@ pub(super) fn ttft_cdf<DB: DrawingBackend>(
             .y_label_area_size(56)
             .build_cartesian_2d(LogAxis::new(lo, hi), 0f64..100f64)
             .map_err(de)?;
-        chart
-            .configure_mesh()
-            .x_desc("TTFT (ms, log scale)")
+        axes(&mut chart, "TTFT (ms, log scale)")
             .y_desc("requests ≤ x (%)")
             .y_label_formatter(&|v| format!("{v:.0}"))
-            .label_style(font(15))
-            .axis_desc_style(font(16))
             .x_labels(14)
             .x_label_formatter(&|v| ms_tick(*v))
-            .light_line_style(WHITE.mix(0.0))
             .draw()
             .map_err(de)?;
         for (transport, h) in &hs {
@@ -74,14 +69,7 @@ pub(super) fn ttft_cdf<DB: DrawingBackend>(
                     PathElement::new(vec![(x, y), (x + 22, y)], colour.stroke_width(4))
                 });
         }
-        chart
-            .configure_series_labels()
-            .position(SeriesLabelPosition::LowerRight)
-            .background_style(WHITE.mix(0.9))
-            .border_style(BLACK.mix(0.4))
-            .label_font(font(15))
-            .draw()
-            .map_err(de)?;
+        legend(&mut chart, SeriesLabelPosition::LowerRight)?;
     }
     Ok(())
 }
@@ -171,16 +159,11 @@ pub(super) fn itl<DB: DrawingBackend>(
             .y_label_area_size(56)
             .build_cartesian_2d(LogAxis::new(lo * 0.9, hi * 1.1), 0f64..ymax * 1.3)
             .map_err(de)?;
-        chart
-            .configure_mesh()
-            .x_desc("gap between chunks (ms, log scale)")
+        axes(&mut chart, "gap between chunks (ms, log scale)")
             .y_desc("share of gaps (%)")
             .y_label_formatter(&|v| format!("{v:.0}"))
-            .label_style(font(15))
-            .axis_desc_style(font(16))
             .x_labels(14)
             .x_label_formatter(&|v| ms_tick(*v))
-            .light_line_style(WHITE.mix(0.0))
             .draw()
             .map_err(de)?;
         for (transport, pts, p50) in series {
@@ -193,14 +176,7 @@ pub(super) fn itl<DB: DrawingBackend>(
                     PathElement::new(vec![(x, y), (x + 22, y)], colour.stroke_width(4))
                 });
         }
-        chart
-            .configure_series_labels()
-            .position(SeriesLabelPosition::UpperLeft)
-            .background_style(WHITE.mix(0.9))
-            .border_style(BLACK.mix(0.4))
-            .label_font(font(15))
-            .draw()
-            .map_err(de)?;
+        legend(&mut chart, SeriesLabelPosition::UpperLeft)?;
     }
     Ok(())
 }
@@ -246,15 +222,10 @@ pub(super) fn concurrency<DB: DrawingBackend>(
             .y_label_area_size(60)
             .build_cartesian_2d(0f64..xmax * 1.08, 0f64..ymax * 1.15)
             .map_err(de)?;
-        chart
-            .configure_mesh()
-            .x_desc("concurrency (sessions in flight per cell)")
+        axes(&mut chart, "concurrency (sessions in flight per cell)")
             .x_label_formatter(&|v| super::tick(*v))
             .y_label_formatter(&|v| super::tick(*v))
             .y_desc("TTFT p50 (ms)")
-            .label_style(font(15))
-            .axis_desc_style(font(16))
-            .light_line_style(WHITE.mix(0.0))
             .draw()
             .map_err(de)?;
         for (transport, pts) in lines {
@@ -270,14 +241,7 @@ pub(super) fn concurrency<DB: DrawingBackend>(
                 .draw_series(pts.into_iter().map(|p| Circle::new(p, 4, colour.filled())))
                 .map_err(de)?;
         }
-        chart
-            .configure_series_labels()
-            .position(SeriesLabelPosition::UpperLeft)
-            .background_style(WHITE.mix(0.9))
-            .border_style(BLACK.mix(0.4))
-            .label_font(font(15))
-            .draw()
-            .map_err(de)?;
+        legend(&mut chart, SeriesLabelPosition::UpperLeft)?;
     }
     Ok(())
 }

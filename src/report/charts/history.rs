@@ -8,7 +8,7 @@
 use plotters::coord::Shift;
 use plotters::prelude::*;
 
-use super::{de, font, tick, FAMILY};
+use super::{axes, de, font, legend, tick, FAMILY};
 use crate::report::style::transport_colour;
 
 /// One line of a history chart.
@@ -65,15 +65,10 @@ pub fn draw<DB: DrawingBackend>(
         .y_label_area_size(64)
         .build_cartesian_2d(0.5f64..n as f64 + 0.5, y0..ymax + pad)
         .map_err(de)?;
-    chart
-        .configure_mesh()
-        .x_desc("gate run (oldest first)")
+    axes(&mut chart, "gate run (oldest first)")
         .y_desc(c.y_desc.as_str())
         .x_label_formatter(&|v| format!("{v:.0}"))
         .y_label_formatter(&|v| tick(*v))
-        .label_style(font(15))
-        .axis_desc_style(font(16))
-        .light_line_style(WHITE.mix(0.0))
         .draw()
         .map_err(de)?;
     for l in &c.lines {
@@ -125,13 +120,6 @@ pub fn draw<DB: DrawingBackend>(
                 .map_err(de)?;
         }
     }
-    chart
-        .configure_series_labels()
-        .position(SeriesLabelPosition::LowerLeft)
-        .background_style(WHITE.mix(0.9))
-        .border_style(BLACK.mix(0.4))
-        .label_font(font(15))
-        .draw()
-        .map_err(de)?;
+    legend(&mut chart, SeriesLabelPosition::LowerLeft)?;
     Ok(())
 }

@@ -17,7 +17,9 @@ mod waterfall;
 
 use std::sync::Once;
 
-use plotters::coord::Shift;
+use plotters::chart::MeshStyle;
+use plotters::coord::ranged1d::ValueFormatter;
+use plotters::coord::{CoordTranslate, Shift};
 use plotters::prelude::*;
 
 use super::data::{ReportInput, RunView};
@@ -156,14 +158,7 @@ pub fn sweep_svg(
     kind: sweep::SweepChart,
     s: &crate::recorder::sweep::SweepSummary,
 ) -> anyhow::Result<String> {
-    ensure_fonts()?;
-    let mut out = String::new();
-    {
-        let root = SVGBackend::with_string(&mut out, (WIDTH, 480)).into_drawing_area();
-        sweep::draw(kind, s, &root)?;
-        root.present().map_err(de)?;
-    }
-    Ok(out)
+    render_svg((WIDTH, 480), |root| sweep::draw(kind, s, root))
 }
 
 /// A sweep chart as PNG bytes, the size of the SVG.
@@ -171,78 +166,54 @@ pub fn sweep_png(
     kind: sweep::SweepChart,
     s: &crate::recorder::sweep::SweepSummary,
 ) -> anyhow::Result<Vec<u8>> {
-    ensure_fonts()?;
-    let (w, h) = (WIDTH, 480);
-    let mut rgb = vec![0u8; (w as usize) * (h as usize) * 3];
-    {
-        let root = BitMapBackend::with_buffer(&mut rgb, (w, h)).into_drawing_area();
-        sweep::draw(kind, s, &root)?;
-        root.present().map_err(de)?;
-    }
-    let mut out = Vec::new();
-    {
-        let mut enc = png::Encoder::new(&mut out, w, h);
-        enc.set_color(png::ColorType::Rgb);
-        enc.set_depth(png::BitDepth::Eight);
-        let mut writer = enc.write_header()?;
-        writer.write_image_data(&rgb)?;
-    }
-    Ok(out)
+    render_png((WIDTH, 480), |root| sweep::draw(kind, s, root))
 }
 
 /// A gate history chart as SVG, [`WIDTH`] × 420.
 pub fn history_svg(c: &history::HistoryChart) -> anyhow::Result<String> {
-    ensure_fonts()?;
-    let mut out = String::new();
-    {
-        let root = SVGBackend::with_string(&mut out, (WIDTH, 420)).into_drawing_area();
-        history::draw(c, &root)?;
-        root.present().map_err(de)?;
-    }
-    Ok(out)
+    render_svg((WIDTH, 420), |root| history::draw(c, root))
 }
 
 /// A gate history chart as PNG bytes, the size of the SVG.
 pub fn history_png(c: &history::HistoryChart) -> anyhow::Result<Vec<u8>> {
-    ensure_fonts()?;
-    let (w, h) = (WIDTH, 420);
-    let mut rgb = vec![0u8; (w as usize) * (h as usize) * 3];
-    {
-        let root = BitMapBackend::with_buffer(&mut rgb, (w, h)).into_drawing_area();
-        history::draw(c, &root)?;
-        root.present().map_err(de)?;
-    }
-    let mut out = Vec::new();
-    {
-        let mut enc = png::Encoder::new(&mut out, w, h);
-        enc.set_color(png::ColorType::Rgb);
-        enc.set_depth(png::BitDepth::Eight);
-        let mut writer = enc.write_header()?;
-        writer.write_image_data(&rgb)?;
-    }
-    Ok(out)
+    render_png((WIDTH, 420), |root| history::draw(c, root))
 }
 
 /// The chart as an SVG document (with a `viewBox`, so it scales).
 pub fn svg(kind: ChartKind, input: &ReportInput) -> anyhow::Result<String> {
+    render_svg(size(kind, input), |root| draw(kind, input, root))
+}
+
+/// The chart as PNG bytes, the same pixel size as the SVG.
+pub fn png(kind: ChartKind, input: &ReportInput) -> anyhow::Result<Vec<u8>> {
+    render_png(size(kind, input), |root| draw(kind, input, root))
+}
+
+/// An SVG document of `size` px, drawn by `draw`.
+fn render_svg(
+    size: (u32, u32),
+    draw: impl FnOnce(&DrawingArea<SVGBackend<'_>, Shift>) -> anyhow::Result<()>,
+) -> anyhow::Result<String> {
     ensure_fonts()?;
     let mut out = String::new();
     {
-        let root = SVGBackend::with_string(&mut out, size(kind, input)).into_drawing_area();
-        draw(kind, input, &root)?;
+        let root = SVGBackend::with_string(&mut out, size).into_drawing_area();
+        draw(&root)?;
         root.present().map_err(de)?;
     }
     Ok(out)
 }
 
-/// The chart as PNG bytes, the same pixel size as the SVG.
-pub fn png(kind: ChartKind, input: &ReportInput) -> anyhow::Result<Vec<u8>> {
+/// A PNG (8-bit RGB) of `(w, h)` px, drawn by `draw`.
+fn render_png(
+    (w, h): (u32, u32),
+    draw: impl FnOnce(&DrawingArea<BitMapBackend<'_>, Shift>) -> anyhow::Result<()>,
+) -> anyhow::Result<Vec<u8>> {
     ensure_fonts()?;
-    let (w, h) = size(kind, input);
     let mut rgb = vec![0u8; (w as usize) * (h as usize) * 3];
     {
         let root = BitMapBackend::with_buffer(&mut rgb, (w, h)).into_drawing_area();
-        draw(kind, input, &root)?;
+        draw(&root)?;
         root.present().map_err(de)?;
     }
     let mut out = Vec::new();
@@ -365,6 +336,42 @@ pub(crate) fn tick(v: f64) -> String {
 /// Font helper.
 pub(crate) fn font(size: u32) -> TextStyle<'static> {
     (FAMILY, size).into_font().color(&BLACK)
+}
+
+/// The axes of an x–y chart as every chart draws them: `x_desc` under the x axis, tick
+/// labels in 15 px, axis descriptions in 16 px, no light grid lines. The caller adds what
+/// differs (a `y_desc`, tick formatters and counts) and calls `draw`.
+pub(crate) fn axes<'a, 'b, DB, X, Y, XT, YT>(
+    chart: &'b mut ChartContext<'a, DB, Cartesian2d<X, Y>>,
+    x_desc: &str,
+) -> MeshStyle<'a, 'b, X, Y, DB>
+where
+    DB: DrawingBackend,
+    X: Ranged<ValueType = XT> + ValueFormatter<XT>,
+    Y: Ranged<ValueType = YT> + ValueFormatter<YT>,
+{
+    let mut mesh = chart.configure_mesh();
+    mesh.x_desc(x_desc)
+        .label_style(font(15))
+        .axis_desc_style(font(16))
+        .light_line_style(WHITE.mix(0.0));
+    mesh
+}
+
+/// The legend of a chart's labelled series at `position`, as every chart draws it: on a
+/// near-white box with a grey border, labels in 15 px.
+pub(crate) fn legend<'a, DB: DrawingBackend + 'a, CT: CoordTranslate>(
+    chart: &mut ChartContext<'a, DB, CT>,
+    position: SeriesLabelPosition,
+) -> anyhow::Result<()> {
+    chart
+        .configure_series_labels()
+        .position(position)
+        .background_style(WHITE.mix(0.9))
+        .border_style(BLACK.mix(0.4))
+        .label_font(font(15))
+        .draw()
+        .map_err(de)
 }
 
 /// Text for an empty panel (no samples).

@@ -6,7 +6,7 @@
 use plotters::coord::Shift;
 use plotters::prelude::*;
 
-use super::{de, font, tick, FAMILY};
+use super::{axes, de, font, legend, tick, FAMILY};
 use crate::recorder::sweep::{Curve, CurvePoint, SweepSummary};
 
 /// One chart of a sweep report.
@@ -143,15 +143,10 @@ pub fn draw<DB: DrawingBackend>(
         .y_label_area_size(64)
         .build_cartesian_2d(0f64..xmax * 1.08, 0f64..ymax * 1.15)
         .map_err(de)?;
-    chart
-        .configure_mesh()
-        .x_desc(x_desc)
+    axes(&mut chart, x_desc)
         .y_desc(kind.y_desc())
         .x_label_formatter(&|v| tick(*v))
         .y_label_formatter(&|v| tick(*v))
-        .label_style(font(15))
-        .axis_desc_style(font(16))
-        .light_line_style(WHITE.mix(0.0))
         .draw()
         .map_err(de)?;
     for (i, c) in s.curves.iter().enumerate() {
@@ -190,13 +185,6 @@ pub fn draw<DB: DrawingBackend>(
                 .map_err(de)?;
         }
     }
-    chart
-        .configure_series_labels()
-        .position(SeriesLabelPosition::UpperLeft)
-        .background_style(WHITE.mix(0.9))
-        .border_style(BLACK.mix(0.4))
-        .label_font(font(15))
-        .draw()
-        .map_err(de)?;
+    legend(&mut chart, SeriesLabelPosition::UpperLeft)?;
     Ok(())
 }

@@ -7,7 +7,7 @@ use plotters::coord::Shift;
 use plotters::prelude::*;
 use plotters::style::text_anchor::{HPos, Pos, VPos};
 
-use super::{de, empty_panel, font, row_axis, row_formatter, row_label, FAMILY};
+use super::{axes, de, empty_panel, font, row_axis, row_formatter, row_label, FAMILY};
 use crate::recorder::SessionTimeline;
 use crate::report::data::{ReportInput, RunView};
 use crate::report::style::{ms, transport_colour};
@@ -55,16 +55,11 @@ pub(super) fn timeline<DB: DrawingBackend>(
         .map_err(de)?;
     let labels: Vec<String> = rows.iter().map(|r| r.0.clone()).collect();
     let fmt = row_formatter(labels);
-    chart
-        .configure_mesh()
+    axes(&mut chart, "time since the session started (s)")
         .disable_y_mesh()
         .y_labels(n as usize + 1)
         .y_label_formatter(&fmt)
-        .x_desc("time since the session started (s)")
         .x_label_formatter(&|v| super::tick(*v))
-        .label_style(font(15))
-        .axis_desc_style(font(16))
-        .light_line_style(WHITE.mix(0.0))
         .draw()
         .map_err(de)?;
     let column = xmax * HEADROOM / TICK_COLUMNS;

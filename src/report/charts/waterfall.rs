@@ -7,7 +7,7 @@ use plotters::coord::Shift;
 use plotters::prelude::*;
 use plotters::style::text_anchor::{HPos, Pos, VPos};
 
-use super::{de, empty_panel, font, panels, row_axis, row_formatter, FAMILY};
+use super::{axes, de, empty_panel, font, panels, row_axis, row_formatter, FAMILY};
 use crate::recorder::Metric;
 use crate::report::data::{ReportInput, RunView};
 use crate::report::style::{ms, PHASE_STYLE};
@@ -62,16 +62,11 @@ pub(super) fn waterfall<DB: DrawingBackend>(
             .map_err(de)?;
         let labels: Vec<String> = rows.iter().map(|r| r.0.clone()).collect();
         let fmt = row_formatter(labels);
-        chart
-            .configure_mesh()
+        axes(&mut chart, "mean time since dispatch (ms)")
             .disable_y_mesh()
             .y_labels(n as usize + 1)
             .y_label_formatter(&fmt)
-            .x_desc("mean time since dispatch (ms)")
             .x_label_formatter(&|v| super::tick(*v))
-            .label_style(font(15))
-            .axis_desc_style(font(16))
-            .light_line_style(WHITE.mix(0.0))
             .draw()
             .map_err(de)?;
         for (i, (_, means)) in rows.iter().enumerate() {
