@@ -17,6 +17,10 @@
 #   wait_http URL PID SECONDS     waits until URL answers 2xx
 #   wait_port PORT PID SECONDS    waits until 127.0.0.1:PORT accepts a connection
 #   need_command CMD PACKAGE      installs Debian's PACKAGE when CMD is not on PATH
+#   kill_holding DIR              stops every process other than the step's shell with its
+#                                 working directory or an open file under DIR (SIGTERM, up
+#                                 to 5 s, then SIGKILL): the daemons and jobs of a cluster
+#                                 whose logs and outputs the step put in DIR
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 
@@ -96,4 +100,30 @@ need_command() {
     apt-get update -qq
     apt-get install -y -qq "$2" >/dev/null
   fi
+}
+
+_holding() {
+  find /proc/[0-9]*/cwd /proc/[0-9]*/fd/ -maxdepth 1 \( -lname "$1/*" -o -lname "$1" \) \
+    2>/dev/null | cut -d/ -f3 | sort -u | grep -vx "$$" || true
+}
+kill_holding() {
+  local dir=$1 sig pid hit alive state deadline
+  for sig in TERM KILL; do
+    hit=$(_holding "$dir")
+    [ -n "$hit" ] || return 0
+    # shellcheck disable=SC2086
+    kill -s "$sig" $hit 2>/dev/null || true
+    [ "$sig" = TERM ] || return 0
+    # Up to 5 s for all of them to exit (a zombie has exited: its parent may not be us).
+    deadline=$((SECONDS + 5))
+    while [ "$SECONDS" -lt "$deadline" ]; do
+      alive=""
+      for pid in $hit; do
+        state=$(sed 's/.*) //' "/proc/$pid/stat" 2>/dev/null | cut -d' ' -f1)
+        if [ -n "$state" ] && [ "$state" != Z ]; then alive+=" $pid"; fi
+      done
+      [ -n "$alive" ] || return 0
+      sleep 0.1
+    done
+  done
 }
