@@ -2,7 +2,7 @@
 # 20,000 concurrent WebSocket sessions from 4 shards on this machine against the simulator,
 # merged into one results directory.
 #
-#   bash deploy/local/ws-20k.sh [OUT_DIR]      (default target/ws-20k; about 1 minute)
+#   bash deploy/local/ws-20k.sh [OUT_DIR]      (default target/ws-20k; about 75 s)
 #
 # The server side: SIM_PROCS `spark-bench serve --reuse-port` processes (default 2, more when
 # the open-file limit is below ~10,500) share one port, so that no process needs more
