@@ -52,21 +52,6 @@ timeout "${STEP_TIMEOUT:-240}" bash -euo pipefail -c '
     --binary "$BIN" --out "$OUT/results" -- scenarios/smoke.toml --sessions 8 --concurrency 4
   "$BIN" report "$OUT/results/merged" --format md,html >/dev/null
   grep -q "sim-wafer" "$OUT/results/merged/report.md"
-  python3 - "$OUT/results/merged" <<PY
-import collections, csv, json, sys
-merged = sys.argv[1]
-m = json.load(open(merged + "/manifest.json"))
-shards = m["merge"]["shards"]
-assert sorted(x["index"] for x in shards) == [0, 1, 2, 3] and not m["merge"]["missing"], m["merge"]
-rows = sum(1 for _ in csv.DictReader(open(merged + "/requests.csv")))
-assert rows == sum(x["requests"] for x in shards) > 0, (rows, shards)
-def cells(d):
-    return {(c["target"], c["transport"]): c["requests"] for c in json.load(open(d + "/summary.json"))["cells"]}
-want = collections.Counter()
-for x in shards:
-    want.update(cells(x["dir"]))
-assert cells(merged) == dict(want), (cells(merged), want)
-print(f"merged {len(shards)} shards scheduled by Ray: {rows} requests, report rendered")
-PY
+  python3 scripts/check_merged.py "$OUT/results/merged" 4 Ray
 ' _ "$VENV" "$PORT" "$RAY_TMP" "$BIN" "$OUT" "$AGENT_PORTS"
 echo "shards-ray: $(( $(date +%s) - START )) s"

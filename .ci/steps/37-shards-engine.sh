@@ -160,34 +160,19 @@ head -qn 1 "$D"/out/shard-*.out "$D/out/merge.out"
 timeout 60 "$BIN" report "$OUT/merged" --format md,html >/dev/null
 grep -q "sim-wafer" "$OUT/merged/report.md"
 test -s "$OUT/merged/report.html"
-python3 - "$OUT/merged" "$D/out/array.txt" "$JOB" "$MERGE_JOB" <<'PY'
-import collections, csv, json, re, sys
-merged, array, job, merge_job = sys.argv[1:]
-m = json.load(open(merged + "/manifest.json"))
-shards = m["merge"]["shards"]
-assert sorted(x["index"] for x in shards) == [0, 1, 2, 3] and not m["merge"]["missing"], m["merge"]
-# Every request row of every shard is in the merged requests.csv, and every cell's measured
-# count is the sum of the shards' counts for that cell.
-rows = sum(1 for _ in csv.DictReader(open(merged + "/requests.csv")))
-assert rows == sum(x["requests"] for x in shards) > 0, (rows, shards)
-def cells(d):
-    return {(c["target"], c["transport"]): c["requests"] for c in json.load(open(d + "/summary.json"))["cells"]}
-want = collections.Counter()
-for x in shards:
-    want.update(cells(x["dir"]))
-assert cells(merged) == dict(want), (cells(merged), want)
+python3 scripts/check_merged.py "$OUT/merged" 4 Slurm
+python3 - "$D/out/array.txt" "$JOB" "$MERGE_JOB" <<'PY'
+import re, sys
+array, job, merge_job = sys.argv[1:]
 tasks = [dict(re.findall(r"(\w+)=(\S+)", line)) for line in open(array) if line.strip()]
+merge = [t for t in tasks if t.get("JobId") == merge_job][0]
 tasks = [t for t in tasks if t.get("ArrayJobId") == job and t.get("ArrayTaskId", "").isdigit()]
 assert sorted(int(t["ArrayTaskId"]) for t in tasks) == [0, 1, 2, 3], tasks
 assert all(t["JobState"] == "COMPLETED" and t["ExitCode"] == "0:0" for t in tasks), tasks
 for t in sorted(tasks, key=lambda t: int(t["ArrayTaskId"])):
     print(f"array task {t['ArrayTaskId']}: {t['JobState']} on {t['NodeList']}, "
           f"{t['StartTime']} to {t['EndTime']}")
-merge = [t for t in map(lambda l: dict(re.findall(r"(\w+)=(\S+)", l)), open(array))
-         if t.get("JobId") == merge_job][0]
 print(f"merge job {merge_job}: {merge['JobState']}, {merge['StartTime']} to {merge['EndTime']}")
-print(f"merged {len(shards)} shards scheduled by Slurm: {rows} requests "
-      f"({sum(want.values())} measured in {len(want)} cells), report rendered")
 PY
 echo "load average: $(cut -d' ' -f1-3 /proc/loadavg)"
 echo "shards-engine step: $(elapsed "$START") s wall"
