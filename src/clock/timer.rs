@@ -21,7 +21,8 @@ use std::time::{Duration, Instant};
 
 use tokio::sync::oneshot;
 
-/// Deadlines closer than this are treated as already due: the thread round trip costs more.
+/// Deadlines closer than this are waited for in the caller (spinning): the round trip through
+/// the timer thread costs more.
 const SPIN_FLOOR: Duration = Duration::from_micros(30);
 
 /// The timer thread spins (instead of sleeping in the kernel) for the last stretch before a
@@ -133,9 +134,15 @@ fn run(w: &'static Wheel) {
     }
 }
 
-/// Sleeps until `deadline` with sub-millisecond precision. Returns at once if it has passed.
+/// Sleeps until `deadline` with sub-millisecond precision, and never returns before it (a
+/// request dispatched at its intended instant must not leave early). Returns at once if it
+/// has passed.
 pub async fn sleep_until(deadline: Instant) {
     if deadline <= Instant::now() + SPIN_FLOOR {
+        // Closer than a trip through the timer thread: spin the few microseconds here.
+        while Instant::now() < deadline {
+            std::hint::spin_loop();
+        }
         return;
     }
     let (tx, rx) = oneshot::channel();
@@ -175,8 +182,16 @@ mod tests {
         }
         for h in handles {
             let (deadline, woke) = h.await.unwrap();
-            // Never more than the floor early.
-            assert!(woke + SPIN_FLOOR >= deadline, "woke early");
+            assert!(woke >= deadline, "woke early");
+        }
+    }
+
+    #[tokio::test]
+    async fn deadlines_closer_than_the_floor_are_not_early_either() {
+        for i in 0..2_000u64 {
+            let deadline = Instant::now() + Duration::from_nanos(i * 15 % 30_000);
+            sleep_until(deadline).await;
+            assert!(Instant::now() >= deadline, "returned early (deadline +{i})");
         }
     }
 

@@ -128,7 +128,7 @@ pub struct Goodput {
     /// True when every percentile SLO (`p90<=…`) holds over the cell's successful measured
     /// requests (true when none is set).
     pub slo_met: bool,
-    /// The percentile SLOs that did not hold, e.g. `ttft p90 612 ms > 500 ms`.
+    /// The percentile SLOs that did not hold, e.g. `ttft p90 612.0 ms > 500.0 ms`.
     pub misses: Vec<String>,
 }
 
@@ -301,15 +301,15 @@ fn goodput(slo: &crate::plan::Slo, c: &CellStats, span_s: f64) -> Option<Goodput
     let mut misses = Vec::new();
     for (name, b) in slo.bounds() {
         let Some(p) = b.percentile else { continue };
-        let limit_ms = b.limit.as_secs_f64() * 1e3;
         match Metric::from_name(name).and_then(|m| c.histogram(m)) {
             Some(h) => {
                 let v = h.value_at_quantile(p / 100.0) as f64;
                 if !b.met_by_ns(v) {
+                    // Each in its own unit: a 1 µs bound is not "0.00 ms".
                     misses.push(format!(
-                        "{name} p{p} {} ms > {} ms",
-                        num(v / 1e6),
-                        num(limit_ms)
+                        "{name} p{p} {} > {}",
+                        crate::units::fmt_ns(v),
+                        crate::units::fmt_ns(b.limit.as_nanos() as f64)
                     ));
                 }
             }

@@ -106,8 +106,29 @@ pub fn build(input: &ReportInput) -> Model {
 
 /// The note under the headline table, with each run's load: whether the cells compared
 /// against `http` shared a server and under which schedule.
+/// True when a cell of any run has goodput (its scenario has an `[slo]`).
+fn has_goodput(input: &ReportInput) -> bool {
+    input
+        .runs
+        .iter()
+        .any(|r| r.summary.cells.iter().any(|c| c.goodput.is_some()))
+}
+
 fn headline_note(input: &ReportInput) -> String {
     let mut s = "Values are p50 unless marked; brackets give the change against the same target's http row (negative = faster). tok/s: higher is better.".to_string();
+    if has_goodput(input) {
+        let mut slos: Vec<&str> = input
+            .runs
+            .iter()
+            .flat_map(|r| r.summary.cells.iter())
+            .filter_map(|c| c.goodput.as_ref().map(|g| g.slo.as_str()))
+            .collect();
+        slos.dedup();
+        s.push_str(&format!(
+            " good req/s (tok/s): measured requests (their output tokens) per second that succeeded and met every per-request SLO ({}); \"SLO missed\" names a percentile SLO that did not hold.",
+            slos.join(" | ")
+        ));
+    }
     for r in &input.runs {
         let who = if input.is_comparison() {
             format!(" Run {}", r.label)
@@ -183,6 +204,10 @@ fn headline(input: &ReportInput) -> Table {
         ]
         .map(String::from),
     );
+    let with_goodput = has_goodput(input);
+    if with_goodput {
+        header.push("good req/s (tok/s)".into());
+    }
     let mut rows = Vec::new();
     for run in &input.runs {
         for target in run.targets() {
@@ -218,6 +243,23 @@ fn headline(input: &ReportInput) -> Table {
                     col(Metric::SessionWall, true, ms),
                     cached_share_text(c.cached_input_share),
                 ]);
+                if with_goodput {
+                    row.push(c.goodput.as_ref().map_or_else(
+                        || "-".to_string(),
+                        |g| {
+                            let missed = if g.slo_met {
+                                String::new()
+                            } else {
+                                format!(" · SLO missed: {}", g.misses.join("; "))
+                            };
+                            format!(
+                                "{} ({}){missed}",
+                                num(g.good_req_s),
+                                num(g.good_output_tok_s)
+                            )
+                        },
+                    ));
+                }
                 rows.push(row);
             }
         }

@@ -279,3 +279,58 @@ fn report_command_writes_and_lists_files() {
         .to_string();
     assert!(err.contains("not a spark-bench results directory"), "{err}");
 }
+
+/// A run whose scenario has an `[slo]`: the report's headline shows each cell's goodput and
+/// the SLOs, and names a percentile SLO that did not hold, as `summary.json` has them.
+#[tokio::test]
+async fn goodput_is_in_the_report_when_the_scenario_has_slos() {
+    let tmp = tempfile::tempdir().unwrap();
+    let text = std::fs::read_to_string(
+        std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("scenarios/smoke.toml"),
+    )
+    .unwrap()
+    .replace(
+        "[load]",
+        "[slo]\nttft = \"10s\"\ntpot = \"p90<=1us\"\n\n[load]",
+    );
+    let scenario = tmp.path().join("slo.toml");
+    std::fs::write(&scenario, text).unwrap();
+    let out = tmp.path().join("out");
+    let o = crate::binary::run_bin(
+        &[
+            "run",
+            scenario.to_str().unwrap(),
+            "--transport",
+            "http2",
+            "--out",
+            out.to_str().unwrap(),
+            "--quiet",
+            "--no-report",
+        ],
+        &[],
+    )
+    .await;
+    assert!(o.status.success(), "{:?}", crate::binary::texts(&o));
+    let dir = crate::binary::only_run(&out);
+    render_run(&dir).unwrap();
+    let run = LoadedRun::open(&dir).unwrap();
+    let g = run.summary.cells[0].goodput.clone().expect("goodput");
+    assert!(!g.slo_met && g.good_requests > 0, "{g:?}");
+    // Both pages escape `<` and `>` as entities (Markdown escapes `_` and `*` too).
+    let escaped = |s: &str| s.replace('<', "&lt;").replace('>', "&gt;");
+    for name in ["report.md", "report.html"] {
+        let page = read(&dir.join(name));
+        assert!(page.contains("good req/s (tok/s)"), "{name}");
+        assert!(
+            page.contains(&escaped(&g.slo)),
+            "{name}: the SLOs {}",
+            g.slo
+        );
+        assert!(page.contains("SLO missed"), "{name}");
+        assert!(
+            page.contains(&escaped(&g.misses[0])),
+            "{name}: {}",
+            g.misses[0]
+        );
+    }
+}
