@@ -38,7 +38,8 @@ for pin in sys.argv[1:]:
     if m.version(re.sub(r"\[.*\]", "", name)) != version:
         sys.exit(1)
 EOF
-    timeout "${PIP_TIMEOUT:-0}" "$dir/bin/pip" install --quiet --disable-pip-version-check "$@"
+    # `python -m pip`, not bin/pip: a venv whose directory was copied keeps working.
+    timeout "${PIP_TIMEOUT:-0}" "$dir/bin/python" -m pip install --quiet --disable-pip-version-check "$@"
   fi
 }
 
@@ -108,6 +109,13 @@ _holding() {
 }
 kill_holding() {
   local dir=$1 sig pid hit alive state deadline
+  # Only an absolute directory below / (an empty or relative one would match everything or
+  # nothing).
+  case "$dir" in
+    /?*) ;;
+    *) echo "kill_holding: '$dir' is not an absolute directory below /" >&2; return 1 ;;
+  esac
+  dir=${dir%/}
   for sig in TERM KILL; do
     hit=$(_holding "$dir")
     [ -n "$hit" ] || return 0

@@ -14,7 +14,8 @@ OUT=${1:-target/merge-1m}
 REQUESTS=${2:-1000000}
 TOKENS=${3:-8}
 if [ ! -x /usr/bin/time ]; then
-  DEBIAN_FRONTEND=noninteractive apt-get install -y -qq time >/dev/null
+  export DEBIAN_FRONTEND=noninteractive
+  apt-get update -qq && apt-get install -y -qq time >/dev/null
 fi
 cargo build --release --locked --quiet --bin spark-bench --example shard_fixture
 rm -rf "$OUT"

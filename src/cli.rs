@@ -306,6 +306,10 @@ pub struct ServeArgs {
     /// connections among them): past one process's open-file limit, or past one process's CPU.
     #[arg(long)]
     pub reuse_port: bool,
+    /// Hold at most N open files (the soft RLIMIT_NOFILE; by default it is raised as far as
+    /// allowed): a server that runs out of descriptors, to see what that does to clients.
+    #[arg(long, value_name = "N")]
+    pub max_open_files: Option<u64>,
     /// WebSocket connection lifetime before `websocket_connection_limit_reached`.
     #[arg(long, value_name = "DURATION", default_value = "60m", value_parser = humantime::parse_duration)]
     pub ws_lifetime: std::time::Duration,

@@ -35,9 +35,10 @@ PORT=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); pr
 sed "s#127.0.0.1:18089#127.0.0.1:$PORT#" deploy/local/ws-hold.toml >"$OUT/ws-hold.toml"
 SIMS=()
 SAMPLER=""
+PIDS=()
 cleanup() {
   [ -n "$SAMPLER" ] && kill "$SAMPLER" 2>/dev/null
-  for p in "${SIMS[@]}"; do kill "$p" 2>/dev/null; done
+  for p in "${PIDS[@]}" "${SIMS[@]}"; do kill "$p" 2>/dev/null; done
   true
 }
 trap cleanup EXIT
@@ -55,9 +56,8 @@ done
 SAMPLER=$!
 
 START=$(date +%s)
-PIDS=()
 for i in 0 1 2 3; do
-  timeout 300 "$BIN" run "$OUT/ws-hold.toml" --shard "$i/4" --out "$OUT/shard-$i" \
+  timeout 200 "$BIN" run "$OUT/ws-hold.toml" --shard "$i/4" --out "$OUT/shard-$i" \
     --quiet --no-report >"$OUT/shard-$i.out" 2>"$OUT/shard-$i.err" &
   PIDS+=($!)
 done

@@ -139,7 +139,8 @@ fn run(w: &'static Wheel) {
 /// has passed.
 pub async fn sleep_until(deadline: Instant) {
     if deadline <= Instant::now() + SPIN_FLOOR {
-        // Closer than a trip through the timer thread: spin the few microseconds here.
+        // Closer than a trip through the timer thread: spin the few microseconds here (on
+        // the caller's worker thread, at most SPIN_FLOOR; no budget needed for that).
         while Instant::now() < deadline {
             std::hint::spin_loop();
         }

@@ -28,14 +28,22 @@ pub async fn execute(args: ServeArgs) -> anyhow::Result<u8> {
     }
     // Every connection holds a descriptor: a soft limit of 1024 would cap the server at
     // about a thousand WebSocket sessions.
-    let fds = crate::runner::resources::raise_nofile();
+    let fds = match args.max_open_files {
+        Some(n) => crate::runner::resources::cap_nofile(n),
+        None => crate::runner::resources::raise_nofile(),
+    };
     let listener = listen(&args.listen, args.reuse_port)
         .await
         .map_err(|e| anyhow::anyhow!("cannot listen on --listen {}: {e}", args.listen))?;
     let addr = listener.local_addr()?;
-    if args.reuse_port {
+    if args.reuse_port || args.max_open_files.is_some() {
         errln!(
-            "SO_REUSEPORT: other `serve --reuse-port` processes on {addr} share its connections; open-file limit {} (hard {})",
+            "listening on {addr}{}; open-file limit {} (hard {})",
+            if args.reuse_port {
+                " with SO_REUSEPORT (other `serve --reuse-port` processes on it share its connections)"
+            } else {
+                ""
+            },
             fds.granted,
             fds.hard
         );
@@ -74,10 +82,24 @@ pub async fn execute(args: ServeArgs) -> anyhow::Result<u8> {
 /// Binds `spec` (`HOST:PORT`). With `reuse_port`, SO_REUSEPORT is set, so several `serve`
 /// processes can listen on one port and the kernel spreads new connections among them
 /// (each process then holds only its share of the open connections).
+/// Tries each address `spec` resolves to, as `TcpListener::bind` does.
 async fn listen(spec: &str, reuse_port: bool) -> std::io::Result<tokio::net::TcpListener> {
-    let addr = tokio::net::lookup_host(spec).await?.next().ok_or_else(|| {
+    let mut last = None;
+    for addr in tokio::net::lookup_host(spec).await? {
+        match listen_on(addr, reuse_port) {
+            Ok(l) => return Ok(l),
+            Err(e) => last = Some(e),
+        }
+    }
+    Err(last.unwrap_or_else(|| {
         std::io::Error::new(std::io::ErrorKind::InvalidInput, "no address to bind")
-    })?;
+    }))
+}
+
+fn listen_on(
+    addr: std::net::SocketAddr,
+    reuse_port: bool,
+) -> std::io::Result<tokio::net::TcpListener> {
     let socket = if addr.is_ipv4() {
         tokio::net::TcpSocket::new_v4()?
     } else {

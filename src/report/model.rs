@@ -104,8 +104,6 @@ pub fn build(input: &ReportInput) -> Model {
     }
 }
 
-/// The note under the headline table, with each run's load: whether the cells compared
-/// against `http` shared a server and under which schedule.
 /// True when a cell of any run has goodput (its scenario has an `[slo]`).
 fn has_goodput(input: &ReportInput) -> bool {
     input
@@ -114,16 +112,19 @@ fn has_goodput(input: &ReportInput) -> bool {
         .any(|r| r.summary.cells.iter().any(|c| c.goodput.is_some()))
 }
 
+/// The note under the headline table, with each run's load: whether the cells compared
+/// against `http` shared a server and under which schedule.
 fn headline_note(input: &ReportInput) -> String {
     let mut s = "Values are p50 unless marked; brackets give the change against the same target's http row (negative = faster). tok/s: higher is better.".to_string();
     if has_goodput(input) {
-        let mut slos: Vec<&str> = input
-            .runs
-            .iter()
-            .flat_map(|r| r.summary.cells.iter())
-            .filter_map(|c| c.goodput.as_ref().map(|g| g.slo.as_str()))
-            .collect();
-        slos.dedup();
+        let mut slos: Vec<&str> = Vec::new();
+        for c in input.runs.iter().flat_map(|r| r.summary.cells.iter()) {
+            if let Some(g) = &c.goodput {
+                if !slos.contains(&g.slo.as_str()) {
+                    slos.push(&g.slo);
+                }
+            }
+        }
         s.push_str(&format!(
             " good req/s (tok/s): measured requests (their output tokens) per second that succeeded and met every per-request SLO ({}); \"SLO missed\" names a percentile SLO that did not hold.",
             slos.join(" | ")

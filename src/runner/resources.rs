@@ -70,6 +70,41 @@ pub fn raise_nofile() -> FdLimit {
     FdLimit::default()
 }
 
+/// Lowers the soft `RLIMIT_NOFILE` to `n` (never above the hard limit): a process that
+/// should run out of descriptors early, e.g. `serve --max-open-files` reproducing a server
+/// at its limit.
+#[cfg(unix)]
+pub fn cap_nofile(n: u64) -> FdLimit {
+    let mut lim = libc::rlimit {
+        rlim_cur: 0,
+        rlim_max: 0,
+    };
+    // SAFETY: getrlimit writes one rlimit, which `lim` is.
+    if unsafe { libc::getrlimit(libc::RLIMIT_NOFILE, &mut lim) } != 0 {
+        return FdLimit::default();
+    }
+    let before = lim.rlim_cur;
+    let want = libc::rlimit {
+        rlim_cur: (n as libc::rlim_t).min(lim.rlim_max),
+        rlim_max: lim.rlim_max,
+    };
+    // SAFETY: setrlimit reads one rlimit; lowering the soft limit is always allowed.
+    if unsafe { libc::setrlimit(libc::RLIMIT_NOFILE, &want) } == 0 {
+        lim = want;
+    }
+    FdLimit {
+        before,
+        granted: lim.rlim_cur,
+        hard: lim.rlim_max,
+    }
+}
+
+/// No limit to lower off Unix.
+#[cfg(not(unix))]
+pub fn cap_nofile(_n: u64) -> FdLimit {
+    FdLimit::default()
+}
+
 /// (resident now, peak resident) of this process, KiB; zeros where `/proc` has no answer.
 pub fn rss_kib() -> (u64, u64) {
     let Ok(status) = std::fs::read_to_string("/proc/self/status") else {

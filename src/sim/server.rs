@@ -120,19 +120,25 @@ async fn serve_with_trace(
     };
     let root = CancellationToken::new();
     let conn_no = AtomicU64::new(0);
-    let mut accept_errors = 0u64;
+    // Accept errors since the last connection accepted (a burst), and in all.
+    let (mut burst, mut accept_errors) = (0u64, 0u64);
     tokio::pin!(shutdown);
     loop {
         let (tcp, _peer) = tokio::select! {
             _ = &mut shutdown => break,
             r = listener.accept() => match r {
-                Ok(x) => x,
+                Ok(x) => {
+                    burst = 0;
+                    x
+                }
+                // A client that reset before its connection was accepted: nothing waits.
+                Err(e) if e.kind() == std::io::ErrorKind::ConnectionAborted => continue,
                 // Accept errors (e.g. too many open files) are transient: keep serving. But
                 // a connection that waits in the listen backlog waits in the client's figures
                 // too (its WebSocket upgrade or first byte comes late), so say so: on the
-                // first error and about once a second while they go on.
+                // first error of each burst and about once a second while it goes on.
                 Err(e) => {
-                    if accept_errors % ACCEPT_WARN_EVERY == 0 {
+                    if burst % ACCEPT_WARN_EVERY == 0 {
                         errln!(
                             "simulator: cannot accept a connection: {e} ({} so far); new connections wait in the listen backlog, and their clients' latencies include that wait{}",
                             accept_errors + 1,
@@ -143,6 +149,7 @@ async fn serve_with_trace(
                             }
                         );
                     }
+                    burst += 1;
                     accept_errors += 1;
                     tokio::time::sleep(ACCEPT_RETRY).await;
                     continue;

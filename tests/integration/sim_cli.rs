@@ -14,9 +14,16 @@ impl Drop for Kill {
     }
 }
 
-/// Starts `spark-bench serve ARGS` and returns it with the first line it printed (the
-/// URL), or None when it exited before printing one.
-fn serve(args: &[&str]) -> (Kill, Option<String>) {
+/// A running `spark-bench serve`: the first line it printed (its URL; None when it exited
+/// first) and its stderr, line by line (each line is also echoed to the test's stderr).
+struct Served {
+    child: Kill,
+    url_line: Option<String>,
+    stderr: std::sync::mpsc::Receiver<String>,
+}
+
+/// Starts `spark-bench serve ARGS`.
+fn serve(args: &[&str]) -> Served {
     let mut child = Command::new(env!("CARGO_BIN_EXE_spark-bench"))
         .arg("serve")
         .args(args)
@@ -24,13 +31,39 @@ fn serve(args: &[&str]) -> (Kill, Option<String>) {
         .stderr(Stdio::piped())
         .spawn()
         .unwrap();
-    let stdout = child.stdout.take().unwrap();
-    let mut reader = BufReader::new(stdout);
+    let (tx, stderr) = std::sync::mpsc::channel();
+    let err = BufReader::new(child.stderr.take().unwrap());
+    std::thread::spawn(move || {
+        for l in err.lines().map_while(Result::ok) {
+            eprintln!("serve: {l}");
+            let _ = tx.send(l);
+        }
+    });
+    let mut reader = BufReader::new(child.stdout.take().unwrap());
     let mut line = String::new();
     let n = reader.read_line(&mut line).unwrap();
     // Keep draining stdout: closing the pipe early would make the server's later prints fail.
     std::thread::spawn(move || std::io::copy(&mut reader, &mut std::io::sink()));
-    (Kill(child), (n > 0).then_some(line))
+    Served {
+        child: Kill(child),
+        url_line: (n > 0).then_some(line),
+        stderr,
+    }
+}
+
+/// The first stderr line of `s` that contains `needle`, within 10 s.
+fn stderr_line(s: &Served, needle: &str) -> String {
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+    loop {
+        let left = deadline.saturating_duration_since(std::time::Instant::now());
+        let l = s
+            .stderr
+            .recv_timeout(left)
+            .unwrap_or_else(|_| panic!("serve printed no line with {needle:?}"));
+        if l.contains(needle) {
+            return l;
+        }
+    }
 }
 
 /// The address in a `… listening on http://HOST:PORT/v1` line.
@@ -47,7 +80,7 @@ fn addr_of(line: &str) -> std::net::SocketAddr {
 
 #[tokio::test]
 async fn serve_prints_a_url_and_answers_chat_and_responses() {
-    let (child, line) = serve(&[
+    let child = serve(&[
         "--profile",
         "wafer",
         "--listen",
@@ -55,7 +88,7 @@ async fn serve_prints_a_url_and_answers_chat_and_responses() {
         "--seed",
         "3",
     ]);
-    let line = line.expect("serve printed its URL");
+    let line = child.url_line.clone().expect("serve printed its URL");
     assert!(
         line.starts_with("spark-bench simulator (profile wafer) listening on http://127.0.0.1:"),
         "{line}"
@@ -167,28 +200,31 @@ async fn serve_tls_prints_the_certificate_path_and_serves_https() {
 
 #[tokio::test]
 async fn serve_reuse_port_lets_several_processes_share_one_port() {
-    let (first, line) = serve(&[
+    let first = serve(&[
         "--profile",
         "fast",
         "--listen",
         "127.0.0.1:0",
         "--reuse-port",
     ]);
-    let addr = addr_of(&line.expect("first serve printed its URL"));
-    let spec = addr.to_string();
-    let (second, line) = serve(&["--profile", "fast", "--listen", &spec, "--reuse-port"]);
-    assert_eq!(addr_of(&line.expect("second serve printed its URL")), addr);
-    // Without the flag the port is taken: a clear error and a non-zero exit.
-    let (mut third, line) = serve(&["--profile", "fast", "--listen", &spec]);
-    assert_eq!(line, None);
-    let out = third.0.wait().unwrap();
-    assert!(!out.success());
-    let mut err = String::new();
-    std::io::Read::read_to_string(third.0.stderr.as_mut().unwrap(), &mut err).unwrap();
-    assert!(
-        err.contains(&format!("cannot listen on --listen {spec}")),
-        "{err}"
+    let addr = addr_of(
+        first
+            .url_line
+            .as_deref()
+            .expect("first serve printed its URL"),
     );
+    let spec = addr.to_string();
+    let second = serve(&["--profile", "fast", "--listen", &spec, "--reuse-port"]);
+    let line = second
+        .url_line
+        .as_deref()
+        .expect("second serve printed its URL");
+    assert_eq!(addr_of(line), addr);
+    // Without the flag the port is taken: a clear error and a non-zero exit.
+    let mut third = serve(&["--profile", "fast", "--listen", &spec]);
+    assert_eq!(third.url_line, None);
+    assert!(!third.child.0.wait().unwrap().success());
+    stderr_line(&third, &format!("cannot listen on --listen {spec}"));
     // With the first process gone, the second still answers on the shared port.
     drop(first);
     let mut c = h1(open(addr, None, None, &[]).await.io).await;
@@ -200,50 +236,23 @@ async fn serve_reuse_port_lets_several_processes_share_one_port() {
 
 #[tokio::test]
 async fn serve_says_when_it_cannot_accept_and_serves_again_after() {
-    use std::os::unix::process::CommandExt;
     // A server that may hold 48 descriptors: the connections past that wait in the backlog.
-    let mut cmd = Command::new(env!("CARGO_BIN_EXE_spark-bench"));
-    cmd.args(["serve", "--profile", "fast", "--listen", "127.0.0.1:0"])
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped());
-    // SAFETY: only setrlimit (async-signal-safe) runs between fork and exec.
-    unsafe {
-        cmd.pre_exec(|| {
-            let lim = libc::rlimit {
-                rlim_cur: 48,
-                rlim_max: 48,
-            };
-            if libc::setrlimit(libc::RLIMIT_NOFILE, &lim) != 0 {
-                return Err(std::io::Error::last_os_error());
-            }
-            Ok(())
-        });
-    }
-    let mut child = Kill(cmd.spawn().unwrap());
-    let mut out = BufReader::new(child.0.stdout.take().unwrap());
-    let mut line = String::new();
-    out.read_line(&mut line).unwrap();
-    std::thread::spawn(move || std::io::copy(&mut out, &mut std::io::sink()));
-    let addr = addr_of(&line);
-    let (tx, rx) = std::sync::mpsc::channel();
-    let err = BufReader::new(child.0.stderr.take().unwrap());
-    std::thread::spawn(move || {
-        for l in err.lines().map_while(Result::ok) {
-            let _ = tx.send(l);
-        }
-    });
+    let s = serve(&[
+        "--profile",
+        "fast",
+        "--listen",
+        "127.0.0.1:0",
+        "--max-open-files",
+        "48",
+    ]);
+    let addr = addr_of(s.url_line.as_deref().expect("serve printed its URL"));
+    let limit = stderr_line(&s, "open-file limit");
+    assert!(limit.contains("open-file limit 48 "), "{limit}");
     let mut held = Vec::new();
     for _ in 0..64 {
         held.push(tokio::net::TcpStream::connect(addr).await.unwrap());
     }
-    let warning = loop {
-        let l = rx
-            .recv_timeout(std::time::Duration::from_secs(10))
-            .expect("serve warned about the connections it could not accept");
-        if l.contains("cannot accept") {
-            break l;
-        }
-    };
+    let warning = stderr_line(&s, "cannot accept");
     assert!(warning.contains("listen backlog"), "{warning}");
     assert!(warning.contains("open-file limit"), "{warning}");
     drop(held);
