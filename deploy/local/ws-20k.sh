@@ -36,10 +36,11 @@ sed "s#127.0.0.1:18089#127.0.0.1:$PORT#" deploy/local/ws-hold.toml >"$OUT/ws-hol
 SIMS=()
 SAMPLER=""
 PIDS=()
+# Under `set -e` a failing command in the EXIT trap would become the script's status: every
+# kill here may find its process already gone.
 cleanup() {
-  [ -n "$SAMPLER" ] && kill "$SAMPLER" 2>/dev/null
-  for p in "${PIDS[@]}" "${SIMS[@]}"; do kill "$p" 2>/dev/null; done
-  true
+  if [ -n "$SAMPLER" ]; then kill "$SAMPLER" 2>/dev/null || true; fi
+  for p in "${PIDS[@]}" "${SIMS[@]}"; do kill "$p" 2>/dev/null || true; done
 }
 trap cleanup EXIT
 for k in $(seq "$SIM_PROCS"); do
@@ -64,7 +65,7 @@ done
 FAIL=0
 for p in "${PIDS[@]}"; do wait "$p" || FAIL=1; done
 echo "4 shards ran in $(( $(date +%s) - START )) s (exit status ok: $([ $FAIL = 0 ] && echo yes || echo no))"
-kill "$SAMPLER" 2>/dev/null; SAMPLER=""
+kill "$SAMPLER" 2>/dev/null || true; SAMPLER=""
 for k in $(seq "$SIM_PROCS"); do
   echo "simulator $k: peak RSS $(awk '/VmHWM/ {print $2}' "/proc/${SIMS[$((k - 1))]}/status") KiB"
 done
