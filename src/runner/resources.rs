@@ -22,14 +22,9 @@ pub struct FdLimit {
 /// limit (often 1024) would cap a shard at about a thousand sessions.
 #[cfg(unix)]
 pub fn raise_nofile() -> FdLimit {
-    let mut lim = libc::rlimit {
-        rlim_cur: 0,
-        rlim_max: 0,
-    };
-    // SAFETY: getrlimit writes one rlimit, which `lim` is.
-    if unsafe { libc::getrlimit(libc::RLIMIT_NOFILE, &mut lim) } != 0 {
+    let Some(mut lim) = get_nofile() else {
         return FdLimit::default();
-    }
+    };
     // The soft limit the process started with: a second call (`run` raises it before
     // checking the plan, the runner again) still reports the first one.
     static FIRST: std::sync::OnceLock<u64> = std::sync::OnceLock::new();
@@ -38,24 +33,12 @@ pub fn raise_nofile() -> FdLimit {
         .ok()
         .and_then(|s| s.trim().parse().ok());
     if let Some(n) = nr_open.filter(|n| *n > lim.rlim_max) {
-        let want = libc::rlimit {
-            rlim_cur: n,
-            rlim_max: n,
-        };
-        // SAFETY: setrlimit reads one rlimit; refused (EPERM) without the privilege.
-        if unsafe { libc::setrlimit(libc::RLIMIT_NOFILE, &want) } == 0 {
-            lim = want;
-        }
+        // Refused (EPERM) without the privilege.
+        lim = set_nofile(n, n).unwrap_or(lim);
     }
     if lim.rlim_cur < lim.rlim_max {
-        let want = libc::rlimit {
-            rlim_cur: lim.rlim_max,
-            rlim_max: lim.rlim_max,
-        };
-        // SAFETY: as above; raising the soft limit up to the hard one is always allowed.
-        if unsafe { libc::setrlimit(libc::RLIMIT_NOFILE, &want) } == 0 {
-            lim = want;
-        }
+        // Raising the soft limit up to the hard one is always allowed.
+        lim = set_nofile(lim.rlim_max, lim.rlim_max).unwrap_or(lim);
     }
     FdLimit {
         before,
@@ -75,23 +58,12 @@ pub fn raise_nofile() -> FdLimit {
 /// at its limit.
 #[cfg(unix)]
 pub fn cap_nofile(n: u64) -> FdLimit {
-    let mut lim = libc::rlimit {
-        rlim_cur: 0,
-        rlim_max: 0,
-    };
-    // SAFETY: getrlimit writes one rlimit, which `lim` is.
-    if unsafe { libc::getrlimit(libc::RLIMIT_NOFILE, &mut lim) } != 0 {
+    let Some(mut lim) = get_nofile() else {
         return FdLimit::default();
-    }
-    let before = lim.rlim_cur;
-    let want = libc::rlimit {
-        rlim_cur: (n as libc::rlim_t).min(lim.rlim_max),
-        rlim_max: lim.rlim_max,
     };
-    // SAFETY: setrlimit reads one rlimit; lowering the soft limit is always allowed.
-    if unsafe { libc::setrlimit(libc::RLIMIT_NOFILE, &want) } == 0 {
-        lim = want;
-    }
+    let before = lim.rlim_cur;
+    // Lowering the soft limit is always allowed.
+    lim = set_nofile((n as libc::rlim_t).min(lim.rlim_max), lim.rlim_max).unwrap_or(lim);
     FdLimit {
         before,
         granted: lim.rlim_cur,
@@ -103,6 +75,28 @@ pub fn cap_nofile(n: u64) -> FdLimit {
 #[cfg(not(unix))]
 pub fn cap_nofile(_n: u64) -> FdLimit {
     FdLimit::default()
+}
+
+/// The process's `RLIMIT_NOFILE`.
+#[cfg(unix)]
+fn get_nofile() -> Option<libc::rlimit> {
+    let mut lim = libc::rlimit {
+        rlim_cur: 0,
+        rlim_max: 0,
+    };
+    // SAFETY: getrlimit writes one rlimit, which `lim` is.
+    (unsafe { libc::getrlimit(libc::RLIMIT_NOFILE, &mut lim) } == 0).then_some(lim)
+}
+
+/// Sets `RLIMIT_NOFILE` to (`cur`, `max`); the new limit, or None when the kernel refused.
+#[cfg(unix)]
+fn set_nofile(cur: libc::rlim_t, max: libc::rlim_t) -> Option<libc::rlimit> {
+    let want = libc::rlimit {
+        rlim_cur: cur,
+        rlim_max: max,
+    };
+    // SAFETY: setrlimit reads one rlimit, which `want` is.
+    (unsafe { libc::setrlimit(libc::RLIMIT_NOFILE, &want) } == 0).then_some(want)
 }
 
 /// (resident now, peak resident) of this process, KiB; zeros where `/proc` has no answer.
