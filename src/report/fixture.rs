@@ -225,15 +225,10 @@ fn request(
     let ws = transport == TransportKind::Ws;
     let jitter = |rng: &mut Rng, base: u64, sigma: f64| (rng.lognormal(base as f64, sigma)) as u64;
     let dispatch = intended + jitter(rng, 40_000, 0.3);
-    let (dns, tcp, tls, upgrade) = if pays_setup {
-        (
-            (!ws || turn == 0).then(|| jitter(rng, 300_000, 0.3)),
-            Some(RTT + jitter(rng, 150_000, 0.3)),
-            Some(RTT + jitter(rng, 1_500_000, 0.2)),
-            ws.then(|| RTT + jitter(rng, 400_000, 0.3)),
-        )
+    let [dns, tcp, tls, upgrade] = if pays_setup {
+        setup_phases(rng, ws, turn)
     } else {
-        (None, None, None, None)
+        [None; 4]
     };
     let setup: u64 = [dns, tcp, tls, upgrade].iter().flatten().sum();
     let written = dispatch + setup + jitter(rng, 250_000, 0.3);
@@ -258,27 +253,8 @@ fn request(
     } else {
         o.tokens.0 + rng.below(u64::from(o.tokens.1.saturating_sub(o.tokens.0)) + 1) as u32
     };
-    let mut chunks = Vec::new();
-    let mut at = first_token;
-    let mut left = tokens;
-    while left > 0 {
-        let (n, gap) = if gpu {
-            (1, jitter(rng, 15_400_000, 0.15))
-        } else {
-            let n = (1 + rng.below(8) as u32).min(left);
-            (n, jitter(rng, u64::from(n) * 1_000_000, 0.25))
-        };
-        if !chunks.is_empty() {
-            at += gap;
-        }
-        chunks.push(Chunk {
-            at_ns: at,
-            tokens: n,
-            text_bytes: n * 4,
-        });
-        left -= n;
-    }
-    let last = at;
+    let chunks = synthetic_chunks(rng, gpu, tokens, first_token);
+    let last = chunks.last().map_or(first_token, |c| c.at_ns);
     let fail = transport == TransportKind::Http && !warmup && rng.below(150) == 0;
     let mut r = RequestRecord {
         id,
@@ -289,13 +265,7 @@ fn request(
         turn: 0,
         request: turn,
         step: turn,
-        kind: if warmup {
-            RequestKind::Warmup
-        } else if turn == 0 {
-            RequestKind::User
-        } else {
-            RequestKind::ToolResult
-        },
+        kind: kind_of(warmup, turn),
         warmup,
         chaining: if ws {
             Chaining::PreviousResponseId
@@ -322,14 +292,7 @@ fn request(
             TransportKind::Http2 => WireProtocol::Http2,
             _ => WireProtocol::Http1,
         },
-        alpn: Some(
-            if transport == TransportKind::Http2 {
-                "h2"
-            } else {
-                "http/1.1"
-            }
-            .into(),
-        ),
+        alpn: Some(alpn_of(transport).into()),
         bytes_sent: if ws {
             700
         } else {
@@ -352,17 +315,80 @@ fn request(
         ..Default::default()
     };
     if fail {
-        r.outcome = OutcomeKind::HttpStatus;
-        r.http_status = Some(500);
-        r.error = Some("status 500: simulated fault".into());
-        r.first_event_ns = None;
-        r.first_token_ns = None;
-        r.last_token_ns = None;
-        r.chunks.clear();
-        r.output_tokens = 0;
-        r.end_ns = headers;
+        fail_with_500(&mut r, headers);
     }
     r
+}
+
+/// A warm-up, the session's user request (turn 0), or a tool result.
+fn kind_of(warmup: bool, turn: u32) -> RequestKind {
+    if warmup {
+        RequestKind::Warmup
+    } else if turn == 0 {
+        RequestKind::User
+    } else {
+        RequestKind::ToolResult
+    }
+}
+
+/// The ALPN a synthetic TLS connection negotiated.
+fn alpn_of(transport: TransportKind) -> &'static str {
+    if transport == TransportKind::Http2 {
+        "h2"
+    } else {
+        "http/1.1"
+    }
+}
+
+/// The connection phases a request pays on a new connection: DNS, TCP, TLS, WebSocket upgrade.
+fn setup_phases(rng: &mut Rng, ws: bool, turn: u32) -> [Option<u64>; 4] {
+    let jitter = |rng: &mut Rng, base: u64, sigma: f64| (rng.lognormal(base as f64, sigma)) as u64;
+    [
+        (!ws || turn == 0).then(|| jitter(rng, 300_000, 0.3)),
+        Some(RTT + jitter(rng, 150_000, 0.3)),
+        Some(RTT + jitter(rng, 1_500_000, 0.2)),
+        ws.then(|| RTT + jitter(rng, 400_000, 0.3)),
+    ]
+}
+
+/// The content chunks of a synthetic response: one token per chunk every ~15 ms on the GPU
+/// profile, 1-8 tokens per chunk at ~1 ms per token on the wafer-scale one.
+fn synthetic_chunks(rng: &mut Rng, gpu: bool, tokens: u32, first_token: u64) -> Vec<Chunk> {
+    let jitter = |rng: &mut Rng, base: u64, sigma: f64| (rng.lognormal(base as f64, sigma)) as u64;
+    let mut chunks = Vec::new();
+    let mut at = first_token;
+    let mut left = tokens;
+    while left > 0 {
+        let (n, gap) = if gpu {
+            (1, jitter(rng, 15_400_000, 0.15))
+        } else {
+            let n = (1 + rng.below(8) as u32).min(left);
+            (n, jitter(rng, u64::from(n) * 1_000_000, 0.25))
+        };
+        if !chunks.is_empty() {
+            at += gap;
+        }
+        chunks.push(Chunk {
+            at_ns: at,
+            tokens: n,
+            text_bytes: n * 4,
+        });
+        left -= n;
+    }
+    chunks
+}
+
+/// Turns a synthetic request into an HTTP 500 that ended with its headers.
+fn fail_with_500(r: &mut RequestRecord, headers: Option<u64>) {
+    r.outcome = OutcomeKind::HttpStatus;
+    r.http_status = Some(500);
+    r.error = Some("status 500: simulated fault".into());
+    r.first_event_ns = None;
+    r.first_token_ns = None;
+    r.last_token_ns = None;
+    r.chunks.clear();
+    r.output_tokens = 0;
+    r.end_ns = headers;
 }
 
 fn plan(o: &SyntheticOptions) -> Plan {

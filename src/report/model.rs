@@ -400,16 +400,9 @@ fn source_mix(run: &RunView, pick: fn(&CellSummary) -> &BTreeMap<String, u64>) -
 /// One provenance row: how to read a fact off a run.
 type Fact = Box<dyn Fn(&RunView) -> String>;
 
-fn provenance(input: &ReportInput) -> Table {
-    let mut header = vec!["".to_string()];
-    header.extend(input.runs.iter().map(|r| {
-        if input.is_comparison() {
-            format!("run {}", r.label)
-        } else {
-            "run".to_string()
-        }
-    }));
-    let facts: Vec<(&str, Fact)> = vec![
+/// The provenance rows every run has, in order: identity, scenario, load, host, sources.
+fn base_facts() -> Vec<(&'static str, Fact)> {
+    vec![
         ("run id", Box::new(|r| r.manifest.run_id.clone())),
         ("directory", Box::new(|r| r.dir_name())),
         (
@@ -490,8 +483,19 @@ fn provenance(input: &ReportInput) -> Table {
             Box::new(|r| source_mix(r, |c| &c.token_sources)),
         ),
         ("command", Box::new(|r| r.manifest.command_line.join(" "))),
-    ];
-    let mut facts = facts;
+    ]
+}
+
+fn provenance(input: &ReportInput) -> Table {
+    let mut header = vec!["".to_string()];
+    header.extend(input.runs.iter().map(|r| {
+        if input.is_comparison() {
+            format!("run {}", r.label)
+        } else {
+            "run".to_string()
+        }
+    }));
+    let mut facts = base_facts();
     // Runs written before the harness judged itself have no section: the row appears only
     // when some run has one.
     if input.runs.iter().any(|r| r.summary.harness.is_some()) {

@@ -11,6 +11,7 @@ mod client_peer;
 mod compare_synthetic;
 mod conn_lifecycle;
 mod data;
+mod equivalence;
 mod harness;
 mod hostile;
 mod llama;
