@@ -4,6 +4,8 @@
 //! The module tree is the data-flow diagram, bottom layer first: each module builds on the
 //! ones above it in this list, and a run's data flows down it.
 //!
+//! * [`sys`]: the operating system, called: every `libc` call of the crate behind a thin safe
+//!   wrapper (time, socket timestamps, sockets, scheduling, limits); imports nothing of ours.
 //! * [`vocab`]: the names and records every layer shares (transport, API and outcome kinds,
 //!   the run's modes, [`vocab::BaseUrl`], [`vocab::RequestRecord`]); imports nothing of ours.
 //! * [`scenario`]: TOML scenario files, data only (`deny_unknown_fields`, errors with file:line:col).
@@ -27,16 +29,26 @@
 //! [`commands`] is the glue of the subcommands: arguments in ([`cli`], the clap types), a
 //! runner or a report called, results printed; [`progress`] draws the live progress line.
 //!
-//! Shared infrastructure: [`clock`] (every timestamp source and its system calls: the run's
-//! clock, kernel receive and transmit stamps, the HTTP byte log, sub-ms sleeps; the only
-//! module that reads the clock), [`link`] (user-space WAN emulation), [`tls`], [`rng`],
-//! [`units`], [`provenance`] (one run's counts of how its timestamps were taken),
-//! [`priority`] (real-time scheduling of the threads that keep time, `--realtime`).
+//! Shared infrastructure: [`clock`] (every timestamp source: the run's clock, kernel receive
+//! and transmit stamps, sub-ms sleeps, the harness watching itself; the only module that
+//! reads the clock, [`sys`] giving it the raw calls), [`link`] (user-space WAN emulation),
+//! [`tls`], [`rng`], [`units`], [`provenance`] (one run's counts of how its timestamps were
+//! taken), [`priority`] (real-time scheduling of the threads that keep time, `--realtime`).
 //!
 //! A module imports only its own layer and the ones listed above it (shared infrastructure
 //! sits below `plan`), the simulator imports no client code, and no two top-level modules
 //! import each other: `tests/integration/architecture.rs` checks this, and
 //! `scripts/module_graph.py` prints the graph (`docs/architecture/`).
+//!
+//! Linux only: kernel timestamps, `TCP_INFO`, `SCHED_FIFO` and the rest of [`sys`] are
+//! Linux's, and no other target is built or tested, so none is pretended to: building for
+//! another stops with a `compile_error!`.
+
+#[cfg(not(target_os = "linux"))]
+compile_error!(
+    "spark-bench builds for Linux only: it relies on Linux's socket timestamps, TCP_INFO and \
+     scheduling calls (see `src/sys/`)"
+);
 
 /// `println!` that never panics: when stdout is closed (`spark-bench run … | head`), the line
 /// is dropped and the run goes on (its results are in files).
@@ -84,6 +96,8 @@ pub mod runner;
 pub mod scenario;
 pub mod sim;
 pub mod store;
+#[cfg(target_os = "linux")]
+pub mod sys;
 pub mod tls;
 pub mod transport;
 pub mod units;

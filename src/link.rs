@@ -575,7 +575,7 @@ where
                     timer::sleep_until(at).await;
                     #[cfg(any(test, feature = "test-support"))]
                     if matches!(dst, Dest::Near(_)) {
-                        probe::record(read, at, crate::clock::now(), bytes.len());
+                        segment_log::record(read, at, crate::clock::now(), bytes.len());
                     }
                     #[cfg(not(any(test, feature = "test-support")))]
                     let _ = read;
@@ -600,7 +600,7 @@ where
 /// Diagnostics for tests and benchmarks (the delay line's per-segment timing); not in the
 /// shipped binary.
 #[cfg(any(test, feature = "test-support"))]
-pub mod probe;
+pub mod segment_log;
 
 #[cfg(test)]
 mod tests {

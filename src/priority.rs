@@ -5,7 +5,7 @@
 //! (`spark-bench run --realtime`) and permitted (root or `CAP_SYS_NICE`).
 //! Does not own: the harness's or the simulator's threads, which stay under the normal
 //! scheduler unless the user runs spark-bench under `chrt` (or a benchmark asks for
-//! [`fifo_current_thread`] on its own threads).
+//! [`fifo_current_thread`] on its own threads); the system calls ([`crate::sys::sched`]).
 //!
 //! Why only these two: arrival stamps come from the kernel, so the harness's own scheduling
 //! does not move them; but when the delay line's reader is late, several segments arrive in
@@ -16,6 +16,8 @@
 //! long task would hold the delay line off a core).
 
 use std::sync::atomic::{AtomicBool, Ordering};
+
+use crate::sys::sched;
 
 /// Whether this process wants its emulator threads real-time: those running when it was asked
 /// and those started later (the process's one timer thread, each run's delay-line threads).
@@ -73,58 +75,28 @@ pub(crate) fn on_emulator_thread_start() -> Option<bool> {
 
 /// Puts the calling thread under SCHED_FIFO at `priority` (1 is just above every normal
 /// thread, and below the emulator's [`EMULATOR_PRIORITY`]), as `chrt -f` would. False when
-/// refused (not root, no CAP_SYS_NICE) or not on Linux.
+/// refused (not root, no CAP_SYS_NICE).
 pub fn fifo_current_thread(priority: i32) -> bool {
-    set_policy(0, Some(priority))
+    sched::set_policy(0, Some(priority))
 }
 
 /// An emulator thread to its real-time priority, or back to the normal scheduler.
 fn set(tid: i32, realtime: bool) -> bool {
-    set_policy(tid, realtime.then_some(EMULATOR_PRIORITY))
-}
-
-/// SCHED_FIFO at the given priority, or SCHED_OTHER for `None`, for one of this process's
-/// threads (`tid` 0 = the caller).
-#[cfg(target_os = "linux")]
-fn set_policy(tid: i32, fifo: Option<i32>) -> bool {
-    let (policy, priority) = match fifo {
-        Some(p) => (libc::SCHED_FIFO, p),
-        None => (libc::SCHED_OTHER, 0),
-    };
-    let param = libc::sched_param {
-        sched_priority: priority,
-    };
-    // SAFETY: changes the scheduling policy of one of this process's threads (0 = caller).
-    unsafe { libc::sched_setscheduler(tid, policy, &param) == 0 }
-}
-
-#[cfg(not(target_os = "linux"))]
-fn set_policy(_tid: i32, _fifo: Option<i32>) -> bool {
-    false
+    sched::set_policy(tid, realtime.then_some(EMULATOR_PRIORITY))
 }
 
 /// Whether this process may use SCHED_FIFO: tries it on the calling thread and puts the
 /// thread's own policy back at once.
 fn permitted() -> bool {
-    #[cfg(target_os = "linux")]
-    {
-        let mut before = libc::sched_param { sched_priority: 0 };
-        // SAFETY: reads and restores this thread's own scheduling policy and parameters.
-        unsafe {
-            let policy = libc::sched_getscheduler(0);
-            if policy < 0 || libc::sched_getparam(0, &mut before) != 0 {
-                return false;
-            }
-            let ok = set(0, true);
-            if ok && libc::sched_setscheduler(0, policy, &before) != 0 {
-                // Could not put the caller back as it was: at least not real-time.
-                set(0, false);
-            }
-            ok
-        }
+    let Some(before) = sched::current() else {
+        return false;
+    };
+    let ok = set(0, true);
+    if ok && !sched::restore(before) {
+        // Could not put the caller back as it was: at least not real-time.
+        set(0, false);
     }
-    #[cfg(not(target_os = "linux"))]
-    false
+    ok
 }
 
 fn for_each_emulator_thread(f: impl Fn(i32) -> bool) -> usize {
@@ -149,14 +121,10 @@ fn for_each_emulator_thread(f: impl Fn(i32) -> bool) -> usize {
     n
 }
 
-#[cfg(all(test, target_os = "linux"))]
+#[cfg(test)]
 mod tests {
     use super::*;
-
-    fn policy_of(tid: i32) -> i32 {
-        // SAFETY: reads a thread's scheduling policy.
-        unsafe { libc::sched_getscheduler(tid) }
-    }
+    use crate::sys::sched::{gettid, policy_of, SCHED_FIFO, SCHED_OTHER};
 
     #[test]
     fn raises_and_lowers_only_the_emulator_threads() {
@@ -165,25 +133,23 @@ mod tests {
         let emulator = std::thread::Builder::new()
             .name("spark-bench-link-test".into())
             .spawn(move || {
-                // SAFETY: gettid has no preconditions.
-                tid_tx.send(unsafe { libc::gettid() }).unwrap();
+                tid_tx.send(gettid()).unwrap();
                 let _ = stop_rx.recv();
             })
             .unwrap();
         let tid = tid_rx.recv().unwrap();
-        // SAFETY: gettid has no preconditions.
-        let me = unsafe { libc::gettid() };
+        let me = gettid();
         match raise_emulator_threads() {
             Ok(n) => {
                 assert!(n >= 1, "the emulator thread was not raised");
-                assert_eq!(policy_of(tid), libc::SCHED_FIFO);
-                assert_eq!(policy_of(me), libc::SCHED_OTHER, "the caller was changed");
+                assert_eq!(policy_of(tid), SCHED_FIFO);
+                assert_eq!(policy_of(me), SCHED_OTHER, "the caller was changed");
                 assert!(lower_emulator_threads() >= 1);
-                assert_eq!(policy_of(tid), libc::SCHED_OTHER);
+                assert_eq!(policy_of(tid), SCHED_OTHER);
             }
             Err(why) => {
                 assert!(why.contains("CAP_SYS_NICE"), "{why}");
-                assert_eq!(policy_of(tid), libc::SCHED_OTHER);
+                assert_eq!(policy_of(tid), SCHED_OTHER);
             }
         }
         stop_tx.send(()).unwrap();

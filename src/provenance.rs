@@ -4,7 +4,7 @@
 //! refused them, reads that came back unstamped, HTTP body frames placed exactly or on the
 //! connection's latest read, whether the delay line ran at real-time priority), and
 //! [`Provenance`], their value at the end of the run with the manifest's `timestamps` line.
-//! Does not own: taking the stamps ([`crate::clock::rx`], [`crate::clock::byteclock`]) or
+//! Does not own: taking the stamps ([`crate::clock::rx`], [`crate::transport::bytelog`]) or
 //! the scheduling ([`crate::priority`]).
 //!
 //! Each run creates its own [`Counters`] and hands an `Arc` of them down to whatever counts

@@ -1,4 +1,5 @@
-//! Time: every timestamp source of the client and the simulator, and every system call for one.
+//! Time: every timestamp source of the client and the simulator (the system calls behind them
+//! are [`crate::sys`]'s).
 //!
 //! Owns: reading the clocks. Outside this module no code calls `Instant::now`,
 //! `SystemTime::now` or the kernel's timestamping; it asks a function or type here.
@@ -13,29 +14,26 @@
 //! * [`rx`]: the kernel's receive stamp of each read (`SO_TIMESTAMPNS`), published as
 //!   [`rx::Arrivals`]. Transport's sockets and the link emulator use it, so a chunk is stamped
 //!   when it arrived, not when a busy task got round to reading it.
-//! * [`byteclock`]: which read delivered which HTTP response byte, fed by transport's metered
-//!   stream, asked by its HTTP pump.
 //! * [`tx`]: the kernel's transmit stamp of each write (`SO_TIMESTAMPING`), the simulator's
 //!   ground truth of when a chunk left.
 //! * [`realtime_to_instant`]: a kernel stamp (`CLOCK_REALTIME`) on the monotonic clock; used
 //!   by [`rx`] and [`tx`].
 //! * [`timer`]: sub-millisecond sleeps to a monotonic deadline, for the driver's pacing, the
 //!   link emulator and the simulator's token schedule.
-//! * [`probe`]: the harness watching itself during a run: the timer's lateness (a 1 ms
+//! * [`selfwatch`]: the harness watching itself during a run: the timer's lateness (a 1 ms
 //!   sleep loop) and the process's CPU time (`CLOCK_PROCESS_CPUTIME_ID`).
 //! * [`now`], [`since`] and [`wall_now`]: plain reads for everyone else (the simulator's
 //!   trace, link and transport phase timings, progress, file names and ids).
 //!
-//! The system calls (socket options, `recvmsg` with its control-message walk, the timer
-//! thread's slack) are written once, in `sys`. The byte streams that stamp or count what
-//! passes through them (here, in transport, the link emulator and the simulator) share one
-//! forwarding wrapper, [`tap::Tapped`].
+//! The system calls (socket timestamping options, `recvmsg` with its control-message walk,
+//! the timer thread's slack, `CLOCK_PROCESS_CPUTIME_ID`, `adjtimex`) are [`crate::sys`]'s;
+//! this module is the only caller of its raw clock reads ([`crate::sys::time`]). Which read
+//! delivered which HTTP response byte is transport's (`transport::bytelog`): it reads no
+//! clock. The byte streams that stamp or count what passes through them (here, in transport,
+//! the link emulator and the simulator) share one forwarding wrapper, [`tap::Tapped`].
 
-pub mod byteclock;
-pub mod probe;
 pub mod rx;
-#[cfg(target_os = "linux")]
-mod sys;
+pub mod selfwatch;
 pub mod tap;
 pub mod timer;
 pub mod tx;
@@ -125,10 +123,7 @@ impl Clock {
             }
         }
         let (origin_unix_ns, width) = best.unwrap_or_default();
-        #[cfg(target_os = "linux")]
-        let ntp = sys::ntp_estimated_error_ns();
-        #[cfg(not(target_os = "linux"))]
-        let ntp: Option<u64> = None;
+        let ntp = crate::sys::time::ntp_estimated_error_ns();
         let how = match ntp {
             Some(e) => format!(
                 "CLOCK_REALTIME read between two monotonic reads ({} ns apart); the kernel says the wall clock is NTP-synchronised with an estimated error of {} µs",

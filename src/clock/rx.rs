@@ -15,10 +15,12 @@
 //!
 //! The kernel's stamp is `CLOCK_REALTIME`; it is moved to the monotonic clock by its age at
 //! the moment of the read (both clocks read back to back), so a wall-clock step cannot move a
-//! measured latency by more than the read's own delay. Where the kernel gives no stamp (not
-//! Linux, or the option was refused), the time the read returned is used instead.
+//! measured latency by more than the read's own delay. Where the kernel gives no stamp (the
+//! option was refused), the time the read returned is used instead. The system calls are
+//! [`crate::sys::stamp`]'s.
 
 use std::io;
+use std::os::fd::AsRawFd;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, OnceLock};
 use std::task::{Context, Poll};
@@ -29,6 +31,7 @@ use tokio::net::TcpStream;
 
 use super::tap::{Tap, Tapped};
 use crate::provenance::Counters;
+use crate::sys::stamp;
 
 /// Keeps the kernel's receive stamping switched on for the life of the process.
 ///
@@ -55,10 +58,8 @@ pub fn keep_enabled() {
 }
 
 /// Sends single bytes over the pair until one arrives with a kernel stamp.
-#[cfg(target_os = "linux")]
 fn wait_until_stamping(mut tx: &std::net::TcpStream, rx: &std::net::TcpStream) {
     use std::io::Write;
-    use std::os::fd::AsRawFd;
     let deadline = Instant::now() + Duration::from_millis(100);
     let mut buf = [std::mem::MaybeUninit::<u8>::uninit(); 64];
     while Instant::now() < deadline {
@@ -66,15 +67,12 @@ fn wait_until_stamping(mut tx: &std::net::TcpStream, rx: &std::net::TcpStream) {
             return;
         }
         // Loopback delivers inside the write, so the byte is already queued.
-        if let Ok((_, Some(_))) = recv_stamped(rx.as_raw_fd(), &mut buf) {
+        if let Ok((_, Some(_))) = stamp::recv_stamped(rx.as_raw_fd(), &mut buf) {
             return;
         }
         std::thread::sleep(Duration::from_micros(200));
     }
 }
-
-#[cfg(not(target_os = "linux"))]
-fn wait_until_stamping(_tx: &std::net::TcpStream, _rx: &std::net::TcpStream) {}
 
 /// The instant all [`Arrivals`] count from.
 fn anchor() -> Instant {
@@ -150,56 +148,16 @@ fn enable(tcp: &TcpStream) -> bool {
     enable_fd(tcp)
 }
 
-#[cfg(target_os = "linux")]
-fn enable_fd(socket: &impl std::os::fd::AsRawFd) -> bool {
-    super::sys::set_int_option(
-        socket.as_raw_fd(),
-        libc::SOL_SOCKET,
-        libc::SO_TIMESTAMPNS,
-        1,
-    )
-}
-
-#[cfg(not(target_os = "linux"))]
-fn enable_fd<T>(_socket: &T) -> bool {
-    false
+fn enable_fd(socket: &impl AsRawFd) -> bool {
+    stamp::enable_receive(socket.as_raw_fd())
 }
 
 /// A write straight to `tcp`'s socket (see the [`Tap`] impl of [`Receive`]).
-#[cfg(target_os = "linux")]
 fn send_now(tcp: &TcpStream, bufs: &[io::IoSlice<'_>]) -> Poll<io::Result<usize>> {
-    use std::os::fd::AsRawFd;
-    match super::sys::send_nonblocking(tcp.as_raw_fd(), bufs) {
+    match crate::sys::socket::send_nonblocking(tcp.as_raw_fd(), bufs) {
         Err(e) if e.kind() == io::ErrorKind::WouldBlock => Poll::Pending,
         r => Poll::Ready(r),
     }
-}
-
-#[cfg(not(target_os = "linux"))]
-fn send_now(_: &TcpStream, _: &[io::IoSlice<'_>]) -> Poll<io::Result<usize>> {
-    Poll::Pending
-}
-
-/// One `recvmsg` into `buf`; returns the byte count and the kernel's `CLOCK_REALTIME` stamp
-/// of the last segment consumed, when it gave one.
-#[cfg(target_os = "linux")]
-fn recv_stamped(
-    fd: std::os::fd::RawFd,
-    buf: &mut [std::mem::MaybeUninit<u8>],
-) -> io::Result<(usize, Option<Duration>)> {
-    // Room for one or two control messages.
-    let mut control = [0u64; 16];
-    let mut stamp = None;
-    let n = super::sys::recvmsg(fd, Some(buf), libc::MSG_DONTWAIT, &mut control, |cmsg| {
-        if cmsg.level == libc::SOL_SOCKET && cmsg.kind == libc::SCM_TIMESTAMPNS {
-            if let Some(ts) = cmsg.timespec() {
-                if ts.tv_sec > 0 && ts.tv_nsec >= 0 {
-                    stamp = Some(Duration::new(ts.tv_sec as u64, ts.tv_nsec as u32));
-                }
-            }
-        }
-    })?;
-    Ok((n, stamp))
 }
 
 /// Writes go to tokio first; where tokio answers `Pending`, the socket itself is asked
@@ -238,14 +196,12 @@ impl Tap for Receive {
         }
     }
 
-    #[cfg(target_os = "linux")]
     fn poll_read(
         &mut self,
         tcp: &mut TcpStream,
         cx: &mut Context<'_>,
         buf: &mut ReadBuf<'_>,
     ) -> Poll<io::Result<()>> {
-        use std::os::fd::AsRawFd;
         if buf.remaining() == 0 {
             return Poll::Ready(Ok(()));
         }
@@ -255,7 +211,9 @@ impl Tap for Receive {
             // SAFETY: recvmsg only writes initialised bytes into the unfilled part, and we mark
             // exactly the `n` it reports as initialised and filled.
             let unfilled = unsafe { buf.unfilled_mut() };
-            match tcp.try_io(tokio::io::Interest::READABLE, || recv_stamped(fd, unfilled)) {
+            match tcp.try_io(tokio::io::Interest::READABLE, || {
+                stamp::recv_stamped(fd, unfilled)
+            }) {
                 Ok((n, stamp)) => {
                     // SAFETY: the kernel wrote `n` bytes into the unfilled part.
                     unsafe { buf.assume_init(n) };
@@ -278,23 +236,6 @@ impl Tap for Receive {
                 Err(e) => return Poll::Ready(Err(e)),
             }
         }
-    }
-
-    #[cfg(not(target_os = "linux"))]
-    fn poll_read(
-        &mut self,
-        tcp: &mut TcpStream,
-        cx: &mut Context<'_>,
-        buf: &mut ReadBuf<'_>,
-    ) -> Poll<io::Result<()>> {
-        use std::pin::Pin;
-        use tokio::io::AsyncRead;
-        let before = buf.filled().len();
-        let r = Pin::new(tcp).poll_read(cx, buf);
-        if matches!(r, Poll::Ready(Ok(()))) && buf.filled().len() > before {
-            self.arrivals.note(Instant::now());
-        }
-        r
     }
 }
 
@@ -325,7 +266,6 @@ mod tests {
         assert_eq!(&buf[..n], b"first");
         let at = arrivals.latest().expect("an arrival");
         assert!(at <= read_at, "an arrival after the read returned");
-        #[cfg(target_os = "linux")]
         assert!(client.kernel_timestamps(), "SO_TIMESTAMPNS refused");
         if client.kernel_timestamps() {
             // Stamped at the write (loopback delivers inside the write), not 30 ms later.

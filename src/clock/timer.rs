@@ -75,8 +75,7 @@ fn wheel() -> &'static Wheel {
         std::thread::Builder::new()
             .name("spark-bench-timer".into())
             .spawn(move || {
-                #[cfg(target_os = "linux")]
-                super::sys::set_thread_timer_slack_1ns();
+                crate::sys::sched::set_thread_timer_slack_1ns();
                 crate::priority::on_emulator_thread_start();
                 run(w)
             })

@@ -4,7 +4,8 @@
 //! an accepted socket, counting the bytes written to it, reading the stamps back from the
 //! socket's error queue after each write (and on flush), and filling in the write time of
 //! each chunk that asked for one ([`TxLog::watch`]).
-//! Does not own: which chunks are content (the model) or the trace itself.
+//! Does not own: which chunks are content (the model) or the trace itself; the system calls
+//! and the control-message decoding ([`crate::sys::stamp`]).
 //!
 //! Why: the simulator stamps a chunk just before its connection writes it. If the thread is
 //! descheduled between that instant and the `write` (a VM's vCPU pause, a busy runtime), the
@@ -24,9 +25,12 @@
 //! others. Its write time is the stamp of the first write that ended at or past its bound.
 
 use std::collections::VecDeque;
+use std::os::fd::RawFd;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, OnceLock};
 use std::time::Instant;
+
+use crate::sys::stamp;
 
 /// A chunk's write time, filled in once its write's stamp is read.
 pub type Sent = Arc<OnceLock<Instant>>;
@@ -108,83 +112,20 @@ impl TxLog {
 }
 
 /// Turns on transmit stamps for `fd` (before anything was written to it). `false` when the
-/// kernel refuses (not Linux, or an old kernel).
-#[cfg(target_os = "linux")]
-pub fn enable(fd: std::os::fd::RawFd) -> bool {
-    let flags: libc::c_uint = libc::SOF_TIMESTAMPING_TX_SOFTWARE
-        | libc::SOF_TIMESTAMPING_SOFTWARE
-        | libc::SOF_TIMESTAMPING_OPT_ID
-        | libc::SOF_TIMESTAMPING_OPT_TSONLY;
-    // The kernel reads the flags as an int; the bits are the same.
-    super::sys::set_int_option(fd, libc::SOL_SOCKET, SO_TIMESTAMPING, flags as libc::c_int)
+/// kernel refuses (an old kernel).
+pub fn enable(fd: RawFd) -> bool {
+    stamp::enable_transmit(fd)
 }
-
-#[cfg(not(target_os = "linux"))]
-pub fn enable(_fd: i32) -> bool {
-    false
-}
-
-/// `SO_TIMESTAMPING` (and `SCM_TIMESTAMPING`) on Linux; the libc crate lacks it for glibc.
-#[cfg(target_os = "linux")]
-const SO_TIMESTAMPING: libc::c_int = 37;
-/// `SCM_TSTAMP_SND`: the stamp was taken as the bytes left for the device.
-#[cfg(target_os = "linux")]
-const SCM_TSTAMP_SND: u32 = 0;
 
 /// Reads every stamp waiting on `fd`'s error queue (called after each write, and on flush
 /// for a stamp the kernel took after its write returned).
-#[cfg(target_os = "linux")]
-pub fn drain(fd: std::os::fd::RawFd, log: &TxLog) {
-    while let Some((id, at)) = read_stamp(fd) {
-        log.stamped(id, at);
+pub fn drain(fd: RawFd, log: &TxLog) {
+    while let Some((id, at)) = stamp::read_transmit(fd) {
+        log.stamped(id, super::realtime_to_instant(at));
     }
 }
 
-#[cfg(not(target_os = "linux"))]
-pub fn drain(_fd: i32, _log: &TxLog) {}
-
-/// One message from the error queue: (the write's last-byte offset, the stamp). `None` when
-/// the queue is empty (or holds something else).
-#[cfg(target_os = "linux")]
-fn read_stamp(fd: std::os::fd::RawFd) -> Option<(u32, Instant)> {
-    loop {
-        let mut control = [0u64; 32];
-        let (mut stamp, mut id) = (None, None);
-        let flags = libc::MSG_ERRQUEUE | libc::MSG_DONTWAIT;
-        super::sys::recvmsg(fd, None, flags, &mut control, |cmsg| {
-            let (level, kind) = (cmsg.level, cmsg.kind);
-            if level == libc::SOL_SOCKET && kind == SO_TIMESTAMPING {
-                // scm_timestamping: [software, (deprecated), hardware].
-                if let Some([ts, _, _]) = cmsg.timestamping() {
-                    if ts.tv_sec > 0 && ts.tv_nsec >= 0 {
-                        stamp = Some(std::time::Duration::new(
-                            ts.tv_sec as u64,
-                            ts.tv_nsec as u32,
-                        ));
-                    }
-                }
-            } else if (level == libc::SOL_IP && kind == libc::IP_RECVERR)
-                || (level == libc::SOL_IPV6 && kind == libc::IPV6_RECVERR)
-            {
-                if let Some(e) = cmsg.extended_err() {
-                    if e.ee_origin == libc::SO_EE_ORIGIN_TIMESTAMPING
-                        && e.ee_errno == libc::ENOMSG as u32
-                        && e.ee_info == SCM_TSTAMP_SND
-                    {
-                        id = Some(e.ee_data);
-                    }
-                }
-            }
-        })
-        .ok()?;
-        if let (Some(s), Some(id)) = (stamp, id) {
-            return Some((id, super::realtime_to_instant(s)));
-        }
-        // Something other than a transmit stamp: skip it and read on.
-    }
-}
-
-#[cfg(all(test, target_os = "linux"))]
+#[cfg(test)]
 mod tests {
     use super::*;
     use std::io::{Read, Write};

@@ -146,7 +146,7 @@ impl PemFile {
                         .write(true)
                         .create_new(true)
                         .mode(0o600)
-                        .custom_flags(libc::O_NOFOLLOW)
+                        .custom_flags(crate::sys::fs::O_NOFOLLOW)
                         .open(&path)
                         .map_err(|e| {
                             anyhow::anyhow!("cannot create {}: {e}", path.display())

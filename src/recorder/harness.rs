@@ -6,14 +6,14 @@
 //! ([`Thresholds::DEFAULT`], the one place they are defined; `docs/measurements.md` says
 //! why each is where it is), the folding of measured records into [`DispatchStats`], and
 //! the footer lines the table and the report show. Pure: the timer and CPU figures come in
-//! as a [`ProbeReport`] (taken by `clock::probe`), the ceiling as a number.
-//! Does not own: taking those figures (`clock::probe`, `runner`), the calibration file
+//! as a [`ProbeReport`] (taken by `clock::selfwatch`), the ceiling as a number.
+//! Does not own: taking those figures (`clock::selfwatch`, `runner`), the calibration file
 //! (`store`), or `spark-bench calibrate` (`runner::calibrate`).
 
 use hdrhistogram::Histogram;
 use serde::{Deserialize, Serialize};
 
-use crate::clock::probe::ProbeReport;
+use crate::clock::selfwatch::ProbeReport;
 use crate::vocab::RequestRecord;
 
 /// The limits past which a run is judged `harness-bound`.

@@ -190,7 +190,7 @@ async fn stream(rate: f64, secs: f64) -> anyhow::Result<Ingest> {
             cancel.cancel();
         })
     };
-    let cpu_before = crate::clock::probe::process_cpu_time();
+    let cpu_before = crate::clock::selfwatch::process_cpu_time();
     let wall = crate::clock::now();
     let mut tasks = tokio::task::JoinSet::new();
     for s in 0..INGEST_STREAMS {
@@ -224,7 +224,7 @@ async fn stream(rate: f64, secs: f64) -> anyhow::Result<Ingest> {
         records.push(r?);
     }
     let wall_s = crate::clock::since(wall).as_secs_f64();
-    let cpu_cores = match (cpu_before, crate::clock::probe::process_cpu_time()) {
+    let cpu_cores = match (cpu_before, crate::clock::selfwatch::process_cpu_time()) {
         (Some(a), Some(b)) if wall_s > 0.0 => Some(b.saturating_sub(a).as_secs_f64() / wall_s),
         _ => None,
     };

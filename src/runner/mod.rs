@@ -154,7 +154,7 @@ pub async fn run(plan: Arc<Plan>, out: &Path, options: Options) -> anyhow::Resul
     // The recorder task owns the measurements and the incremental files.
     let recorder_task = record::spawn(plan.slo, writer, rx, live_tx);
     // The harness watching itself: timer lateness and CPU use while the driver runs.
-    let probe = crate::clock::probe::Probe::start();
+    let probe = crate::clock::selfwatch::Probe::start();
     let (rss_before_kib, _) = resources::rss_kib();
 
     let driven = driver::run(
@@ -232,7 +232,7 @@ pub async fn run(plan: Arc<Plan>, out: &Path, options: Options) -> anyhow::Resul
 /// the run is "not calibrated").
 fn harness_section(
     recorder: &crate::recorder::Recorder,
-    probe: &crate::clock::probe::ProbeReport,
+    probe: &crate::clock::selfwatch::ProbeReport,
     calibration: Option<&Path>,
 ) -> Harness {
     let ceiling = calibration.and_then(|path| match crate::store::load_calibration(path) {

@@ -83,15 +83,9 @@ impl Tap for ConnTap {
     }
 }
 
-#[cfg(unix)]
-fn raw_fd(tcp: &TcpStream) -> i32 {
+fn raw_fd(tcp: &TcpStream) -> std::os::fd::RawFd {
     use std::os::fd::AsRawFd;
     tcp.as_raw_fd()
-}
-
-#[cfg(not(unix))]
-fn raw_fd(_tcp: &TcpStream) -> i32 {
-    -1
 }
 
 /// Serves until `shutdown` completes, then stops accepting and cancels open connections.
@@ -142,7 +136,7 @@ async fn serve_with_trace(
                         errln!(
                             "simulator: cannot accept a connection: {e} ({} so far); new connections wait in the listen backlog, and their clients' latencies include that wait{}",
                             accept_errors + 1,
-                            if e.raw_os_error() == Some(libc::EMFILE) {
+                            if e.raw_os_error() == Some(crate::sys::errno::EMFILE) {
                                 " (raise the open-file limit, or run more `serve --reuse-port` processes on this port)"
                             } else {
                                 ""

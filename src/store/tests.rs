@@ -565,7 +565,7 @@ fn summary_json_matches_its_schema() {
             ..Default::default()
         });
     }
-    let probe = crate::clock::probe::ProbeReport {
+    let probe = crate::clock::selfwatch::ProbeReport {
         timer_samples: 10,
         wall_s: 1.0,
         cpu_s: Some(0.5),

@@ -17,11 +17,12 @@ use tokio_rustls::client::TlsStream;
 use tokio_rustls::TlsConnector;
 
 use super::io::{IoStats, MeteredIo};
-use super::probe::SockProbe;
+use super::sockstate::SockProbe;
 use super::Setup;
 use crate::clock::tap::{Tap, Tapped};
 use crate::clock::Clock;
 use crate::link::{BoxIo, Emulator, Link};
+use crate::sys::errno;
 use crate::vocab::{BaseUrl, Proxy};
 
 /// An open connection, before any HTTP or WebSocket protocol ran on it.
@@ -56,7 +57,7 @@ pub enum DialError {
 pub fn is_local_exhaustion(e: &std::io::Error) -> bool {
     matches!(
         e.raw_os_error(),
-        Some(libc::EMFILE | libc::ENFILE | libc::EADDRNOTAVAIL | libc::ENOBUFS | libc::ENOMEM)
+        Some(errno::EMFILE | errno::ENFILE | errno::EADDRNOTAVAIL | errno::ENOBUFS | errno::ENOMEM)
     )
 }
 

@@ -16,12 +16,12 @@ use hyper::body::Incoming;
 use hyper_util::rt::{TokioExecutor, TokioIo};
 use tokio_util::sync::CancellationToken;
 
+use super::bytelog::ByteClock;
 use super::connect::Dialed;
 use super::io::IoStats;
-use super::probe::SockProbe;
+use super::sockstate::SockProbe;
 use super::sse::SseParser;
 use super::{Ending, Flow, Limits, Setup, WireEvent};
-use crate::clock::byteclock::ByteClock;
 use crate::clock::Clock;
 
 /// An HTTP request as the backend built it.

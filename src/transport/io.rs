@@ -17,7 +17,7 @@ use std::task::{Context, Poll};
 
 use tokio::io::ReadBuf;
 
-use crate::clock::byteclock::ByteClock;
+use super::bytelog::ByteClock;
 use crate::clock::rx::Arrivals;
 use crate::clock::tap::{Tap, Tapped};
 use crate::clock::Clock;

@@ -10,14 +10,15 @@
 //! Layering of one connection: `TcpStream` (nodelay, kernel receive stamps) →
 //! [`crate::link::Link::wrap`] → TLS (read one record at a time) → [`io::MeteredIo`] (byte
 //! counts and read/write times of the plaintext, and the HTTP
-//! [`crate::clock::byteclock::ByteClock`]) → hyper or tungstenite.
+//! [`bytelog::ByteClock`]) → hyper or tungstenite.
 
+pub mod bytelog;
 pub mod connect;
 pub mod http;
 pub mod io;
-pub mod probe;
 pub mod proxy;
 pub mod session;
+pub mod sockstate;
 pub mod sse;
 pub mod tcp;
 pub mod ws;

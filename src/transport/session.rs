@@ -22,7 +22,7 @@ use tokio_util::sync::CancellationToken;
 
 use super::connect::{dial, DialError, Dialed};
 use super::http::{self as h, H1Conn, H2Conn, HttpRequest};
-use super::probe::Idle;
+use super::sockstate::Idle;
 use super::ws::{self, WsConn};
 use super::{Ending, Exchanged, Flow, Limits, Setup, Trust, WireEvent};
 use crate::clock::Clock;

@@ -12,17 +12,18 @@
 //! (or already refused) is known at once; otherwise the socket is handed to tokio and awaited
 //! as before. Never blocks.
 //!
-//! Owns: the socket's creation and the connect. Does not own: socket options
-//! (see [`super::connect`]).
+//! Owns: the order of the connect and the wait. Does not own: the system calls
+//! ([`crate::sys::socket`]) or socket options (see [`super::connect`]).
 
 use std::io;
-use std::mem::size_of;
 use std::net::SocketAddr;
-use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
+use std::os::fd::AsRawFd;
+
+use crate::sys::socket;
 
 /// Connects to `addr`, returning as soon as the kernel says the connection is established.
 pub async fn connect(addr: SocketAddr) -> io::Result<tokio::net::TcpStream> {
-    let (fd, done) = start(addr)?;
+    let (fd, done) = socket::connect_nonblocking(addr)?;
     let std = std::net::TcpStream::from(fd);
     if done {
         return tokio::net::TcpStream::from_std(std);
@@ -33,122 +34,12 @@ pub async fn connect(addr: SocketAddr) -> io::Result<tokio::net::TcpStream> {
     Ok(tcp)
 }
 
-/// A non-blocking socket with its `connect` issued; `true` when the handshake is already over
-/// (an error the kernel already knows, such as a refused connection, is returned).
-fn start(addr: SocketAddr) -> io::Result<(OwnedFd, bool)> {
-    let family = match addr {
-        SocketAddr::V4(_) => libc::AF_INET,
-        SocketAddr::V6(_) => libc::AF_INET6,
-    };
-    // SAFETY: plain socket creation; the result is -1 or a descriptor nobody else owns.
-    let raw = unsafe {
-        libc::socket(
-            family,
-            libc::SOCK_STREAM | libc::SOCK_NONBLOCK | libc::SOCK_CLOEXEC,
-            0,
-        )
-    };
-    if raw < 0 {
-        return Err(io::Error::last_os_error());
-    }
-    // SAFETY: `raw` is a fresh descriptor (checked non-negative) that only `fd` owns from here.
-    let fd = unsafe { OwnedFd::from_raw_fd(raw) };
-    let (storage, len) = sockaddr(addr);
-    // SAFETY: `storage` holds a valid sockaddr of `len` bytes for `addr`'s family, and lives
-    // across the call.
-    let rc = unsafe {
-        libc::connect(
-            fd.as_raw_fd(),
-            (&storage as *const libc::sockaddr_storage).cast::<libc::sockaddr>(),
-            len,
-        )
-    };
-    if rc == 0 {
-        return Ok((fd, true));
-    }
-    let err = io::Error::last_os_error();
-    if err.raw_os_error() != Some(libc::EINPROGRESS) {
-        return Err(err);
-    }
-    let mut pfd = libc::pollfd {
-        fd: fd.as_raw_fd(),
-        events: libc::POLLOUT,
-        revents: 0,
-    };
-    // SAFETY: one `pollfd` we own; a zero timeout never blocks.
-    let n = unsafe { libc::poll(&mut pfd, 1, 0) };
-    if n != 1 {
-        return Ok((fd, false));
-    }
-    finished(&fd)?;
-    Ok((fd, true))
-}
-
 /// After the socket turned writable: the connect's error, if it failed.
 fn finished(sock: &impl AsRawFd) -> io::Result<()> {
-    let mut err: libc::c_int = 0;
-    let mut len = size_of::<libc::c_int>() as libc::socklen_t;
-    // SAFETY: `err` and `len` are ours and sized for SO_ERROR's int.
-    let rc = unsafe {
-        libc::getsockopt(
-            sock.as_raw_fd(),
-            libc::SOL_SOCKET,
-            libc::SO_ERROR,
-            (&mut err as *mut libc::c_int).cast(),
-            &mut len,
-        )
-    };
-    if rc != 0 {
-        return Err(io::Error::last_os_error());
+    match socket::pending_error(sock.as_raw_fd())? {
+        Some(e) => Err(e),
+        None => Ok(()),
     }
-    if err != 0 {
-        return Err(io::Error::from_raw_os_error(err));
-    }
-    Ok(())
-}
-
-/// `addr` as a C socket address.
-fn sockaddr(addr: SocketAddr) -> (libc::sockaddr_storage, libc::socklen_t) {
-    // SAFETY: all-zero bytes are a valid `sockaddr_storage`.
-    let mut storage: libc::sockaddr_storage = unsafe { std::mem::zeroed() };
-    let len = match addr {
-        SocketAddr::V4(a) => {
-            let sin = libc::sockaddr_in {
-                sin_family: libc::AF_INET as libc::sa_family_t,
-                sin_port: a.port().to_be(),
-                sin_addr: libc::in_addr {
-                    s_addr: u32::from_ne_bytes(a.ip().octets()),
-                },
-                sin_zero: [0; 8],
-            };
-            // SAFETY: `sockaddr_storage` is larger than and aligned for `sockaddr_in`.
-            unsafe {
-                (&mut storage as *mut libc::sockaddr_storage)
-                    .cast::<libc::sockaddr_in>()
-                    .write(sin)
-            };
-            size_of::<libc::sockaddr_in>()
-        }
-        SocketAddr::V6(a) => {
-            let sin6 = libc::sockaddr_in6 {
-                sin6_family: libc::AF_INET6 as libc::sa_family_t,
-                sin6_port: a.port().to_be(),
-                sin6_flowinfo: a.flowinfo(),
-                sin6_addr: libc::in6_addr {
-                    s6_addr: a.ip().octets(),
-                },
-                sin6_scope_id: a.scope_id(),
-            };
-            // SAFETY: `sockaddr_storage` is larger than and aligned for `sockaddr_in6`.
-            unsafe {
-                (&mut storage as *mut libc::sockaddr_storage)
-                    .cast::<libc::sockaddr_in6>()
-                    .write(sin6)
-            };
-            size_of::<libc::sockaddr_in6>()
-        }
-    };
-    (storage, len as libc::socklen_t)
 }
 
 #[cfg(test)]

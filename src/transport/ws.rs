@@ -20,7 +20,7 @@ use tokio_util::sync::CancellationToken;
 
 use super::connect::Dialed;
 use super::io::{IoStats, MeteredIo};
-use super::probe::SockProbe;
+use super::sockstate::SockProbe;
 use super::{Ending, Flow, Limits, Setup, WireEvent};
 use crate::clock::Clock;
 
@@ -62,7 +62,7 @@ impl WsConn {
         }
         self.probe
             .as_ref()
-            .is_some_and(|p| p.idle() == super::probe::Idle::Closed)
+            .is_some_and(|p| p.idle() == super::sockstate::Idle::Closed)
     }
 }
 

@@ -1,4 +1,4 @@
-//! Fuzz targets for the HTTP byte log (`clock::byteclock`): HTTP/1.1 response sequences
+//! Fuzz targets for the HTTP byte log (`transport::bytelog`): HTTP/1.1 response sequences
 //! (sized, chunked with extensions and trailers, interim 1xx, bodiless, close-delimited) and
 //! HTTP/2 frame streams (padded DATA, HEADERS, other frames), split into reads at random.
 //!
@@ -7,8 +7,8 @@
 //! an independent strict reference parser understands the bytes, the log is not broken and
 //! knows each response's body length and end.
 
-use spark_bench::clock::byteclock::ByteClock;
 use spark_bench::rng::Rng;
+use spark_bench::transport::bytelog::ByteClock;
 
 use super::engine::{pick, splits, Target};
 

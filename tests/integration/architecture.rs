@@ -5,8 +5,10 @@
 //! * the simulator imports client code, or client code imports the simulator,
 //! * two top-level modules import each other, directly or round a circle,
 //! * a file outside `src/clock/` reads the clock (`Instant::now`, `SystemTime::now`,
-//!   `clock_gettime`, `.elapsed()`) and is not in [`CLOCK_READERS_TO_MOVE`], or a listed file no longer
-//!   does (so that list only shrinks),
+//!   `clock_gettime`, `.elapsed()`, or `sys::time`'s raw reads) and is not in
+//!   [`CLOCK_READERS_TO_MOVE`], or a listed file no longer does (so that list only shrinks);
+//!   `src/sys/` may hold the raw call, for `clock` alone to make,
+//! * a file outside `src/sys/` names `libc::` (every C call is `sys`'s),
 //! * a test or bench reaches into `spark_bench::commands` and is not in
 //!   [`TESTS_USING_COMMANDS`] (or a listed one no longer does).
 //!
@@ -17,10 +19,12 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
 
 /// The intended data flow, bottom first: a module may import its own layer and lower ones.
-/// Modules that do not exist (yet) are ignored. `clock` shares its layer with `priority` (the
+/// Modules that do not exist (yet) are ignored. `sys` (the C library's calls) sits below
+/// everything and imports nothing of ours. `clock` shares its layer with `priority` (the
 /// thread scheduling its timer relies on) and `provenance` (a run's counts of how its stamps
 /// were taken); `cli` (the clap argument types) sits with the `commands` that read them.
 const LAYERS: &[&[&str]] = &[
+    &["sys"],
     &["vocab"],
     &["clock", "priority", "provenance"],
     &["scenario", "units", "rng", "tls", "link"],
@@ -38,7 +42,9 @@ const LAYERS: &[&[&str]] = &[
 ];
 
 /// The simulator stands beside the client and imports only these.
-const SIM_MAY_USE: &[&str] = &["vocab", "clock", "tls", "units", "rng", "link", "priority"];
+const SIM_MAY_USE: &[&str] = &[
+    "sys", "vocab", "clock", "tls", "units", "rng", "link", "priority",
+];
 
 /// Who may start the simulator.
 /// `capture` (the recording proxy) starts none, but counts tokens by the simulator's rule
@@ -49,8 +55,9 @@ const SIM_USERS: &[&str] = &["runner", "capture", "commands", "lib", "main"];
 /// keep it so, or give the reason an exception must stand.
 const ALLOWED_UPWARD: &[(&str, &str, &str)] = &[];
 
-/// Files outside `src/clock/` allowed to read the clock. Empty since issue 13 moved every
-/// timestamp source into `clock/`: keep it so.
+/// Files outside `src/clock/` (and `src/sys/`, which holds the raw calls `clock` makes)
+/// allowed to read the clock. Empty since issue 13 moved every timestamp source into
+/// `clock/`: keep it so.
 const CLOCK_READERS_TO_MOVE: &[&str] = &[];
 
 /// Tests and benches that call into `spark_bench::commands` (the CLI's top layer) instead of
@@ -395,6 +402,8 @@ fn only_clock_reads_the_clock() {
             "SystemTime::now",
             "clock_gettime",
             ".elapsed()",
+            // The raw reads `sys` offers `clock` (CPU time, the NTP estimate).
+            "sys::time",
         ]
         .iter()
         .any(|w| {
@@ -406,14 +415,14 @@ fn only_clock_reads_the_clock() {
     };
     let readers: BTreeSet<&str> = src
         .iter()
-        .filter(|(rel, text)| !rel.starts_with("clock/") && reads(text))
+        .filter(|(rel, text)| !rel.starts_with("clock/") && !rel.starts_with("sys/") && reads(text))
         .map(|(rel, _)| rel.as_str())
         .collect();
     let listed: BTreeSet<&str> = CLOCK_READERS_TO_MOVE.iter().copied().collect();
     let new: Vec<_> = readers.difference(&listed).collect();
     let gone: Vec<_> = listed.difference(&readers).collect();
     eprintln!(
-        "CLOCK_READERS_TO_MOVE ({} files still read the clock outside src/clock/): {}",
+        "CLOCK_READERS_TO_MOVE ({} files still read the clock outside src/clock/ and src/sys/): {}",
         listed.len(),
         CLOCK_READERS_TO_MOVE.join(", ")
     );
@@ -424,6 +433,28 @@ fn only_clock_reads_the_clock() {
     assert!(
         gone.is_empty(),
         "these files no longer read the clock: remove them from CLOCK_READERS_TO_MOVE: {gone:?}"
+    );
+}
+
+/// Every call into the C library is `sys`'s: a file elsewhere that names `libc::` should
+/// call a wrapper in `src/sys/` (add one there, with its SAFETY note).
+#[test]
+fn only_sys_calls_libc() {
+    let src = sources(&root().join("src"));
+    let callers: Vec<&str> = src
+        .iter()
+        .filter(|(rel, text)| {
+            !rel.starts_with("sys/")
+                && text.match_indices("libc::").any(|(i, _)| {
+                    let before = i.checked_sub(1).map(|j| text.as_bytes()[j]);
+                    !before.is_some_and(|c| c.is_ascii_alphanumeric() || c == b'_')
+                })
+        })
+        .map(|(rel, _)| rel.as_str())
+        .collect();
+    assert!(
+        callers.is_empty(),
+        "these files call libc outside src/sys/ (call a wrapper in `crate::sys` instead): {callers:?}"
     );
 }
 

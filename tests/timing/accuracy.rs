@@ -111,7 +111,7 @@ fn explain(
     sim: &SimHandle,
     clock: Clock,
     r: &RequestRecord,
-    segs: &[spark_bench::link::probe::SegmentTiming],
+    segs: &[spark_bench::link::segment_log::SegmentTiming],
 ) {
     let tr = sim
         .trace
@@ -126,7 +126,7 @@ fn explain(
         let err = c.at_ns as i64 - written as i64 - RTT_NS / 2;
         if err.abs() > BOUND_NS {
             let stamped = segs.iter().find(|s| clock.ns(s.due) == c.at_ns);
-            let f = |s: Option<&spark_bench::link::probe::SegmentTiming>| {
+            let f = |s: Option<&spark_bench::link::segment_log::SegmentTiming>| {
                 s.map(|s| {
                     format!(
                         "read {:+} returned {:+} due-RTT/2 {:+} delivered-due {:+} len {}",
@@ -210,7 +210,7 @@ async fn measure(
             max_output_tokens: max,
             ..Default::default()
         };
-        spark_bench::link::probe::start();
+        spark_bench::link::segment_log::start();
         let (r, _) = exchange(
             &mut conn,
             t,
@@ -220,7 +220,7 @@ async fn measure(
             &CancellationToken::new(),
         )
         .await;
-        let segs = spark_bench::link::probe::take();
+        let segs = spark_bench::link::segment_log::take();
         let errors = errors_against_trace(sim, clock, &r);
         let mut sorted = errors.clone();
         sorted.sort_unstable();

@@ -10,7 +10,7 @@
 //! ones. Checked against the simulator's ground truth, on all four transports.
 //!
 //! This is what `RecordAtATime` (TLS read one record at a time) and the HTTP byte log
-//! ([`spark_bench::clock::byteclock`]) are for: without either, chunks here are stamped
+//! ([`spark_bench::transport::bytelog`]) are for: without either, chunks here are stamped
 //! up to a stall later.
 
 use std::sync::atomic::{AtomicU64, Ordering};

@@ -181,9 +181,9 @@ impl Encoder for ChatEncoder {
     }
 }
 
-/// Handles one chat completion request.
-pub(crate) async fn handle(ctx: &Ctx, body: &[u8]) -> Result<Response<Body>, ApiError> {
-    let req = parse_json(body)?;
+/// A request's `messages`, read: the prompt (each message's text and tool calls, a line
+/// each) and the last user message's text.
+fn read_messages(req: &Map<String, Value>) -> Result<(String, String), ApiError> {
     let bad = |msg: &str, param: &str| ApiError::bad(msg, Some(param), None);
     let messages = match req.get("messages") {
         Some(Value::Array(a)) if !a.is_empty() => a,
@@ -221,6 +221,35 @@ pub(crate) async fn handle(ctx: &Ctx, body: &[u8]) -> Result<Response<Body>, Api
         }
         prompt.push('\n');
     }
+    Ok((prompt, last_user))
+}
+
+/// The body of a non-streamed chat completion of `done`.
+fn completion_body(enc: &ChatEncoder, id: &str, done: &Done) -> Value {
+    let message = match &enc.tool {
+        Some((call_id, name)) => json!({"role": "assistant", "content": null, "tool_calls": [
+            {"id": call_id, "type": "function", "function": {"name": name, "arguments": done.text}}]}),
+        None => json!({"role": "assistant", "content": done.text}),
+    };
+    let mut obj = json!({
+        "id": id, "object": "chat.completion", "created": enc.created, "model": enc.model,
+        "system_fingerprint": "fp_sim",
+        "choices": [{"index": 0, "message": message, "logprobs": null, "finish_reason": enc.finish_reason()}],
+        "usage": enc.usage(done.output_tokens, done.cached_tokens),
+    });
+    match enc.timing {
+        ChatTiming::Cerebras => obj["time_info"] = enc.time_info(done),
+        ChatTiming::Llamacpp => obj["timings"] = enc.timings(done),
+        ChatTiming::None => {}
+    }
+    obj
+}
+
+/// Handles one chat completion request.
+pub(crate) async fn handle(ctx: &Ctx, body: &[u8]) -> Result<Response<Body>, ApiError> {
+    let req = parse_json(body)?;
+    let (prompt, last_user) = read_messages(&req)?;
+    let bad = |msg: &str, param: &str| ApiError::bad(msg, Some(param), None);
     let model_name = match req.get("model") {
         Some(Value::String(s)) => s.clone(),
         None => ctx.conn.engine.profile.model.clone(),
@@ -300,22 +329,7 @@ pub(crate) async fn handle(ctx: &Ctx, body: &[u8]) -> Result<Response<Body>, Api
     else {
         return Err(ApiError::simulated_failure());
     };
-    let message = match &enc.tool {
-        Some((call_id, name)) => json!({"role": "assistant", "content": null, "tool_calls": [
-            {"id": call_id, "type": "function", "function": {"name": name, "arguments": done.text}}]}),
-        None => json!({"role": "assistant", "content": done.text}),
-    };
-    let mut obj = json!({
-        "id": id, "object": "chat.completion", "created": enc.created, "model": enc.model,
-        "system_fingerprint": "fp_sim",
-        "choices": [{"index": 0, "message": message, "logprobs": null, "finish_reason": enc.finish_reason()}],
-        "usage": enc.usage(done.output_tokens, done.cached_tokens),
-    });
-    match enc.timing {
-        ChatTiming::Cerebras => obj["time_info"] = enc.time_info(&done),
-        ChatTiming::Llamacpp => obj["timings"] = enc.timings(&done),
-        ChatTiming::None => {}
-    }
+    let obj = completion_body(&enc, &id, &done);
     let resp = ctx.json(StatusCode::OK, &obj);
     record_single_write(&engine, &id, &done);
     Ok(resp)

@@ -39,6 +39,34 @@ pub(crate) struct CreateReq {
     pub ignore_eos: bool,
 }
 
+/// The items of an `input` array, normalised: each an object with a `type` (a bare
+/// `role` message gets `"type": "message"`).
+fn input_items(items: &[Value]) -> Result<Vec<Value>, ApiError> {
+    let mut out = Vec::with_capacity(items.len());
+    for (i, it) in items.iter().enumerate() {
+        let Value::Object(o) = it else {
+            return Err(ApiError::bad(
+                format!("Invalid 'input[{i}]': expected an object."),
+                Some(&format!("input[{i}]")),
+                Some("invalid_type"),
+            ));
+        };
+        let mut o = o.clone();
+        if !o.contains_key("type") {
+            if !o.contains_key("role") {
+                return Err(ApiError::bad(
+                    format!("Invalid 'input[{i}]': missing 'type'."),
+                    Some(&format!("input[{i}].type")),
+                    Some("missing_required_parameter"),
+                ));
+            }
+            o.insert("type".into(), json!("message"));
+        }
+        out.push(Value::Object(o));
+    }
+    Ok(out)
+}
+
 /// Parses the body fields of a create request; unknown fields are ignored.
 pub(crate) fn parse_create(m: &Map<String, Value>) -> Result<CreateReq, ApiError> {
     let generate = match m.get("generate") {
@@ -66,31 +94,7 @@ pub(crate) fn parse_create(m: &Map<String, Value>) -> Result<CreateReq, ApiError
         Some(Value::String(s)) => vec![
             json!({"type": "message", "role": "user", "content": [{"type": "input_text", "text": s}]}),
         ],
-        Some(Value::Array(items)) => {
-            let mut out = Vec::with_capacity(items.len());
-            for (i, it) in items.iter().enumerate() {
-                let Value::Object(o) = it else {
-                    return Err(ApiError::bad(
-                        format!("Invalid 'input[{i}]': expected an object."),
-                        Some(&format!("input[{i}]")),
-                        Some("invalid_type"),
-                    ));
-                };
-                let mut o = o.clone();
-                if !o.contains_key("type") {
-                    if !o.contains_key("role") {
-                        return Err(ApiError::bad(
-                            format!("Invalid 'input[{i}]': missing 'type'."),
-                            Some(&format!("input[{i}].type")),
-                            Some("missing_required_parameter"),
-                        ));
-                    }
-                    o.insert("type".into(), json!("message"));
-                }
-                out.push(Value::Object(o));
-            }
-            out
-        }
+        Some(Value::Array(items)) => input_items(items)?,
         Some(_) => {
             return Err(ApiError::bad(
                 "Invalid 'input': expected a string or an array of items.",

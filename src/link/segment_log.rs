@@ -3,6 +3,9 @@
 //! was due, and when it was handed over, so an error against ground truth can be split into
 //! the link's own lateness and the reader's. Built for the crate's tests and for test
 //! binaries (the `test-support` feature), never into the shipped binary.
+//!
+//! Owns: the per-segment timing log ([`start`], [`take`]) and the delay line's hook into it.
+//! Does not own: the delay line itself (`link`), or judging the timings (the timing tests).
 
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Mutex;

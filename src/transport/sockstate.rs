@@ -3,9 +3,10 @@
 //! data arrived after its application had closed it.
 //!
 //! Owns: a duplicate of the TCP socket's descriptor (so the questions never reach a
-//! recycled descriptor number after the stream above was dropped), `MSG_PEEK` liveness
-//! checks and `TCP_INFO` state reads.
-//! Does not own: the decision to reuse or re-send (see [`super::session`]).
+//! recycled descriptor number after the stream above was dropped), and reading its answers
+//! to `MSG_PEEK` liveness checks, `SO_ERROR` and `TCP_INFO` as connection states.
+//! Does not own: the decision to reuse or re-send (see [`super::session`]); the system calls
+//! ([`crate::sys::socket`]).
 //!
 //! Why a reset proves the request never reached the server: a TCP stack resets (RST) a
 //! connection whose application closes it with received data still unread, and answers
@@ -16,8 +17,11 @@
 //! server that aborts a connection with `SO_LINGER` 0 right after reading a request, before
 //! answering, would be taken for the first kind; none of the servers we know does that.)
 
-use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
+use std::io::ErrorKind;
+use std::os::fd::{AsRawFd, OwnedFd};
 use std::time::Duration;
+
+use crate::sys::socket;
 
 /// The socket's state as an idle connection.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -41,78 +45,35 @@ impl SockProbe {
     /// connections are reused and failures classified as if the probe said "open" / "not
     /// reset").
     pub fn new(sock: &impl AsRawFd) -> Option<SockProbe> {
-        // SAFETY: `dup` on a descriptor the caller's live socket owns; the result is either
-        // -1 or a new descriptor that nothing else owns, which `OwnedFd` takes over.
-        let fd = unsafe { libc::fcntl(sock.as_raw_fd(), libc::F_DUPFD_CLOEXEC, 0) };
-        // SAFETY: `fd` is a fresh descriptor owned by nobody else (checked non-negative).
-        (fd >= 0).then(|| SockProbe {
-            fd: unsafe { OwnedFd::from_raw_fd(fd) },
-        })
+        socket::dup_cloexec(sock.as_raw_fd()).map(|fd| SockProbe { fd })
     }
 
     /// Peeks without blocking or consuming: what an idle connection's socket holds.
     pub fn idle(&self) -> Idle {
-        let mut byte = [0u8; 1];
-        // SAFETY: a 1-byte buffer we own; MSG_PEEK leaves the data in the socket for the
-        // stream above, MSG_DONTWAIT never blocks.
-        let n = unsafe {
-            libc::recv(
-                self.fd.as_raw_fd(),
-                byte.as_mut_ptr().cast(),
-                1,
-                libc::MSG_PEEK | libc::MSG_DONTWAIT,
-            )
-        };
-        match n {
-            0 => Idle::Closed,
-            n if n > 0 => Idle::Unsolicited,
-            _ => match std::io::Error::last_os_error().raw_os_error() {
-                Some(libc::EAGAIN) | Some(libc::EINTR) => Idle::Open,
+        match socket::peek_byte(self.fd.as_raw_fd()) {
+            Ok(0) => Idle::Closed,
+            Ok(_) => Idle::Unsolicited,
+            Err(e) => match e.kind() {
+                // EAGAIN (nothing there yet) or EINTR.
+                ErrorKind::WouldBlock | ErrorKind::Interrupted => Idle::Open,
                 _ => Idle::Closed,
             },
         }
-    }
-
-    fn tcp_info(&self) -> Option<libc::tcp_info> {
-        // SAFETY: tcp_info is plain old data; the kernel fills at most `len` bytes of it.
-        let mut info: libc::tcp_info = unsafe { std::mem::zeroed() };
-        let mut len = std::mem::size_of::<libc::tcp_info>() as libc::socklen_t;
-        // SAFETY: a valid descriptor, a buffer of `len` bytes and its length.
-        let rc = unsafe {
-            libc::getsockopt(
-                self.fd.as_raw_fd(),
-                libc::IPPROTO_TCP,
-                libc::TCP_INFO,
-                (&mut info as *mut libc::tcp_info).cast(),
-                &mut len,
-            )
-        };
-        (rc == 0).then_some(info)
     }
 
     /// True when the socket holds a pending reset error (`ECONNRESET`, or `EPIPE` for a
     /// reset that came after the peer's FIN). Reading it clears it, so the caller also
     /// looks at the errors the stream above reported (it may have taken the error first).
     pub fn reset(&self) -> bool {
-        let mut err: libc::c_int = 0;
-        let mut len = std::mem::size_of::<libc::c_int>() as libc::socklen_t;
-        // SAFETY: a valid descriptor, an int buffer and its length.
-        let rc = unsafe {
-            libc::getsockopt(
-                self.fd.as_raw_fd(),
-                libc::SOL_SOCKET,
-                libc::SO_ERROR,
-                (&mut err as *mut libc::c_int).cast(),
-                &mut len,
-            )
-        };
-        rc == 0 && (err == libc::ECONNRESET || err == libc::EPIPE)
+        matches!(
+            socket::pending_error(self.fd.as_raw_fd()),
+            Ok(Some(e)) if matches!(e.kind(), ErrorKind::ConnectionReset | ErrorKind::BrokenPipe)
+        )
     }
 
     /// The kernel's smoothed round-trip time of the connection.
     pub fn srtt(&self) -> Option<Duration> {
-        self.tcp_info()
-            .map(|i| Duration::from_micros(u64::from(i.tcpi_rtt)))
+        socket::tcp_srtt(self.fd.as_raw_fd())
     }
 
     /// Waits up to `bound` for [`Self::reset`]; true when the reset came.

@@ -58,14 +58,7 @@ pub struct Probe {
 
 /// The process's CPU time so far (user + system, all threads), where the kernel says.
 pub fn process_cpu_time() -> Option<Duration> {
-    #[cfg(target_os = "linux")]
-    {
-        super::sys::process_cpu_time()
-    }
-    #[cfg(not(target_os = "linux"))]
-    {
-        None
-    }
+    crate::sys::time::process_cpu_time()
 }
 
 impl Probe {

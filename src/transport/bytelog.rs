@@ -1,7 +1,7 @@
 //! Which read delivered which response byte, on an HTTP connection.
 //!
 //! Owns: a scanner of the plaintext an HTTP/1.1 or HTTP/2 connection reads, run on every read
-//! as it returns (in [`crate::transport::io::MeteredIo`]), that follows the response framing (HTTP/1.1
+//! as it returns (in [`super::io::MeteredIo`]), that follows the response framing (HTTP/1.1
 //! heads, chunked or sized bodies; HTTP/2 frame headers) and logs, per response, at which
 //! body offset each read's bytes end and when that read's bytes arrived.
 //! Does not own: parsing for meaning. hyper still decodes; this only counts.
@@ -253,41 +253,18 @@ fn feed_h1(
         let log = keys.entry(*key).or_default();
         let mut complete = false;
         match state {
-            H1::Head(buf) => {
-                if buf.is_empty() {
-                    // Stray line ends between responses are not part of the next head.
-                    let skip = b.iter().take_while(|&&c| c == b'\r' || c == b'\n').count();
-                    b = &b[skip..];
-                    if b.is_empty() {
-                        break;
+            H1::Head(buf) => match h1_head(buf, &mut b) {
+                HeadStep::More => return true,
+                HeadStep::Invalid => return false,
+                HeadStep::Ended(Next::Interim) => *state = H1::Head(Vec::new()),
+                HeadStep::Ended(Next::Body(s)) => {
+                    log.head_at = Some(at);
+                    match s {
+                        Some(s) => *state = s,
+                        None => complete = true,
                     }
                 }
-                // Look for the blank line, including across the previous read's end.
-                let start = buf.len().saturating_sub(3);
-                buf.extend_from_slice(b);
-                let Some(i) = find(&buf[start..], b"\r\n\r\n") else {
-                    if buf.len() > MAX_HEAD {
-                        return false;
-                    }
-                    return true;
-                };
-                let head_end = start + i + 4;
-                let consumed_here = head_end - (buf.len() - b.len());
-                let Some(next) = after_head(&buf[..head_end]) else {
-                    return false;
-                };
-                b = &b[consumed_here..];
-                match next {
-                    Next::Interim => *state = H1::Head(Vec::new()),
-                    Next::Body(s) => {
-                        log.head_at = Some(at);
-                        match s {
-                            Some(s) => *state = s,
-                            None => complete = true,
-                        }
-                    }
-                }
-            }
+            },
             H1::Size(line) => match b.iter().position(|&c| c == b'\n') {
                 None => {
                     line.extend_from_slice(b);
@@ -371,6 +348,51 @@ fn feed_h1(
         }
     }
     true
+}
+
+/// What [`h1_head`] made of a read's bytes.
+enum HeadStep {
+    /// Every byte was taken and the head is not complete yet: wait for the next read.
+    More,
+    /// Not an HTTP/1.1 response head (or a head longer than [`MAX_HEAD`]).
+    Invalid,
+    /// The head ended; what follows it.
+    Ended(Next),
+}
+
+/// Takes a response head's bytes from the front of `b` into `buf` (the head so far), leaving
+/// in `b` what follows the head once it ended.
+fn h1_head<'a>(buf: &mut Vec<u8>, b: &mut &'a [u8]) -> HeadStep {
+    let mut rest: &'a [u8] = b;
+    if buf.is_empty() {
+        // Stray line ends between responses are not part of the next head.
+        let skip = rest
+            .iter()
+            .take_while(|&&c| c == b'\r' || c == b'\n')
+            .count();
+        rest = &rest[skip..];
+        *b = rest;
+        if rest.is_empty() {
+            return HeadStep::More;
+        }
+    }
+    // Look for the blank line, including across the previous read's end.
+    let start = buf.len().saturating_sub(3);
+    buf.extend_from_slice(rest);
+    let Some(i) = find(&buf[start..], b"\r\n\r\n") else {
+        return if buf.len() > MAX_HEAD {
+            HeadStep::Invalid
+        } else {
+            HeadStep::More
+        };
+    };
+    let head_end = start + i + 4;
+    let consumed_here = head_end - (buf.len() - rest.len());
+    let Some(next) = after_head(&buf[..head_end]) else {
+        return HeadStep::Invalid;
+    };
+    *b = &rest[consumed_here..];
+    HeadStep::Ended(next)
 }
 
 /// What follows a response head.
