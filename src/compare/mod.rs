@@ -1,7 +1,8 @@
 //! The CI regression gate: two runs' samples in, a verdict per metric × statistic ×
 //! target × transport out, and the renderings of that verdict. The statistics, the decision
-//! rule and the renderings are pure (no I/O, no clocks); [`sides`], [`runs`] and
-//! [`history_file`] read results directories (through `store`) and the history file.
+//! rule and the renderings are pure (no I/O, no clocks); [`sides`] and [`runs`] read
+//! results directories (through `store`), and [`history_file`] reads and writes the history
+//! file (its entries stamped with the wall clock, through `clock`).
 //!
 //! * [`runs`]: the gate's use case over results directories (`compare`, `run --baseline`):
 //!   comparability, pairing, the stall policy, confirmation, the verdict → exit code.

@@ -6,7 +6,8 @@
 //! emulator and provenance counters (handed down to every connection, so two runs in one
 //! process keep their own counts), drives the cells, records and writes the results
 //! ([`recorder_task`]), stops the simulators, and returns what it did as a [`RunOutcome`] value,
-//! provenance included.
+//! provenance included. What a run can hold open: [`resources`] (the open-file limit,
+//! memory) and [`fd_budget`] (whether a plan's connections fit in that limit).
 //! Does not own: command-line handling and printing the results (`commands::run`), the
 //! plan (`plan`), the measurements (`driver`, `transport`), the file layout (`store`).
 
