@@ -3,7 +3,8 @@
 //! turns the live session it carried into a scenario TOML and a results directory.
 //!
 //! Owns: accepting downstream connections (`relay` for HTTP, `ws` for WebSockets, one
-//! upstream connection per downstream connection), the in-memory log of exchanges, and
+//! upstream connection per downstream connection, dialled by `upstream`; response bodies
+//! through `tee`), the in-memory log of exchanges, and
 //! turning that log into files ([`parse`] → [`build`] → [`write`](mod@write), through [`privacy`]).
 //! Bytes are forwarded as they arrive (each body frame or WebSocket message is passed on
 //! before it is looked at); the client's `Authorization` header is forwarded and never kept.
@@ -13,6 +14,8 @@ pub mod build;
 pub mod parse;
 pub mod privacy;
 mod relay;
+mod tee;
+mod upstream;
 pub mod write;
 mod ws;
 

@@ -233,94 +233,110 @@ fn response(x: &Exchange, chat: bool, p: &mut Parsed) {
         let Ok(v) = serde_json::from_str::<Value>(&data) else {
             continue;
         };
-        let delta = |p: &mut Parsed, text: &str| match p.deltas.last_mut() {
-            Some(d) if d.0 == at => {
-                d.1 += 1;
-                d.2 += text.len() as u32;
-            }
-            _ => p.deltas.push((at, 1, text.len() as u32)),
-        };
         if chat {
-            if let Some(e) = v.get("error") {
-                p.error = Some(s(e.get("message")));
-            }
-            if let Some(c) = v.pointer("/choices/0/delta") {
-                if let Some(t) = c.get("content").and_then(Value::as_str) {
-                    p.text.push_str(t);
-                    delta(p, t);
-                }
-                for tc in c
-                    .get("tool_calls")
-                    .and_then(Value::as_array)
-                    .into_iter()
-                    .flatten()
-                {
-                    let idx = tc.get("index").and_then(Value::as_u64).unwrap_or(0) as usize;
-                    while chat_calls.len() <= idx {
-                        chat_calls.push(Default::default());
-                    }
-                    if let Some(id) = tc.get("id").and_then(Value::as_str) {
-                        chat_calls[idx].0 = id.to_string();
-                    }
-                    if let Some(n) = tc.pointer("/function/name").and_then(Value::as_str) {
-                        chat_calls[idx].1.push_str(n);
-                    }
-                    let args = s(tc.pointer("/function/arguments"));
-                    if !args.is_empty() {
-                        delta(p, &args);
-                    }
-                }
-            }
-            if let Some(id) = v.get("id").and_then(Value::as_str) {
-                p.response_id.get_or_insert_with(|| id.to_string());
-            }
-            if let Some(u) = v.get("usage").filter(|u| !u.is_null()) {
-                usage_chat(u, p);
-            }
-            continue;
-        }
-        match v.get("type").and_then(Value::as_str).unwrap_or("") {
-            "response.created" => {
-                p.response_id = v
-                    .pointer("/response/id")
-                    .and_then(Value::as_str)
-                    .map(str::to_string);
-            }
-            "response.output_text.delta" => {
-                let t = s(v.get("delta"));
-                delta(p, &t);
-            }
-            "response.function_call_arguments.delta" => {
-                let t = s(v.get("delta"));
-                delta(p, &t);
-            }
-            "response.completed" | "response.incomplete" => {
-                if let Some(r) = v.get("response") {
-                    responses_object(r, p);
-                }
-            }
-            "response.failed" => {
-                p.error = Some(
-                    v.pointer("/response/error/message")
-                        .and_then(Value::as_str)
-                        .unwrap_or("response.failed")
-                        .to_string(),
-                );
-            }
-            "error" => {
-                p.error = Some(
-                    v.pointer("/error/message")
-                        .or_else(|| v.get("message"))
-                        .and_then(Value::as_str)
-                        .unwrap_or("error event")
-                        .to_string(),
-                );
-            }
-            _ => {}
+            chat_event(&v, at, p, &mut chat_calls);
+        } else {
+            responses_event(&v, at, p);
         }
     }
     if chat {
         p.calls = chat_calls;
+    }
+}
+
+/// Counts a text delta that arrived at `at` (deltas of one frame share one entry).
+fn delta(p: &mut Parsed, at: u64, text: &str) {
+    match p.deltas.last_mut() {
+        Some(d) if d.0 == at => {
+            d.1 += 1;
+            d.2 += text.len() as u32;
+        }
+        _ => p.deltas.push((at, 1, text.len() as u32)),
+    }
+}
+
+/// One chat completions stream event: error, content and tool-call deltas (tool calls
+/// gathered by index into `chat_calls`), the response id, usage.
+fn chat_event(v: &Value, at: u64, p: &mut Parsed, chat_calls: &mut Vec<(String, String)>) {
+    if let Some(e) = v.get("error") {
+        p.error = Some(s(e.get("message")));
+    }
+    if let Some(c) = v.pointer("/choices/0/delta") {
+        if let Some(t) = c.get("content").and_then(Value::as_str) {
+            p.text.push_str(t);
+            delta(p, at, t);
+        }
+        for tc in c
+            .get("tool_calls")
+            .and_then(Value::as_array)
+            .into_iter()
+            .flatten()
+        {
+            let idx = tc.get("index").and_then(Value::as_u64).unwrap_or(0) as usize;
+            while chat_calls.len() <= idx {
+                chat_calls.push(Default::default());
+            }
+            if let Some(id) = tc.get("id").and_then(Value::as_str) {
+                chat_calls[idx].0 = id.to_string();
+            }
+            if let Some(n) = tc.pointer("/function/name").and_then(Value::as_str) {
+                chat_calls[idx].1.push_str(n);
+            }
+            let args = s(tc.pointer("/function/arguments"));
+            if !args.is_empty() {
+                delta(p, at, &args);
+            }
+        }
+    }
+    if let Some(id) = v.get("id").and_then(Value::as_str) {
+        p.response_id.get_or_insert_with(|| id.to_string());
+    }
+    if let Some(u) = v.get("usage").filter(|u| !u.is_null()) {
+        usage_chat(u, p);
+    }
+}
+
+/// One Responses stream event (SSE or WebSocket): id, text and argument deltas, the final
+/// response object, errors.
+fn responses_event(v: &Value, at: u64, p: &mut Parsed) {
+    match v.get("type").and_then(Value::as_str).unwrap_or("") {
+        "response.created" => {
+            p.response_id = v
+                .pointer("/response/id")
+                .and_then(Value::as_str)
+                .map(str::to_string);
+        }
+        "response.output_text.delta" => {
+            let t = s(v.get("delta"));
+            delta(p, at, &t);
+        }
+        "response.function_call_arguments.delta" => {
+            let t = s(v.get("delta"));
+            delta(p, at, &t);
+        }
+        "response.completed" | "response.incomplete" => {
+            if let Some(r) = v.get("response") {
+                responses_object(r, p);
+            }
+        }
+        "response.failed" => {
+            p.error = Some(
+                v.pointer("/response/error/message")
+                    .and_then(Value::as_str)
+                    .unwrap_or("response.failed")
+                    .to_string(),
+            );
+        }
+        "error" => {
+            p.error = Some(
+                v.pointer("/error/message")
+                    .or_else(|| v.get("message"))
+                    .and_then(Value::as_str)
+                    .unwrap_or("error event")
+                    .to_string(),
+            );
+        }
+        _ => {}
     }
 }
 

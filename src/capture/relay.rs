@@ -3,50 +3,24 @@
 //!
 //! Owns: header forwarding (hop-by-hop headers dropped, `Host` rewritten, everything else,
 //! `Authorization` included, passed on and never kept), streaming the response body through
-//! a tee that stamps each frame on arrival and hands it on in the same poll, and the hand-off
-//! of each finished [`Exchange`] to the log. WebSocket upgrades go to [`super::ws`].
+//! the tee body ([`super::tee`]), and the hand-off of each failed [`Exchange`] to the log.
+//! WebSocket upgrades go to [`super::ws`]. Does not own: dialling the upstream and the
+//! hop-by-hop header list ([`super::upstream`]).
 
 use std::convert::Infallible;
-use std::pin::Pin;
 use std::sync::Arc;
-use std::task::{Context, Poll};
 
 use bytes::Bytes;
 use http::{HeaderMap, Request, Response, StatusCode, Version};
 use http_body_util::{BodyExt, Full};
-use hyper::body::{Body, Frame, Incoming, SizeHint};
+use hyper::body::Incoming;
 use hyper_util::rt::{TokioExecutor, TokioIo};
-use tokio::io::{AsyncRead, AsyncWrite};
 use tokio::net::TcpStream;
 
+use super::tee::{error_response, TeeBody};
+use super::upstream::{dial, hop_by_hop};
 use super::{Exchange, Shared};
-use crate::vocab::{Scheme, WireProtocol};
-
-/// Any upstream byte stream (TCP or TLS over TCP).
-pub(crate) trait Io: AsyncRead + AsyncWrite + Unpin + Send {}
-impl<T: AsyncRead + AsyncWrite + Unpin + Send> Io for T {}
-
-/// Dials the upstream with `TCP_NODELAY`, over TLS for https (ALPN `alpn`).
-pub(crate) async fn dial(shared: &Shared, alpn: &[&[u8]]) -> anyhow::Result<Box<dyn Io>> {
-    let up = &shared.upstream;
-    let tcp = TcpStream::connect((up.host.as_str(), up.port))
-        .await
-        .map_err(|e| anyhow::anyhow!("cannot connect to the upstream {}: {e}", up.authority()))?;
-    let _ = tcp.set_nodelay(true);
-    match up.scheme {
-        Scheme::Http => Ok(Box::new(tcp)),
-        Scheme::Https => {
-            let cfg = crate::tls::public_client_config(alpn)?;
-            let name = rustls::pki_types::ServerName::try_from(up.host.clone())
-                .map_err(|e| anyhow::anyhow!("bad upstream host {:?}: {e}", up.host))?;
-            let tls = tokio_rustls::TlsConnector::from(cfg)
-                .connect(name, tcp)
-                .await
-                .map_err(|e| anyhow::anyhow!("TLS to the upstream {}: {e}", up.authority()))?;
-            Ok(Box::new(tls))
-        }
-    }
-}
+use crate::vocab::WireProtocol;
 
 enum Upstream {
     H1(hyper::client::conn::http1::SendRequest<Full<Bytes>>),
@@ -82,34 +56,6 @@ fn is_ws_upgrade(h: &HeaderMap) -> bool {
     h.get(http::header::UPGRADE)
         .and_then(|v| v.to_str().ok())
         .is_some_and(|v| v.eq_ignore_ascii_case("websocket"))
-}
-
-/// Headers never forwarded (hop-by-hop, or set by the upstream connection itself).
-pub(crate) fn hop_by_hop(name: &str) -> bool {
-    matches!(
-        name,
-        "connection"
-            | "keep-alive"
-            | "proxy-connection"
-            | "proxy-authorization"
-            | "transfer-encoding"
-            | "te"
-            | "trailer"
-            | "upgrade"
-            | "host"
-            | "content-length"
-    )
-}
-
-pub(crate) fn error_response(status: StatusCode, msg: &str) -> Response<TeeBody> {
-    let body = serde_json::json!({"error": {"message": msg, "type": "proxy_error"}}).to_string();
-    let mut r = Response::new(TeeBody::fixed(Bytes::from(body)));
-    *r.status_mut() = status;
-    r.headers_mut().insert(
-        http::header::CONTENT_TYPE,
-        http::HeaderValue::from_static("application/json"),
-    );
-    r
 }
 
 async fn handle(
@@ -193,13 +139,7 @@ async fn handle(
     parts.headers.remove(http::header::CONNECTION);
     parts.headers.remove("keep-alive");
     parts.version = Version::HTTP_11;
-    Response::from_parts(
-        parts,
-        TeeBody {
-            inner: Inner::Stream(body),
-            rec: Some((x, shared)),
-        },
-    )
+    Response::from_parts(parts, TeeBody::stream(body, x, shared))
 }
 
 async fn send(
@@ -244,96 +184,5 @@ async fn send(
             Ok(s.send_request(req).await?)
         }
         None => anyhow::bail!("no upstream connection"),
-    }
-}
-
-pub(crate) enum Inner {
-    Stream(Incoming),
-    Fixed(Option<Bytes>),
-}
-
-/// The response body handed to the client: each upstream frame is stamped, copied into the
-/// exchange and returned in the same poll (no queue, no extra task). The exchange goes to the
-/// log when the body ends, fails, or is dropped by a client that went away.
-pub(crate) struct TeeBody {
-    inner: Inner,
-    rec: Option<(Exchange, Arc<Shared>)>,
-}
-
-impl TeeBody {
-    pub(crate) fn fixed(b: Bytes) -> TeeBody {
-        TeeBody {
-            inner: Inner::Fixed(Some(b)),
-            rec: None,
-        }
-    }
-
-    fn finish(&mut self, error: Option<String>) {
-        if let Some((mut x, shared)) = self.rec.take() {
-            x.end_ns = shared.clock.now_ns();
-            if x.error.is_none() {
-                x.error = error;
-            }
-            let _ = shared.log.send(x);
-        }
-    }
-}
-
-impl Drop for TeeBody {
-    fn drop(&mut self) {
-        let ended = match &self.inner {
-            Inner::Stream(s) => s.is_end_stream(),
-            Inner::Fixed(_) => true,
-        };
-        let error = (!ended).then(|| "the client closed the stream before its end".to_string());
-        self.finish(error);
-    }
-}
-
-impl Body for TeeBody {
-    type Data = Bytes;
-    type Error = hyper::Error;
-
-    fn poll_frame(
-        self: Pin<&mut Self>,
-        cx: &mut Context<'_>,
-    ) -> Poll<Option<Result<Frame<Bytes>, hyper::Error>>> {
-        let this = self.get_mut();
-        let inner = match &mut this.inner {
-            Inner::Fixed(b) => return Poll::Ready(b.take().map(|b| Ok(Frame::data(b)))),
-            Inner::Stream(s) => s,
-        };
-        match Pin::new(inner).poll_frame(cx) {
-            Poll::Pending => Poll::Pending,
-            Poll::Ready(Some(Ok(frame))) => {
-                if let (Some(d), Some((x, shared))) = (frame.data_ref(), this.rec.as_mut()) {
-                    x.chunks.push((shared.clock.now_ns(), d.clone()));
-                }
-                Poll::Ready(Some(Ok(frame)))
-            }
-            Poll::Ready(Some(Err(e))) => {
-                this.finish(Some(format!("upstream body: {e}")));
-                Poll::Ready(Some(Err(e)))
-            }
-            Poll::Ready(None) => {
-                this.finish(None);
-                Poll::Ready(None)
-            }
-        }
-    }
-
-    fn is_end_stream(&self) -> bool {
-        match &self.inner {
-            Inner::Fixed(b) => b.is_none(),
-            Inner::Stream(s) => s.is_end_stream(),
-        }
-    }
-
-    fn size_hint(&self) -> SizeHint {
-        match &self.inner {
-            Inner::Fixed(Some(b)) => SizeHint::with_exact(b.len() as u64),
-            Inner::Fixed(None) => SizeHint::with_exact(0),
-            Inner::Stream(s) => s.size_hint(),
-        }
     }
 }

@@ -145,6 +145,21 @@ pub fn scenario_toml(out: &ScenarioOut<'_>, pv: &Privacy) -> String {
     let _ = writeln!(t, "[matrix]");
     let _ = writeln!(t, "targets = [\"sim-gpu\"]");
     let _ = writeln!(t, "transports = [\"{transport}\"]\n");
+    targets_toml(&mut t, out, pv, api, transport);
+    turns_toml(&mut t, s, pv);
+    t
+}
+
+/// The scenario's two targets: the simulator (generating exactly the recorded lengths) and
+/// [`AS_RECORDED`] (the recorded upstream), each with the session's API and history options.
+fn targets_toml(
+    t: &mut String,
+    out: &ScenarioOut<'_>,
+    pv: &Privacy,
+    api: ApiFlavour,
+    transport: TransportKind,
+) {
+    let s = &out.sessions[out.index];
     let store = s.chaining() == Chaining::PreviousResponseId && transport != TransportKind::Ws;
     for name in ["sim-gpu", AS_RECORDED] {
         let _ = writeln!(t, "[targets.{name}]");
@@ -172,6 +187,10 @@ pub fn scenario_toml(out: &ScenarioOut<'_>, pv: &Privacy) -> String {
         }
         t.push('\n');
     }
+}
+
+/// The session's `[[turns]]`: prompt, think time, output length and tool calls.
+fn turns_toml(t: &mut String, s: &Session, pv: &Privacy) {
     for (i, turn) in s.turns.iter().enumerate() {
         let _ = writeln!(t, "[[turns]]");
         let _ = writeln!(t, "prompt = {}", q(&pv.text(&turn.prompt, i as u64 + 1)));
@@ -203,7 +222,6 @@ pub fn scenario_toml(out: &ScenarioOut<'_>, pv: &Privacy) -> String {
         }
         t.push('\n');
     }
-    t
 }
 
 /// The records of the live sessions: requests and sessions, target [`AS_RECORDED`].

@@ -20,7 +20,8 @@ use tokio_tungstenite::tungstenite::protocol::Role;
 use tokio_tungstenite::tungstenite::{self, Message};
 use tokio_tungstenite::WebSocketStream;
 
-use super::relay::{dial, error_response, hop_by_hop, TeeBody};
+use super::tee::{error_response, TeeBody};
+use super::upstream::{dial, hop_by_hop};
 use super::{Exchange, Shared};
 use crate::vocab::WireProtocol;
 

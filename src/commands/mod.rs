@@ -1,4 +1,4 @@
-//! One module per subcommand: glue only (load → build → execute → persist → render).
+//! One module per subcommand: glue only (parse → call the library → print → exit code).
 
 use std::process::ExitCode;
 
@@ -6,7 +6,6 @@ use crate::cli::{Cli, Command};
 
 pub mod calibrate;
 pub mod compare;
-pub mod fdlimit;
 pub mod history;
 pub mod merge;
 pub mod record;
@@ -16,8 +15,8 @@ pub mod serve;
 
 /// Exit code: success.
 pub const EXIT_OK: u8 = 0;
-/// Exit code: `compare` found a regression.
-pub const EXIT_REGRESSION: u8 = 1;
+/// Exit code: `compare` found a regression (the gate's own, [`crate::compare::EXIT_REGRESSION`]).
+pub const EXIT_REGRESSION: u8 = crate::compare::EXIT_REGRESSION;
 /// Exit code: usage, configuration or runtime error.
 pub const EXIT_ERROR: u8 = 2;
 /// Exit code: interrupted by Ctrl-C (results written, marked interrupted).

@@ -12,7 +12,7 @@ use super::{EXIT_INTERRUPTED, EXIT_OK};
 
 /// Executes `spark-bench run`; returns the exit code.
 pub async fn execute(args: RunArgs) -> anyhow::Result<u8> {
-    super::fdlimit::raise();
+    runner::fd_budget::raise();
     if let Some(spec) = args.sweep.clone() {
         return sweep(args, *spec).await;
     }
@@ -28,7 +28,7 @@ pub async fn execute(args: RunArgs) -> anyhow::Result<u8> {
     for w in &plan.warnings {
         errln!("warning: {w}");
     }
-    if let Some(w) = super::fdlimit::check(&plan)? {
+    if let Some(w) = runner::fd_budget::check(&plan)? {
         errln!("warning: {w}");
     }
     let options = options(&args);
@@ -154,10 +154,10 @@ async fn repeated(args: RunArgs) -> anyhow::Result<u8> {
     };
     let mut reruns: Vec<PathBuf> = Vec::new();
     loop {
-        let c = super::compare::gate_comparison(name, &dir, &reruns)?;
+        let c = crate::compare::gate_comparison(name, &dir, &reruns)?;
         if !c.fails() || reruns.len() as u32 >= args.confirm || c.counts().regressed == 0 {
             out!("{}", crate::compare::render::text(&c));
-            return Ok(super::compare::exit_code(&c));
+            return Ok(crate::compare::exit_code(&c));
         }
         let k = reruns.len() + 1;
         errln!(
@@ -317,7 +317,7 @@ fn check_baseline_names(args: &RunArgs) -> anyhow::Result<()> {
         crate::store::check_name("baseline", name)?;
     }
     if let Some(name) = &args.baseline {
-        super::compare::find_baseline_under(std::path::Path::new(name), &args.out)?;
+        crate::compare::find_baseline_under(std::path::Path::new(name), &args.out)?;
     }
     Ok(())
 }

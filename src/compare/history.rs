@@ -4,7 +4,7 @@
 //!
 //! Owns: the entry shape (`history.jsonl`, one JSON object per line), the change-point
 //! method and the history Markdown.
-//! Does not own: reading and writing the file (`commands::history`) or drawing the charts
+//! Does not own: reading and writing the file (`compare::history_file`) or drawing the charts
 //! (`report::charts::history`).
 //!
 //! # Change points
@@ -337,6 +337,22 @@ pub fn markdown(entries: &[Entry], series: &[Series], charts_dir: &str) -> Strin
             "\n(the {first} older runs are in the charts and the JSON)"
         );
     }
+    change_points_md(&mut out, series);
+    let mut metrics: Vec<&str> = Vec::new();
+    for s in series {
+        if !metrics.contains(&s.metric.as_str()) {
+            metrics.push(&s.metric);
+        }
+    }
+    for m in metrics {
+        metric_md(&mut out, m, series, charts_dir);
+    }
+    out
+}
+
+/// The "Change points" section: a table of every series with one, or why none has.
+fn change_points_md(out: &mut String, series: &[Series]) {
+    use std::fmt::Write as _;
     let cps: Vec<&Series> = series.iter().filter(|s| s.change_point.is_some()).collect();
     let _ = writeln!(out, "\n### Change points\n");
     if cps.is_empty() {
@@ -366,65 +382,62 @@ pub fn markdown(entries: &[Entry], series: &[Series], charts_dir: &str) -> Strin
         }
         out.push('\n');
     }
-    let mut metrics: Vec<&str> = Vec::new();
-    for s in series {
-        if !metrics.contains(&s.metric.as_str()) {
-            metrics.push(&s.metric);
-        }
-    }
-    for m in metrics {
-        let of_metric: Vec<&Series> = series.iter().filter(|s| s.metric == m).collect();
-        let headline: Vec<&Series> = of_metric
+}
+
+/// One metric's section: a Mermaid chart of its headline statistic (one line per cell) and
+/// a table of every statistic with a sparkline.
+fn metric_md(out: &mut String, m: &str, series: &[Series], charts_dir: &str) {
+    use std::fmt::Write as _;
+    let of_metric: Vec<&Series> = series.iter().filter(|s| s.metric == m).collect();
+    let headline: Vec<&Series> = of_metric
+        .iter()
+        .copied()
+        .filter(|s| headline_statistic(&s.statistic))
+        .collect();
+    let _ = writeln!(out, "### {m}\n");
+    if let Some(h) = headline.first() {
+        out.push_str(&mermaid(m, &h.statistic, &h.unit, &headline));
+        let legend: Vec<String> = headline
             .iter()
-            .copied()
-            .filter(|s| headline_statistic(&s.statistic))
+            .enumerate()
+            .map(|(i, s)| format!("line {} = {}", i + 1, s.cell))
             .collect();
-        let _ = writeln!(out, "### {m}\n");
-        if let Some(h) = headline.first() {
-            out.push_str(&mermaid(m, &h.statistic, &h.unit, &headline));
-            let legend: Vec<String> = headline
-                .iter()
-                .enumerate()
-                .map(|(i, s)| format!("line {} = {}", i + 1, s.cell))
-                .collect();
-            let _ = writeln!(
-                out,
-                "\n{} (chart files: `{charts_dir}/{}.svg`, `.png`)\n",
-                legend.join("; "),
-                chart_stem(m, &h.statistic)
-            );
-        }
-        out.push_str("| series | runs (oldest → newest) | last | regressed in runs | change point |\n|---|---|--:|---|---|\n");
-        for s in &of_metric {
-            let last = s.values.iter().rev().flatten().next();
-            let reg: Vec<String> = s
-                .regressed
-                .iter()
-                .enumerate()
-                .filter(|(_, r)| **r)
-                .map(|(i, _)| (i + 1).to_string())
-                .collect();
-            let _ = writeln!(
-                out,
-                "| {} | `{}` | {} | {} | {} |",
-                s.name(),
-                sparkline(&s.values),
-                last.map_or("-".to_string(), |v| format!("{v:.3} {}", s.unit)),
-                if reg.is_empty() {
-                    "-".to_string()
-                } else {
-                    reg.join(", ")
-                },
-                s.change_point.as_ref().map_or("-".to_string(), |c| format!(
-                    "from run {} ({:+.1}%)",
-                    c.index + 1,
-                    c.shift * 100.0
-                ))
-            );
-        }
-        out.push('\n');
+        let _ = writeln!(
+            out,
+            "\n{} (chart files: `{charts_dir}/{}.svg`, `.png`)\n",
+            legend.join("; "),
+            chart_stem(m, &h.statistic)
+        );
     }
-    out
+    out.push_str("| series | runs (oldest → newest) | last | regressed in runs | change point |\n|---|---|--:|---|---|\n");
+    for s in &of_metric {
+        let last = s.values.iter().rev().flatten().next();
+        let reg: Vec<String> = s
+            .regressed
+            .iter()
+            .enumerate()
+            .filter(|(_, r)| **r)
+            .map(|(i, _)| (i + 1).to_string())
+            .collect();
+        let _ = writeln!(
+            out,
+            "| {} | `{}` | {} | {} | {} |",
+            s.name(),
+            sparkline(&s.values),
+            last.map_or("-".to_string(), |v| format!("{v:.3} {}", s.unit)),
+            if reg.is_empty() {
+                "-".to_string()
+            } else {
+                reg.join(", ")
+            },
+            s.change_point.as_ref().map_or("-".to_string(), |c| format!(
+                "from run {} ({:+.1}%)",
+                c.index + 1,
+                c.shift * 100.0
+            ))
+        );
+    }
+    out.push('\n');
 }
 
 #[cfg(test)]

@@ -1,27 +1,43 @@
 //! The CI regression gate: two runs' samples in, a verdict per metric × statistic ×
-//! target × transport out, and the renderings of that verdict. Pure: no I/O, no clocks.
+//! target × transport out, and the renderings of that verdict. The statistics, the decision
+//! rule and the renderings are pure (no I/O, no clocks); [`sides`] and [`runs`] read
+//! results directories (through `store`), and [`history_file`] reads and writes the history
+//! file (its entries stamped with the wall clock, through `clock`).
 //!
+//! * [`runs`]: the gate's use case over results directories (`compare`, `run --baseline`):
+//!   comparability, pairing, the stall policy, confirmation, the verdict → exit code.
+//! * [`sides`]: finding the baseline, opening a side (a run or a set of repeats), labels.
 //! * [`gate`]: gated metrics, statistics, default noise bands, thresholds.
 //! * [`samples`]: per-request samples per cell, built from records.
 //! * [`stats`]: seeded (cluster) bootstrap of relative changes; proportion intervals.
 //! * [`verdict`]: the decision rule and one [`Row`] per comparison.
 //! * [`history`]: the gate's history (`compare --history`), series, change points, Markdown.
+//! * [`history_file`]: `history.jsonl` (append, keep the last N, read) and its charts.
 //! * [`render`]: terminal table, Markdown (for `$GITHUB_STEP_SUMMARY`), verdict JSON.
 //!
-//! Does not own: reading results directories or checking that two runs are comparable
-//! (see `commands::compare`), or the exit code contract (`commands`).
+//! Does not own: parsing arguments and printing (`commands::compare`,
+//! `commands::history`), the results files' format (`store`), the exit codes other than the
+//! gate's pass/regression (`commands`).
 
 pub mod gate;
 pub mod history;
+pub mod history_file;
 pub mod render;
+pub mod runs;
 pub mod samples;
+pub mod sides;
 pub mod stats;
 pub mod verdict;
 
 use serde::Serialize;
 
 pub use gate::{GateMetric, MetricList, Statistic, Threshold, ThresholdError, Thresholds};
+pub use runs::{
+    compare_dirs, compare_loaded, compare_sides, exit_code, gate_comparison, load_samples,
+    EXIT_PASS, EXIT_REGRESSION,
+};
 pub use samples::{CellSamples, RunSamples};
+pub use sides::{check_comparable, find_baseline_under};
 pub use stats::{BootstrapConfig, Pairing};
 pub use verdict::{ChangeUnit, Row, Verdict};
 

@@ -11,7 +11,7 @@
 //! recorder's rules, and the values come from the
 //! recorder's metric catalogue, so the gate and `summary.json` never disagree on a
 //! definition.
-//! Does not own: I/O (see `commands::compare`).
+//! Does not own: I/O (see `compare::runs`).
 
 use std::collections::BTreeMap;
 

@@ -20,9 +20,9 @@
 
 use serde::Serialize;
 
-use super::gate::{GateMetric, Kind, Statistic, Thresholds};
+use super::gate::{GateMetric, Kind, Statistic, Threshold, Thresholds};
 use super::samples::CellSamples;
-use super::stats::{self, BootstrapConfig, Interval, Pairing, Stat};
+use super::stats::{self, BootstrapConfig, Interval, Pairing, Sample, Stat};
 use crate::recorder::CellKey;
 use crate::rng::Rng;
 
@@ -162,42 +162,11 @@ pub fn compare_metric(
             .into_iter()
             .collect();
     }
-    let (mut sb, mut sc) = (base.sample(metric), cand.sample(metric));
+    let (sb, sc) = (base.sample(metric), cand.sample(metric));
     if sb.is_empty() && sc.is_empty() {
         return Vec::new();
     }
-    let mut pairing = Pairing::allowed(wanted.min_runs(), &sb, &sc);
-    let mut comparison = match pairing {
-        Pairing::Runs => format!(
-            "hierarchical bootstrap, run i of the baseline paired with run i of the candidate ({} runs per side)",
-            sb.runs()
-        ),
-        _ if sb.runs().max(sc.runs()) > 1 => format!(
-            "hierarchical bootstrap over runs, then requests ({} / {} runs)",
-            sb.runs(),
-            sc.runs()
-        ),
-        _ => "bootstrap over requests (one run per side)".to_string(),
-    };
-    if wanted == Pairing::Requests {
-        let (pb, pc, matched) = base.paired(cand, metric);
-        let smaller = sb.clusters().min(sc.clusters());
-        if matched >= 10 && 2 * matched >= smaller {
-            pairing = Pairing::allowed(Pairing::Requests, &pb, &pc);
-            comparison = format!(
-                "paired by request (session, turn, step): both sides replayed the same conversation; {matched} of {smaller} requests matched"
-            );
-            (sb, sc) = (pb, pc);
-        } else {
-            comparison = format!(
-                "unpaired: only {matched} of {smaller} requests matched by (session, turn, step), so the drawn lengths may differ; {comparison}"
-            );
-        }
-    } else if metric.length_dependent() {
-        comparison = format!(
-            "unpaired and length-dependent: the sides drew different conversations, so this change mixes workload and system; {comparison}"
-        );
-    }
+    let (sb, sc, pairing, comparison) = choose_pairing(base, cand, metric, wanted, sb, sc);
     let stats: Vec<Statistic> = metric.statistics().to_vec();
     let as_stat = |s: Statistic| s.quantile().map_or(Stat::Mean, Stat::Quantile);
     let boot = BootstrapConfig {
@@ -225,23 +194,8 @@ pub fn compare_metric(
         .map(|&st| {
             let bval = sb.point(as_stat(st));
             let cval = sc.point(as_stat(st));
-            let noise = metric.default_noise() * st.noise_scale();
             let threshold = thresholds.get(metric, st);
-            let floor_rel = match bval {
-                Some(b) if b > 0.0 => metric.noise_floor() / b,
-                _ => 0.0,
-            };
-            let better_edge = noise.max(floor_rel);
-            let worse_edge = better_edge.max(
-                threshold
-                    .zip(bval)
-                    .map_or(0.0, |(t, b)| t.relative_to(b, metric)),
-            );
-            let (band_low, band_high) = if hib {
-                (-worse_edge, better_edge)
-            } else {
-                (-better_edge, worse_edge)
-            };
+            let (noise, band_low, band_high) = band(metric, st, bval, threshold);
             let mut row = Row {
                 target: cell.target.clone(),
                 transport: cell.transport.clone(),
@@ -282,34 +236,120 @@ pub fn compare_metric(
                             row.change = Some(c / b - 1.0);
                         }
                     }
-                    row.reason = if sb.is_empty() || sc.is_empty() {
-                        let side = if sb.is_empty() {
-                            "baseline"
-                        } else {
-                            "candidate"
-                        };
-                        format!("no samples in the {side}")
-                    } else if idx.is_none() {
-                        let unit = match metric {
-                            GateMetric::SessionWall => "sessions",
-                            GateMetric::Itl => "chunk gaps (from ≥ 10 requests)",
-                            _ => "requests",
-                        };
-                        format!(
-                            "too few samples: {} needs ≥ {} {unit} per side, have {} / {}",
-                            st.name(),
-                            st.min_samples(),
-                            sb.len(),
-                            sc.len()
-                        )
-                    } else {
-                        "baseline value is 0; a relative change is undefined".to_string()
-                    };
+                    row.reason = no_interval_reason(metric, st, &sb, &sc, idx.is_none());
                 }
             }
             row
         })
         .collect()
+}
+
+/// How to pair the two sides' samples of `metric`: request by request when `wanted` says
+/// both replayed the same conversation and enough requests match, else by run when the
+/// repeats allow it, else not at all. Returns the samples to compare, the pairing and the
+/// comparison in words.
+fn choose_pairing(
+    base: &CellSamples,
+    cand: &CellSamples,
+    metric: GateMetric,
+    wanted: Pairing,
+    mut sb: Sample,
+    mut sc: Sample,
+) -> (Sample, Sample, Pairing, String) {
+    let mut pairing = Pairing::allowed(wanted.min_runs(), &sb, &sc);
+    let mut comparison = match pairing {
+        Pairing::Runs => format!(
+            "hierarchical bootstrap, run i of the baseline paired with run i of the candidate ({} runs per side)",
+            sb.runs()
+        ),
+        _ if sb.runs().max(sc.runs()) > 1 => format!(
+            "hierarchical bootstrap over runs, then requests ({} / {} runs)",
+            sb.runs(),
+            sc.runs()
+        ),
+        _ => "bootstrap over requests (one run per side)".to_string(),
+    };
+    if wanted == Pairing::Requests {
+        let (pb, pc, matched) = base.paired(cand, metric);
+        let smaller = sb.clusters().min(sc.clusters());
+        if matched >= 10 && 2 * matched >= smaller {
+            pairing = Pairing::allowed(Pairing::Requests, &pb, &pc);
+            comparison = format!(
+                "paired by request (session, turn, step): both sides replayed the same conversation; {matched} of {smaller} requests matched"
+            );
+            (sb, sc) = (pb, pc);
+        } else {
+            comparison = format!(
+                "unpaired: only {matched} of {smaller} requests matched by (session, turn, step), so the drawn lengths may differ; {comparison}"
+            );
+        }
+    } else if metric.length_dependent() {
+        comparison = format!(
+            "unpaired and length-dependent: the sides drew different conversations, so this change mixes workload and system; {comparison}"
+        );
+    }
+    (sb, sc, pairing, comparison)
+}
+
+/// A row's noise and its band of no change (signed in the metric's direction): the noise
+/// (at least the metric's absolute floor), widened on the worse side to the threshold.
+fn band(
+    metric: GateMetric,
+    st: Statistic,
+    bval: Option<f64>,
+    threshold: Option<Threshold>,
+) -> (f64, f64, f64) {
+    let noise = metric.default_noise() * st.noise_scale();
+    let floor_rel = match bval {
+        Some(b) if b > 0.0 => metric.noise_floor() / b,
+        _ => 0.0,
+    };
+    let better_edge = noise.max(floor_rel);
+    let worse_edge = better_edge.max(
+        threshold
+            .zip(bval)
+            .map_or(0.0, |(t, b)| t.relative_to(b, metric)),
+    );
+    let (band_low, band_high) = if metric.higher_is_better() {
+        (-worse_edge, better_edge)
+    } else {
+        (-better_edge, worse_edge)
+    };
+    (noise, band_low, band_high)
+}
+
+/// Why a row has no interval: a side without samples, too few samples for the statistic
+/// (`too_few`), or a baseline of 0.
+fn no_interval_reason(
+    metric: GateMetric,
+    st: Statistic,
+    sb: &Sample,
+    sc: &Sample,
+    too_few: bool,
+) -> String {
+    if sb.is_empty() || sc.is_empty() {
+        let side = if sb.is_empty() {
+            "baseline"
+        } else {
+            "candidate"
+        };
+        format!("no samples in the {side}")
+    } else if too_few {
+        let unit = match metric {
+            GateMetric::SessionWall => "sessions",
+            GateMetric::Itl => "chunk gaps (from ≥ 10 requests)",
+            _ => "requests",
+        };
+        format!(
+            "too few samples: {} needs ≥ {} {unit} per side, have {} / {}",
+            st.name(),
+            st.min_samples(),
+            sb.len(),
+            sc.len()
+        )
+    } else {
+        "baseline value is 0; a relative change is undefined".to_string()
+    }
 }
 
 fn compare_error_rate(

@@ -229,7 +229,36 @@ async fn stream(rate: f64, secs: f64) -> anyhow::Result<Ingest> {
         _ => None,
     };
     guard.abort();
-    // The steady state: from when the last stream began receiving to when the first ended.
+    let (from, to, steady) = steady_state(&records)?;
+    let mut errors: Vec<u64> = Vec::new();
+    for r in &records {
+        let Some(truth) = r.response_id.as_deref().and_then(|id| sim.trace.get(id)) else {
+            continue;
+        };
+        for (c, w) in r.chunks.iter().zip(&truth.chunk_writes) {
+            errors.push(c.at_ns.saturating_sub(clock.ns(w.at)));
+        }
+    }
+    sim.shutdown().await;
+    errors.sort_unstable();
+    let pct = |p: f64| {
+        errors
+            .get(((errors.len().max(1) - 1) as f64 * p).round() as usize)
+            .map_or(0.0, |&v| v as f64 / 1e3)
+    };
+    Ok(Ingest {
+        chunks_s: steady as f64 * 1e9 / (to - from) as f64,
+        chunks: records.iter().map(|r| r.chunks.len() as u64).sum(),
+        cpu_cores,
+        p50_us: pct(0.5),
+        p99_us: pct(0.99),
+        max_us: pct(1.0),
+    })
+}
+
+/// The steady state of the ingest streams: from when the last stream began receiving to
+/// when the first ended, and the chunks received in it; an error when it is empty.
+fn steady_state(records: &[RequestRecord]) -> anyhow::Result<(u64, u64, usize)> {
     let from = records
         .iter()
         .filter_map(|r| r.chunks.first())
@@ -257,30 +286,7 @@ async fn stream(rate: f64, secs: f64) -> anyhow::Result<Ingest> {
             .find_map(|r| r.error.clone())
             .unwrap_or_default()
     );
-    let mut errors: Vec<u64> = Vec::new();
-    for r in &records {
-        let Some(truth) = r.response_id.as_deref().and_then(|id| sim.trace.get(id)) else {
-            continue;
-        };
-        for (c, w) in r.chunks.iter().zip(&truth.chunk_writes) {
-            errors.push(c.at_ns.saturating_sub(clock.ns(w.at)));
-        }
-    }
-    sim.shutdown().await;
-    errors.sort_unstable();
-    let pct = |p: f64| {
-        errors
-            .get(((errors.len().max(1) - 1) as f64 * p).round() as usize)
-            .map_or(0.0, |&v| v as f64 / 1e3)
-    };
-    Ok(Ingest {
-        chunks_s: steady as f64 * 1e9 / (to - from) as f64,
-        chunks: records.iter().map(|r| r.chunks.len() as u64).sum(),
-        cpu_cores,
-        p50_us: pct(0.5),
-        p99_us: pct(0.99),
-        max_us: pct(1.0),
-    })
+    Ok((from, to, steady))
 }
 
 /// The scenario of one ramp point: `sessions` one-request sessions in open loop (the

@@ -5,8 +5,9 @@
 //! proxies), starts a simulator per simulator cell ([`targets`]), creates the run's link
 //! emulator and provenance counters (handed down to every connection, so two runs in one
 //! process keep their own counts), drives the cells, records and writes the results
-//! ([`record`]), stops the simulators, and returns what it did as a [`RunOutcome`] value,
-//! provenance included.
+//! ([`recorder_task`]), stops the simulators, and returns what it did as a [`RunOutcome`] value,
+//! provenance included. What a run can hold open: [`resources`] (the open-file limit,
+//! memory) and [`fd_budget`] (whether a plan's connections fit in that limit).
 //! Does not own: command-line handling and printing the results (`commands::run`), the
 //! plan (`plan`), the measurements (`driver`, `transport`), the file layout (`store`).
 
@@ -25,7 +26,8 @@ use crate::recorder::LiveStats;
 use crate::store::{RunStatus, RunWriter};
 
 pub mod calibrate;
-pub mod record;
+pub mod fd_budget;
+pub mod recorder_task;
 pub mod resources;
 pub mod sweep;
 pub mod targets;
@@ -94,13 +96,7 @@ pub async fn run(plan: Arc<Plan>, out: &Path, options: Options) -> anyhow::Resul
     }
     // A new key for the cold-cache salts of this run, so a run with the same seed does not
     // resend an earlier run's salts (the manifest's plan keeps it).
-    let plan = if plan.load.salt_key == 0 {
-        let mut p = (*plan).clone();
-        p.load.salt_key = fresh_salt_key();
-        Arc::new(p)
-    } else {
-        plan
-    };
+    let plan = with_salt_key(plan);
     let reach = targets::reach(&plan)?;
     let (endpoints, sims) = targets::endpoints(&plan, &reach).await?;
 
@@ -111,27 +107,7 @@ pub async fn run(plan: Arc<Plan>, out: &Path, options: Options) -> anyhow::Resul
     }
     let dir = writer.dir().to_path_buf();
     if options.announce {
-        if let Some(s) = &plan.shard {
-            errln!(
-                "spark-bench: shard {}/{} of plan {}: {} of its {} measured sessions per cell; open files {} (was {})",
-                s.index,
-                s.count,
-                s.plan_hash,
-                plan.load.sessions,
-                s.plan_sessions,
-                fd_limit.granted,
-                fd_limit.before
-            );
-        }
-        errln!(
-            "spark-bench: {} × {} cells, {} sessions each, link {}; {}; writing {}",
-            plan.scenario_name,
-            plan.cells.len(),
-            plan.load.sessions,
-            plan.link,
-            plan.load_line(),
-            dir.display()
-        );
+        announce(&plan, fd_limit, &dir);
     }
 
     let emulator = Arc::new(Emulator::new(counters.clone()));
@@ -152,7 +128,7 @@ pub async fn run(plan: Arc<Plan>, out: &Path, options: Options) -> anyhow::Resul
     ));
 
     // The recorder task owns the measurements and the incremental files.
-    let recorder_task = record::spawn(plan.slo, writer, rx, live_tx);
+    let recorder_task = recorder_task::spawn(plan.slo, writer, rx, live_tx);
     // The harness watching itself: timer lateness and CPU use while the driver runs.
     let probe = crate::clock::selfwatch::Probe::start();
     let (rss_before_kib, _) = resources::rss_kib();
@@ -193,21 +169,7 @@ pub async fn run(plan: Arc<Plan>, out: &Path, options: Options) -> anyhow::Resul
         );
     }
     writer.set_harness(harness.clone());
-    let peak_sessions = recorder.peak_sessions();
-    let (_, rss_peak_kib) = resources::rss_kib();
-    writer.set_resources(crate::store::Resources {
-        nofile_before: fd_limit.before,
-        nofile_granted: fd_limit.granted,
-        nofile_hard: fd_limit.hard,
-        peak_sessions,
-        rss_before_kib,
-        rss_peak_kib,
-        kib_per_session: if peak_sessions > 0 {
-            Some(rss_peak_kib.saturating_sub(rss_before_kib) as f64 / peak_sessions as f64)
-        } else {
-            None
-        },
-    });
+    writer.set_resources(resources_used(fd_limit, &recorder, rss_before_kib));
     summary.harness = Some(harness);
     let provenance = counters.snapshot();
     writer.set_timestamps(provenance.timestamps());
@@ -225,6 +187,67 @@ pub async fn run(plan: Arc<Plan>, out: &Path, options: Options) -> anyhow::Resul
         interrupted,
         provenance,
     })
+}
+
+/// The plan with a fresh key for its cold-cache salts when it has none, so a run with the
+/// same seed does not resend an earlier run's salts (the manifest's plan keeps it).
+fn with_salt_key(plan: Arc<Plan>) -> Arc<Plan> {
+    if plan.load.salt_key == 0 {
+        let mut p = (*plan).clone();
+        p.load.salt_key = fresh_salt_key();
+        Arc::new(p)
+    } else {
+        plan
+    }
+}
+
+/// The run's header lines on stderr: the shard (when it is one) and the plan's shape.
+fn announce(plan: &Plan, fd_limit: resources::FdLimit, dir: &Path) {
+    if let Some(s) = &plan.shard {
+        errln!(
+            "spark-bench: shard {}/{} of plan {}: {} of its {} measured sessions per cell; open files {} (was {})",
+            s.index,
+            s.count,
+            s.plan_hash,
+            plan.load.sessions,
+            s.plan_sessions,
+            fd_limit.granted,
+            fd_limit.before
+        );
+    }
+    errln!(
+        "spark-bench: {} × {} cells, {} sessions each, link {}; {}; writing {}",
+        plan.scenario_name,
+        plan.cells.len(),
+        plan.load.sessions,
+        plan.link,
+        plan.load_line(),
+        dir.display()
+    );
+}
+
+/// The manifest's `resources` section: the open-file limit, peak sessions, and resident
+/// memory before the driver and at the peak (per session when any ran).
+fn resources_used(
+    fd_limit: resources::FdLimit,
+    recorder: &crate::recorder::Recorder,
+    rss_before_kib: u64,
+) -> crate::store::Resources {
+    let peak_sessions = recorder.peak_sessions();
+    let (_, rss_peak_kib) = resources::rss_kib();
+    crate::store::Resources {
+        nofile_before: fd_limit.before,
+        nofile_granted: fd_limit.granted,
+        nofile_hard: fd_limit.hard,
+        peak_sessions,
+        rss_before_kib,
+        rss_peak_kib,
+        kib_per_session: if peak_sessions > 0 {
+            Some(rss_peak_kib.saturating_sub(rss_before_kib) as f64 / peak_sessions as f64)
+        } else {
+            None
+        },
+    }
 }
 
 /// The run's `harness` section: its records' send times, the probe's figures and the

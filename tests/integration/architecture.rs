@@ -62,11 +62,9 @@ const CLOCK_READERS_TO_MOVE: &[&str] = &[];
 
 /// Tests and benches that call into `spark_bench::commands` (the CLI's top layer) instead of
 /// the library below it. The run itself is `runner`'s; what is left here is turning parsed
-/// arguments into a plan (`commands::run::load_plan`), the compare gate's exit-code mapping
-/// (`commands::compare`), and tests of a subcommand's own `execute` (run_faults, report,
-/// sweep: `run --sweep` end to end).
+/// arguments into a plan (`commands::run::load_plan`), and tests of a subcommand's own
+/// `execute` (run_faults, report, sweep: `run --sweep` end to end).
 const TESTS_USING_COMMANDS: &[&str] = &[
-    "tests/integration/compare_synthetic.rs",
     "tests/integration/llama.rs",
     "tests/integration/report.rs",
     "tests/integration/run_faults.rs",

@@ -9,8 +9,9 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::time::Duration;
 
-use spark_bench::commands::compare::{compare_loaded, exit_code, load_samples};
-use spark_bench::compare::{self, RunLabel, RunSamples, Settings, Verdict};
+use spark_bench::compare::{
+    self, compare_loaded, exit_code, load_samples, RunLabel, RunSamples, Settings, Verdict,
+};
 use spark_bench::link::Link;
 use spark_bench::plan::{Cell, Load, Plan, Target};
 use spark_bench::recorder::Recorder;
@@ -576,11 +577,11 @@ fn cli_exit_codes_formats_and_named_baselines() {
 
     // The run --baseline entry point.
     assert_eq!(
-        spark_bench::commands::compare::gate_against_baseline("main", &slow).unwrap(),
+        exit_code(&compare::gate_comparison("main", &slow, &[]).unwrap()),
         1
     );
     assert_eq!(
-        spark_bench::commands::compare::gate_against_baseline("main", &same).unwrap(),
+        exit_code(&compare::gate_comparison("main", &same, &[]).unwrap()),
         0
     );
 }

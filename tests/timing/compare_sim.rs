@@ -13,9 +13,10 @@ use std::time::Duration;
 
 use clap::Parser;
 use spark_bench::cli::{Cli, Command};
-use spark_bench::commands::compare::{compare_loaded, exit_code};
 use spark_bench::commands::run::load_plan;
-use spark_bench::compare::{GateMetric, Settings, Verdict};
+use spark_bench::compare::{
+    compare_loaded, exit_code, gate_comparison, GateMetric, Settings, Verdict,
+};
 use spark_bench::runner::{self, Options};
 use spark_bench::sim::{self, Profile, SimConfig};
 use spark_bench::store::LoadedRun;
@@ -275,10 +276,9 @@ async fn gate_catches_a_large_slowdown_end_to_end() {
     spark_bench::store::save_baseline(&tmp.path().join("results"), &base, "main").unwrap();
     let slow = run_once(tmp.path(), &slow_sim.base_url, 2, "slow").await;
 
-    let code = tokio::task::block_in_place(|| {
-        spark_bench::commands::compare::gate_against_baseline("main", &slow)
-    })
-    .unwrap();
+    let code = tokio::task::block_in_place(|| gate_comparison("main", &slow, &[]))
+        .map(|c| exit_code(&c))
+        .unwrap();
     assert_eq!(code, 1);
     let c = tokio::task::block_in_place(|| gate(&base, &slow));
     let ttft = c

@@ -1,6 +1,9 @@
-//! The open-file limit: raised as far as the hard limit allows when a run starts, and a plan
-//! whose concurrency cannot fit in it refused up front, with the fix, instead of thousands
-//! of failed connects counted against the target.
+//! The open-file budget of a plan: the limit raised as far as the hard limit allows when a
+//! run starts, and a plan whose concurrency cannot fit in it refused up front, with the fix,
+//! instead of thousands of failed connects counted against the target.
+//!
+//! Owns: the arithmetic (descriptors a plan needs, [`RESERVE`]) and the refusal or warning.
+//! Does not own: the `RLIMIT_NOFILE` calls ([`super::resources`]).
 
 use crate::plan::Plan;
 use crate::vocab::Schedule;
@@ -10,9 +13,9 @@ use crate::vocab::Schedule;
 pub const RESERVE: u64 = 64;
 
 /// Raises `RLIMIT_NOFILE` as far as the process may (the runner's
-/// [`crate::runner::resources::raise_nofile`]); returns (soft, hard) after it.
+/// [`super::resources::raise_nofile`]); returns (soft, hard) after it.
 pub fn raise() -> (u64, u64) {
-    let l = crate::runner::resources::raise_nofile();
+    let l = super::resources::raise_nofile();
     if l.granted == 0 {
         (u64::MAX, u64::MAX)
     } else {

@@ -1,0 +1,129 @@
+//! The response body the recording proxy hands to its client, and its error answers.
+//!
+//! Owns: [`TeeBody`], which stamps each upstream frame on arrival, copies it into the
+//! [`Exchange`] and hands it on in the same poll, then sends the exchange to the log when
+//! the body ends; and the proxy's JSON error response. Used by the HTTP relay (`relay`) and
+//! the WebSocket upgrade (`ws`). Does not own: opening the upstream (`upstream`).
+
+use std::pin::Pin;
+use std::sync::Arc;
+use std::task::{Context, Poll};
+
+use bytes::Bytes;
+use http::{Response, StatusCode};
+use hyper::body::{Body, Frame, Incoming, SizeHint};
+
+use super::{Exchange, Shared};
+
+/// A proxy error as the client sees it: `status` with an OpenAI-style JSON error body.
+pub(crate) fn error_response(status: StatusCode, msg: &str) -> Response<TeeBody> {
+    let body = serde_json::json!({"error": {"message": msg, "type": "proxy_error"}}).to_string();
+    let mut r = Response::new(TeeBody::fixed(Bytes::from(body)));
+    *r.status_mut() = status;
+    r.headers_mut().insert(
+        http::header::CONTENT_TYPE,
+        http::HeaderValue::from_static("application/json"),
+    );
+    r
+}
+
+/// Where a [`TeeBody`]'s bytes come from: the upstream's body, or one fixed chunk.
+enum Inner {
+    Stream(Incoming),
+    Fixed(Option<Bytes>),
+}
+
+/// The response body handed to the client: each upstream frame is stamped, copied into the
+/// exchange and returned in the same poll (no queue, no extra task). The exchange goes to the
+/// log when the body ends, fails, or is dropped by a client that went away.
+pub(crate) struct TeeBody {
+    inner: Inner,
+    rec: Option<(Exchange, Arc<Shared>)>,
+}
+
+impl TeeBody {
+    /// The upstream's `body`, teed into `x`, which goes to `shared`'s log when it ends.
+    pub(crate) fn stream(body: Incoming, x: Exchange, shared: Arc<Shared>) -> TeeBody {
+        TeeBody {
+            inner: Inner::Stream(body),
+            rec: Some((x, shared)),
+        }
+    }
+
+    /// One fixed chunk, recorded nowhere (the proxy's own answers).
+    pub(crate) fn fixed(b: Bytes) -> TeeBody {
+        TeeBody {
+            inner: Inner::Fixed(Some(b)),
+            rec: None,
+        }
+    }
+
+    fn finish(&mut self, error: Option<String>) {
+        if let Some((mut x, shared)) = self.rec.take() {
+            x.end_ns = shared.clock.now_ns();
+            if x.error.is_none() {
+                x.error = error;
+            }
+            let _ = shared.log.send(x);
+        }
+    }
+}
+
+impl Drop for TeeBody {
+    fn drop(&mut self) {
+        let ended = match &self.inner {
+            Inner::Stream(s) => s.is_end_stream(),
+            Inner::Fixed(_) => true,
+        };
+        let error = (!ended).then(|| "the client closed the stream before its end".to_string());
+        self.finish(error);
+    }
+}
+
+impl Body for TeeBody {
+    type Data = Bytes;
+    type Error = hyper::Error;
+
+    fn poll_frame(
+        self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+    ) -> Poll<Option<Result<Frame<Bytes>, hyper::Error>>> {
+        let this = self.get_mut();
+        let inner = match &mut this.inner {
+            Inner::Fixed(b) => return Poll::Ready(b.take().map(|b| Ok(Frame::data(b)))),
+            Inner::Stream(s) => s,
+        };
+        match Pin::new(inner).poll_frame(cx) {
+            Poll::Pending => Poll::Pending,
+            Poll::Ready(Some(Ok(frame))) => {
+                if let (Some(d), Some((x, shared))) = (frame.data_ref(), this.rec.as_mut()) {
+                    x.chunks.push((shared.clock.now_ns(), d.clone()));
+                }
+                Poll::Ready(Some(Ok(frame)))
+            }
+            Poll::Ready(Some(Err(e))) => {
+                this.finish(Some(format!("upstream body: {e}")));
+                Poll::Ready(Some(Err(e)))
+            }
+            Poll::Ready(None) => {
+                this.finish(None);
+                Poll::Ready(None)
+            }
+        }
+    }
+
+    fn is_end_stream(&self) -> bool {
+        match &self.inner {
+            Inner::Fixed(b) => b.is_none(),
+            Inner::Stream(s) => s.is_end_stream(),
+        }
+    }
+
+    fn size_hint(&self) -> SizeHint {
+        match &self.inner {
+            Inner::Fixed(Some(b)) => SizeHint::with_exact(b.len() as u64),
+            Inner::Fixed(None) => SizeHint::with_exact(0),
+            Inner::Stream(s) => s.size_hint(),
+        }
+    }
+}
