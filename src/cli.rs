@@ -1,4 +1,7 @@
 //! The command-line interface: the clap type tree and its help text. No I/O here.
+//!
+//! Owns: every subcommand's flags. Does not own: `run`'s load flags, which are
+//! `scenario::LoadKnobs` (shared with the scenario's `[load]` table), flattened in.
 
 use std::path::PathBuf;
 
@@ -167,63 +170,14 @@ pub struct RunArgs {
     /// Default: the scenario's matrix, or all four.
     #[arg(long = "transport", value_enum, value_name = "KIND")]
     pub transports: Vec<TransportKind>,
-    /// Measured sessions per target × transport (overrides the scenario).
-    #[arg(long)]
-    pub sessions: Option<u32>,
-    /// Sessions in flight at once per target × transport (overrides the scenario): a closed
-    /// loop, a new session as soon as one ends. Exclusive with --rate.
-    #[arg(long)]
-    pub concurrency: Option<u32>,
+    /// The load knobs (--sessions, --concurrency, --schedule, --cache, --rate, --arrival,
+    /// --burstiness, --duration, --warmup, --max-in-flight), shared with `[load]`.
+    #[command(flatten)]
+    pub load: crate::scenario::LoadKnobs,
     /// Master seed (overrides the scenario's `seed`).
-    #[arg(long)]
+    // Listed between --concurrency and --schedule, as before the load flags moved.
+    #[arg(long, display_order = 4)]
     pub seed: Option<u64>,
-    /// How cells that reach the same server share it (overrides `[load] schedule`):
-    /// interleaved (sessions take turns through one pool of --concurrency slots),
-    /// sequential (cell after cell), parallel (all at once, each with its own slots).
-    /// Default: parallel when every target is an embedded simulator, else interleaved.
-    #[arg(long, value_enum, value_name = "SCHEDULE")]
-    pub schedule: Option<crate::vocab::Schedule>,
-    /// The server's prefix cache (overrides `[load] cache` and every target's `cache`):
-    /// cold (a unique salt starts every prompt), warm (prompts sent once, untimed, first),
-    /// as-is (the scenario verbatim). Default: cold for real endpoints, as-is for the
-    /// embedded simulator.
-    #[arg(long, value_enum, value_name = "MODE")]
-    pub cache: Option<crate::vocab::CacheMode>,
-    /// Open-loop request rate, requests per second per target × transport (per shared
-    /// server under interleaved), overrides `[load] rate`. Requests start on the arrival
-    /// process's instants whether or not earlier ones have finished, and every latency counts
-    /// from that intended instant, so a request the harness or a cap sends late shows its
-    /// wait in TTFT. A session of R planned requests claims R instants and starts at the
-    /// first (later turns follow their think time), so the offered request rate is RATE for
-    /// single- and multi-turn sessions alike. Exclusive with --concurrency (a closed loop).
-    #[arg(long, value_name = "REQ_PER_S")]
-    pub rate: Option<f64>,
-    /// Shape of open-loop arrivals (overrides `[load] arrival`): poisson (exponential gaps,
-    /// the default), constant (gaps exactly 1/rate), gamma (gaps gamma-distributed with
-    /// shape --burstiness and mean 1/rate).
-    #[arg(long, value_enum, value_name = "SHAPE")]
-    pub arrival: Option<crate::vocab::ArrivalKind>,
-    /// The gamma shape k of --arrival gamma, as vLLM's --burstiness: gaps are gamma with
-    /// shape k and mean 1/rate, so k = 1 is Poisson, k < 1 burstier (clumps and pauses),
-    /// k > 1 more regular; the gaps' coefficient of variation is 1/sqrt(k).
-    #[arg(long, value_name = "K")]
-    pub burstiness: Option<f64>,
-    /// Stop condition beside the session count (overrides `[load] duration`): no session or
-    /// request intended after the measured phase has run this long is sent; one intended
-    /// before it is sent even if the harness is late (its lateness stays in the data), and
-    /// requests in flight finish. Without a session count the run keeps starting sessions
-    /// until then.
-    #[arg(long, value_name = "DURATION", value_parser = humantime::parse_duration)]
-    pub duration: Option<std::time::Duration>,
-    /// Warm-up by time (overrides `[load] warmup`): run the load this long before the
-    /// measured phase; its requests are recorded as warm-up and excluded from statistics.
-    #[arg(long, value_name = "DURATION", value_parser = humantime::parse_duration)]
-    pub warmup: Option<std::time::Duration>,
-    /// At most N requests in flight per target × transport (per shared server when cells
-    /// share one), overrides `[load] max_in_flight`. A request that waits for a place is
-    /// still measured from its intended start.
-    #[arg(long, value_name = "N")]
-    pub max_in_flight: Option<u32>,
     /// Results root; the run writes to DIR/RUN_ID/.
     #[arg(long, value_name = "DIR", default_value = "results")]
     pub out: PathBuf,

@@ -6,7 +6,6 @@ use std::sync::Arc;
 use crate::cli::RunArgs;
 use crate::plan::{self, Plan};
 use crate::runner::{self, Options};
-use crate::vocab::ArrivalKind;
 
 use super::{EXIT_INTERRUPTED, EXIT_OK};
 
@@ -103,7 +102,8 @@ async fn repeated(args: RunArgs) -> anyhow::Result<u8> {
     if args.sweep.is_some() {
         anyhow::bail!("--repeat/--confirm take a single scenario run; drop --sweep");
     }
-    let first = load_plan(&args)?;
+    let input = plan_input(&args)?;
+    let first = input.build()?;
     for w in &first.warnings {
         errln!("warning: {w}");
     }
@@ -117,12 +117,13 @@ async fn repeated(args: RunArgs) -> anyhow::Result<u8> {
         args.out.join(format!("{id}-{tag}x{}", args.repeat))
     };
     let run_set = |dir: PathBuf| {
-        let args = &args;
+        let (args, input) = (&args, &input);
         async move {
             for i in 0..args.repeat {
-                let mut a = args.clone();
-                a.seed = Some(base_seed.wrapping_add(u64::from(i)));
-                let plan = Arc::new(load_plan(&a)?);
+                // The same inputs with this repeat's seed: no file is read again.
+                let mut input = input.clone();
+                input.overrides.seed = Some(base_seed.wrapping_add(u64::from(i)));
+                let plan = Arc::new(input.build()?);
                 errln!(
                     "repeat {}/{} (seed {}) into {}",
                     i + 1,
@@ -191,45 +192,12 @@ async fn sweep(args: RunArgs, spec: plan::sweep::SweepSpec) -> anyhow::Result<u8
     if args.save_baseline.is_some() || args.baseline.is_some() {
         anyhow::bail!("--sweep writes one run per load point; --save-baseline and --baseline take a single run (run `spark-bench compare` on a point's directory instead)");
     }
-    let base = load_plan(&args)?;
+    let input = plan_input(&args)?;
+    let base = input.build()?;
     for w in &base.warnings {
         errln!("warning: {w}");
     }
-    let options = options(&args);
-    let scenario_arrival = crate::scenario::load(&args.scenario)?.scenario.load.arrival;
-    let build = |load: runner::sweep::PointLoad| -> anyhow::Result<Plan> {
-        let mut a = args.clone();
-        match load {
-            runner::sweep::PointLoad::Concurrency(c) => {
-                a.concurrency = Some(c);
-                a.sessions = Some(plan::sweep::sessions_for_concurrency(base.load.sessions, c));
-                load_plan(&a)
-            }
-            runner::sweep::PointLoad::Rate(r) => {
-                // Open-loop request rate (`--rate`), constant arrivals unless the command
-                // line or the scenario chose a shape.
-                a.rate = Some(r);
-                a.concurrency = None;
-                a.arrival = a
-                    .arrival
-                    .or(scenario_arrival)
-                    .or(Some(ArrivalKind::Constant));
-                if base.load.duration.is_none() {
-                    a.sessions = Some(plan::sweep::sessions_for_rate(base.load.sessions, r));
-                }
-                load_plan(&a)
-            }
-        }
-    };
-    let outcome = runner::sweep::run(
-        &spec,
-        &base.scenario_name,
-        &base.slo.describe(),
-        &build,
-        &args.out,
-        options,
-    )
-    .await?;
+    let outcome = runner::sweep::run(&spec, &input, &base, &args.out, options(&args)).await?;
     if args.json {
         outln!("{}", serde_json::to_string_pretty(&outcome.summary)?);
     } else {
@@ -257,6 +225,13 @@ async fn sweep(args: RunArgs, spec: plan::sweep::SweepSpec) -> anyhow::Result<u8
 
 /// Reads the scenario and builds the plan with the command line's overrides.
 pub fn load_plan(args: &RunArgs) -> anyhow::Result<Plan> {
+    Ok(plan_input(args)?.build()?)
+}
+
+/// Reads the scenario (checking its `[gate]` table) and the `--targets` file once, with the
+/// command line's overrides: what every plan of this run is built from (a sweep's points and
+/// the repeats edit a copy in memory).
+fn plan_input(args: &RunArgs) -> anyhow::Result<plan::PlanInput> {
     let loaded = crate::scenario::load(&args.scenario)?;
     check_gate_table(&loaded)?;
     let targets_file = args
@@ -268,25 +243,14 @@ pub fn load_plan(args: &RunArgs) -> anyhow::Result<Plan> {
         targets: args.targets.clone(),
         targets_file,
         transports: args.transports.clone(),
-        sessions: args.sessions,
-        concurrency: args.concurrency,
         seed: args.seed,
         link: args.link,
-        schedule: args.schedule,
-        cache: args.cache,
-        rate: args.rate,
-        duration: args.duration,
-        max_in_flight: args.max_in_flight,
-        arrival: args.arrival,
-        burstiness: args.burstiness,
-        warmup_duration: args.warmup,
+        load: args.load.clone(),
     };
-    Ok(plan::build(
-        &loaded.scenario,
-        &loaded.path,
-        loaded.source.as_bytes(),
-        &overrides,
-    )?)
+    Ok(plan::PlanInput {
+        scenario: Arc::new(loaded),
+        overrides,
+    })
 }
 
 /// Checks the scenario's `[gate]` table before anything runs (`compare` would reject a bad

@@ -1,14 +1,18 @@
 //! Scenario + CLI overrides → a validated [`Plan`], in one fallible, pure function.
 //!
-//! Owns: precedence (CLI over scenario over defaults), validation with messages that say how
-//! to fix things, the target × transport matrix (skipping cells a target cannot do),
-//! session scripts (warm-up first, then measured; agent loops expanded with a seeded tool
-//! order), and the scenario hash. No I/O: the caller reads files and passes the bytes.
+//! Owns: precedence (CLI over scenario over defaults: the `[load]` knobs are merged here,
+//! once, and turned into a `Load` by `plan::load`), the target × transport matrix (skipping
+//! cells a target cannot do), session scripts (warm-up first, then measured; agent loops
+//! expanded with a seeded tool order), the scenario hash, and [`PlanInput`] (a plan's inputs,
+//! read once, for sweeps and repeats to edit). No I/O: the caller reads files and passes the
+//! bytes. Does not own: the error type and single-value checks (`plan::check`).
 
+use std::sync::Arc;
 use std::time::Duration;
 
 use sha2::{Digest, Sha256};
 
+use super::check::{check_max_tokens, check_turn, PlanError, Src};
 use super::schedule::{default_schedule, shared_servers};
 use super::targets::{self, dedup, BUILTIN_TARGETS};
 use super::workload::Workload;
@@ -16,26 +20,9 @@ use super::{salt, Cell, Load, Plan, SessionPlan, Target, ToolCallPlan, TurnPlan}
 use super::{STREAM_AGENT, STREAM_ARRIVALS, STREAM_CONTEXT};
 use crate::link::Link;
 use crate::rng::Rng;
-use crate::scenario::{suggest, Scenario, TargetSpec, TargetsFile, TurnSpec};
-use crate::vocab::{ArrivalKind, TransportKind};
+use crate::scenario::{suggest, LoadKnobs, LoadedScenario, Scenario, TargetSpec, TargetsFile};
+use crate::vocab::TransportKind;
 use crate::vocab::{CacheMode, Schedule};
-
-/// A plan that cannot be built; the message names the key or flag and the fix.
-#[derive(Debug, thiserror::Error)]
-#[error("{message}")]
-pub struct PlanError {
-    /// What is wrong and how to fix it.
-    pub message: String,
-}
-
-impl PlanError {
-    /// An error with this message.
-    pub fn new(message: impl Into<String>) -> Self {
-        PlanError {
-            message: message.into(),
-        }
-    }
-}
 
 /// Command-line overrides (`spark-bench run` flags). Empty lists / `None` mean "use the
 /// scenario".
@@ -47,39 +34,37 @@ pub struct Overrides {
     pub targets_file: Option<TargetsFile>,
     /// `--transport KIND` (repeatable).
     pub transports: Vec<TransportKind>,
-    /// `--sessions`.
-    pub sessions: Option<u32>,
-    /// `--concurrency`.
-    pub concurrency: Option<u32>,
     /// `--seed`.
     pub seed: Option<u64>,
     /// `--link`.
     pub link: Option<Link>,
-    /// `--schedule`.
-    pub schedule: Option<Schedule>,
-    /// `--cache` (over `[load] cache` and every target's `cache`).
-    pub cache: Option<CacheMode>,
-    /// `--rate`: open-loop requests per second (over `[load] rate`; over the scenario's
-    /// `concurrency` too, and `--concurrency` over the scenario's `rate`).
-    pub rate: Option<f64>,
-    /// `--duration`.
-    pub duration: Option<Duration>,
-    /// `--max-in-flight`.
-    pub max_in_flight: Option<u32>,
-    /// `--arrival`.
-    pub arrival: Option<ArrivalKind>,
-    /// `--burstiness` (the gamma shape).
-    pub burstiness: Option<f64>,
-    /// `--warmup` (warm-up by time).
-    pub warmup_duration: Option<Duration>,
+    /// The load flags (`--sessions`, `--rate`, …), merged over the scenario's `[load]`.
+    pub load: LoadKnobs,
+}
+
+/// A plan's inputs, read once: the scenario file as loaded and the command line's overrides.
+/// [`PlanInput::build`] makes the plan; a sweep point or a repeat edits a clone's
+/// `overrides` (a load knob, the seed) and builds again, without reading any file again.
+#[derive(Debug, Clone)]
+pub struct PlanInput {
+    /// The scenario file: parsed, its path and its bytes.
+    pub scenario: Arc<LoadedScenario>,
+    /// The command line's overrides.
+    pub overrides: Overrides,
+}
+
+impl PlanInput {
+    /// The plan of these inputs (see [`build`]).
+    pub fn build(&self) -> Result<Plan, PlanError> {
+        let l = &self.scenario;
+        build(&l.scenario, &l.path, l.source.as_bytes(), &self.overrides)
+    }
 }
 
 /// Default seed when neither the scenario nor `--seed` gives one.
 pub const DEFAULT_SEED: u64 = 1;
 /// Default `max_output_tokens`.
 pub const DEFAULT_MAX_OUTPUT_TOKENS: u32 = 1024;
-/// Largest `max_output_tokens` accepted.
-pub const MAX_OUTPUT_TOKENS_LIMIT: u32 = 131_072;
 /// Default tool output size, bytes.
 pub const DEFAULT_TOOL_OUTPUT_BYTES: u32 = 1024;
 /// Default link for simulator targets.
@@ -107,7 +92,9 @@ pub fn build(
     }
     let seed = overrides.seed.or(s.seed).unwrap_or(DEFAULT_SEED);
 
-    let mut load = resolve_load(s, overrides, &src, &mut warnings)?;
+    // The one merge of the load knobs: the command line over the scenario's `[load]`.
+    let knobs = overrides.load.or(&s.load);
+    let mut load = Load::resolve(&knobs, &overrides.load, &src, &mut warnings)?;
     let default_max = s.max_output_tokens.unwrap_or(DEFAULT_MAX_OUTPUT_TOKENS);
     check_max_tokens(
         default_max,
@@ -116,79 +103,20 @@ pub fn build(
             src.at(None, 1, "max_output_tokens")
         ),
     )?;
-    let workload = match &s.workload {
-        Some(_) if !s.turns.is_empty() => {
-            return Err(PlanError::new(format!(
-                "{source_path} has both [[turns]] and [workload]; keep one: hand-written turns, or a synthetic/dataset workload"
-            )));
-        }
-        Some(w) => Some(Workload::new(w, seed, &|k| {
-            src.at(Some("[workload]"), 1, k)
-        })?),
-        None => None,
-    };
-    if s.turns.is_empty() && workload.is_none() {
-        return Err(PlanError::new(format!(
-            "{source_path} has no turns; add at least one (or a [workload], see scenarios/synthetic.toml):\n\n[[turns]]\nprompt = \"Write a snake game in Python.\"\n"
-        )));
-    }
-    for (i, t) in s.turns.iter().enumerate() {
-        check_turn(t, i + 1, &src)?;
-    }
+    let workload = resolve_workload(s, seed, &src)?;
 
     let (targets, target_from_cli) = resolve_targets(s, overrides, &src)?;
-    let transports: Vec<TransportKind> = if !overrides.transports.is_empty() {
-        dedup(overrides.transports.clone())
-    } else {
-        dedup(
-            s.matrix
-                .transports
-                .clone()
-                .unwrap_or_else(|| TransportKind::ALL.to_vec()),
-        )
-    };
-    if transports.is_empty() {
-        return Err(PlanError::new(format!(
-            "[matrix] transports at {} is empty; list at least one of: http, http-pooled, http2, ws",
-            src.at(Some("[matrix]"), 1, "transports")
-        )));
-    }
-    let mut cells = Vec::new();
-    for t in &targets {
-        for k in &transports {
-            if t.transports.contains(k) {
-                cells.push(Cell {
-                    target: t.clone(),
-                    transport: *k,
-                    cache: CacheMode::AsIs,
-                });
-                continue;
-            }
-            let why =
-                if t.api == crate::vocab::ApiFlavour::ChatCompletions && *k == TransportKind::Ws {
-                    "it speaks chat-completions, which has no WebSocket mode".to_string()
-                } else {
-                    format!("its `transports` are {}", names(&t.transports))
-                };
-            if target_from_cli && !overrides.transports.is_empty() {
-                return Err(PlanError::new(format!(
-                    "--target {} --transport {k}: {} cannot use {k} because {why}; drop `--transport {k}` or pick a Responses API target",
-                    t.name, t.name
-                )));
-            }
-            warnings.push(format!("skipping {} × {k}: {why}", t.name));
-        }
-    }
-    if cells.is_empty() {
-        return Err(PlanError::new(format!(
-            "no target supports any requested transport ({}); add http, http-pooled or http2",
-            names(&transports)
-        )));
-    }
+    let transports = resolve_transports(s, overrides, &src)?;
+    let mut cells = resolve_cells(
+        &targets,
+        &transports,
+        target_from_cli && !overrides.transports.is_empty(),
+        &mut warnings,
+    )?;
 
     if let Some(n) = workload.as_ref().and_then(Workload::natural_sessions) {
         // A dataset replays each sampled conversation once unless the sessions are given.
-        if overrides.sessions.or(s.load.sessions).is_none() && !load.sessions_from_duration {
+        if knobs.sessions.is_none() && !load.sessions_from_duration {
             load.sessions = n;
         }
         warnings.extend(workload.iter().flat_map(|w| w.warnings().iter().cloned()));
@@ -196,66 +124,10 @@ pub fn build(
     if let Some(w) = &workload {
         w.check_size(load.sessions + load.warmup_sessions)?;
     }
-    resolve_schedule_and_cache(s, overrides, &mut load, &mut cells, &mut warnings)?;
-
-    let scenario_link = s.link.map(|l| l.0);
-    let link = match (overrides.link, scenario_link) {
-        (Some(l), _) | (None, Some(l)) => l,
-        (None, None) => DEFAULT_LINK
-            .parse()
-            .map_err(|e| PlanError::new(format!("{e}")))?,
-    };
-    let has_real = targets.iter().any(|t| t.base_url.is_some());
-    if has_real && overrides.link.is_none() && !link.is_none() {
-        warnings.push(format!(
-            "link {link} is emulated for simulator targets only; real endpoints are measured over the real network (pass --link to add emulation to them too)"
-        ));
-    }
-    if has_real && s.turns.iter().any(|t| t.fault.is_some()) {
-        warnings.push(
-            "turn `fault`s are injected by the simulator only; real endpoints ignore them"
-                .to_string(),
-        );
-    }
-
-    let mut system_prompt = s.system_prompt.clone();
-    if let Some(n) = s.context_bytes {
-        if n > 8 * 1024 * 1024 {
-            return Err(PlanError::new(format!(
-                "`context_bytes` at {} is {n}; keep it at most 8388608 (8 MiB)",
-                src.at(None, 1, "context_bytes")
-            )));
-        }
-        system_prompt.push_str(&context_filler(
-            Rng::derive(seed, STREAM_CONTEXT),
-            n as usize,
-        ));
-    }
-
-    let script = |i: u32| match &workload {
-        Some(w) => w.turns(seed, i, default_max),
-        None => expand_turns(s, default_max, seed, i),
-    };
-    let mut sessions = Vec::new();
-    for i in 0..load.warmup_sessions {
-        sessions.push(SessionPlan {
-            index: i,
-            warmup: true,
-            start_offset: Duration::ZERO,
-            turns: script(i),
-        });
-    }
-    // Measured sessions (and, in open loop, the warm-up-by-time ones before them).
-    sessions.extend(load::sessions(
-        &load,
-        Rng::derive(seed, STREAM_ARRIVALS).next_u64(),
-        load.warmup_sessions,
-        script,
-    )?);
-    if load.sessions_from_duration && load.open_loop() {
-        // The duration decided how many measured sessions there are.
-        load.sessions = sessions.iter().filter(|s| !s.warmup).count() as u32;
-    }
+    resolve_schedule_and_cache(s, overrides, &knobs, &mut load, &mut cells, &mut warnings)?;
+    let link = resolve_link(s, overrides, &targets, &mut warnings)?;
+    let system_prompt = system_prompt(s, seed, &src)?;
+    let sessions = plan_sessions(s, workload.as_ref(), &mut load, seed, default_max)?;
 
     check_salt_limits(&cells, &sessions)?;
     let workload_info = workload.as_ref().map(|w| w.info(&sessions));
@@ -281,82 +153,182 @@ pub fn build(
     })
 }
 
-/// The scenario file: its path, and its text for locating keys in messages.
-struct Src<'a> {
-    path: &'a str,
-    text: std::borrow::Cow<'a, str>,
-}
-
-impl Src<'_> {
-    /// `path:line:col` of `key` in `table` (entry `entry`), or the path alone.
-    fn at(&self, table: Option<&str>, entry: usize, key: &str) -> String {
-        match crate::scenario::locate(&self.text, table, entry, key) {
-            Some((line, col)) => format!("{}:{line}:{col}", self.path),
-            None => self.path.to_string(),
+/// The `[workload]` (exclusive with `[[turns]]`), else the hand-written turns, checked: a
+/// scenario needs one or the other.
+fn resolve_workload(s: &Scenario, seed: u64, src: &Src) -> Result<Option<Workload>, PlanError> {
+    let source_path = src.path;
+    let workload = match &s.workload {
+        Some(_) if !s.turns.is_empty() => {
+            return Err(PlanError::new(format!(
+                "{source_path} has both [[turns]] and [workload]; keep one: hand-written turns, or a synthetic/dataset workload"
+            )));
         }
+        Some(w) => Some(Workload::new(w, seed, &|k| {
+            src.at(Some("[workload]"), 1, k)
+        })?),
+        None => None,
+    };
+    if s.turns.is_empty() && workload.is_none() {
+        return Err(PlanError::new(format!(
+            "{source_path} has no turns; add at least one (or a [workload], see scenarios/synthetic.toml):\n\n[[turns]]\nprompt = \"Write a snake game in Python.\"\n"
+        )));
     }
+    for (i, t) in s.turns.iter().enumerate() {
+        check_turn(t, i + 1, src)?;
+    }
+    Ok(workload)
 }
 
-fn resolve_load(
+/// The transports: `--transport`, else `[matrix] transports`, else all four.
+fn resolve_transports(
     s: &Scenario,
     o: &Overrides,
     src: &Src,
-    warnings: &mut Vec<String>,
-) -> Result<Load, PlanError> {
-    let sessions = o.sessions.or(s.load.sessions).unwrap_or(1);
-    let concurrency = o.concurrency.or(s.load.concurrency).unwrap_or(1);
-    let warmup_sessions = s.load.warmup_sessions.unwrap_or(0);
-    let from = |flag_set: bool, key: &str| {
-        if flag_set {
-            format!("--{key}")
-        } else {
-            format!("[load] {key} at {}", src.at(Some("[load]"), 1, key))
-        }
+) -> Result<Vec<TransportKind>, PlanError> {
+    let transports: Vec<TransportKind> = if !o.transports.is_empty() {
+        dedup(o.transports.clone())
+    } else {
+        dedup(
+            s.matrix
+                .transports
+                .clone()
+                .unwrap_or_else(|| TransportKind::ALL.to_vec()),
+        )
     };
-    if !(1..=100_000).contains(&sessions) {
+    if transports.is_empty() {
         return Err(PlanError::new(format!(
-            "{} is {sessions}; use 1 to 100000 sessions",
-            from(o.sessions.is_some(), "sessions")
+            "[matrix] transports at {} is empty; list at least one of: http, http-pooled, http2, ws",
+            src.at(Some("[matrix]"), 1, "transports")
         )));
     }
-    if !(1..=10_000).contains(&concurrency) {
+    Ok(transports)
+}
+
+/// The target × transport matrix, skipping (with a warning) the cells a target cannot do;
+/// `strict` (targets and transports both from the command line) makes a skip an error.
+fn resolve_cells(
+    targets: &[Target],
+    transports: &[TransportKind],
+    strict: bool,
+    warnings: &mut Vec<String>,
+) -> Result<Vec<Cell>, PlanError> {
+    let mut cells = Vec::new();
+    for t in targets {
+        for k in transports {
+            if t.transports.contains(k) {
+                cells.push(Cell {
+                    target: t.clone(),
+                    transport: *k,
+                    cache: CacheMode::AsIs,
+                });
+                continue;
+            }
+            let why =
+                if t.api == crate::vocab::ApiFlavour::ChatCompletions && *k == TransportKind::Ws {
+                    "it speaks chat-completions, which has no WebSocket mode".to_string()
+                } else {
+                    format!("its `transports` are {}", names(&t.transports))
+                };
+            if strict {
+                return Err(PlanError::new(format!(
+                    "--target {} --transport {k}: {} cannot use {k} because {why}; drop `--transport {k}` or pick a Responses API target",
+                    t.name, t.name
+                )));
+            }
+            warnings.push(format!("skipping {} × {k}: {why}", t.name));
+        }
+    }
+    if cells.is_empty() {
         return Err(PlanError::new(format!(
-            "{} is {concurrency}; use 1 to 10000",
-            from(o.concurrency.is_some(), "concurrency")
+            "no target supports any requested transport ({}); add http, http-pooled or http2",
+            names(transports)
         )));
     }
-    if warmup_sessions > 1000 {
-        return Err(PlanError::new(format!(
-            "[load] warmup_sessions at {} is {warmup_sessions}; use at most 1000",
-            src.at(Some("[load]"), 1, "warmup_sessions")
-        )));
+    Ok(cells)
+}
+
+/// The link (`--link`, else the scenario's `link`, else [`DEFAULT_LINK`]), with warnings on
+/// what real endpoints do not get (emulation, faults).
+fn resolve_link(
+    s: &Scenario,
+    o: &Overrides,
+    targets: &[Target],
+    warnings: &mut Vec<String>,
+) -> Result<Link, PlanError> {
+    let scenario_link = s.link.map(|l| l.0);
+    let link = match (o.link, scenario_link) {
+        (Some(l), _) | (None, Some(l)) => l,
+        (None, None) => DEFAULT_LINK
+            .parse()
+            .map_err(|e| PlanError::new(format!("{e}")))?,
+    };
+    let has_real = targets.iter().any(|t| t.base_url.is_some());
+    if has_real && o.link.is_none() && !link.is_none() {
+        warnings.push(format!(
+            "link {link} is emulated for simulator targets only; real endpoints are measured over the real network (pass --link to add emulation to them too)"
+        ));
     }
-    let session_interval = s.load.session_interval.map(|d| d.0);
-    if let Some(d) = session_interval {
-        if d < Duration::from_millis(1) || d > Duration::from_secs(3600) {
+    if has_real && s.turns.iter().any(|t| t.fault.is_some()) {
+        warnings.push(
+            "turn `fault`s are injected by the simulator only; real endpoints ignore them"
+                .to_string(),
+        );
+    }
+    Ok(link)
+}
+
+/// The system prompt, with `context_bytes` of seeded repository context appended.
+fn system_prompt(s: &Scenario, seed: u64, src: &Src) -> Result<String, PlanError> {
+    let mut system_prompt = s.system_prompt.clone();
+    if let Some(n) = s.context_bytes {
+        if n > 8 * 1024 * 1024 {
             return Err(PlanError::new(format!(
-                "[load] session_interval at {} must be between 1ms and 1h, e.g. \"2s\" (or remove it for a closed loop)",
-                src.at(Some("[load]"), 1, "session_interval")
+                "`context_bytes` at {} is {n}; keep it at most 8388608 (8 MiB)",
+                src.at(None, 1, "context_bytes")
             )));
         }
+        system_prompt.push_str(&context_filler(
+            Rng::derive(seed, STREAM_CONTEXT),
+            n as usize,
+        ));
     }
-    let mut load = Load {
-        sessions,
-        concurrency,
-        warmup_sessions,
-        session_interval,
-        // Resolved once the cells are known (see `resolve_schedule_and_cache`).
-        schedule: Schedule::Parallel,
-        salt_key: 0,
-        rate: None,
-        arrival: Default::default(),
-        duration: None,
-        warmup_duration: None,
-        max_in_flight: None,
-        sessions_from_duration: false,
+    Ok(system_prompt)
+}
+
+/// Every session of a cell: the count-based warm-up sessions first, then the measured ones
+/// (and, in open loop, the warm-up-by-time ones before them). Under a `duration` in open
+/// loop the sessions generated set `load.sessions`.
+fn plan_sessions(
+    s: &Scenario,
+    workload: Option<&Workload>,
+    load: &mut Load,
+    seed: u64,
+    default_max: u32,
+) -> Result<Vec<SessionPlan>, PlanError> {
+    let script = |i: u32| match workload {
+        Some(w) => w.turns(seed, i, default_max),
+        None => expand_turns(s, default_max, seed, i),
     };
-    load::resolve_shape(s, o, src, &mut load, warnings)?;
-    Ok(load)
+    let mut sessions = Vec::new();
+    for i in 0..load.warmup_sessions {
+        sessions.push(SessionPlan {
+            index: i,
+            warmup: true,
+            start_offset: Duration::ZERO,
+            turns: script(i),
+        });
+    }
+    sessions.extend(sessions::sessions(
+        load,
+        Rng::derive(seed, STREAM_ARRIVALS).next_u64(),
+        load.warmup_sessions,
+        script,
+    )?);
+    if load.sessions_from_duration && load.open_loop() {
+        // The duration decided how many measured sessions there are.
+        load.sessions = sessions.iter().filter(|s| !s.warmup).count() as u32;
+    }
+    Ok(sessions)
 }
 
 /// The schedule (`--schedule`, else `[load] schedule`, else parallel for simulator-only runs
@@ -366,11 +338,12 @@ fn resolve_load(
 fn resolve_schedule_and_cache(
     s: &Scenario,
     o: &Overrides,
+    knobs: &LoadKnobs,
     load: &mut Load,
     cells: &mut [Cell],
     warnings: &mut Vec<String>,
 ) -> Result<(), PlanError> {
-    let explicit = o.schedule.or(s.load.schedule);
+    let explicit = knobs.schedule;
     load.schedule = explicit.unwrap_or_else(|| default_schedule(cells));
     let shared = shared_servers(cells);
     if load.schedule == Schedule::Parallel {
@@ -398,11 +371,16 @@ fn resolve_schedule_and_cache(
             .and_then(|t| t.cache)
             .or_else(|| s.targets.get(name).and_then(|t| t.cache));
         let real = cell.target.base_url.is_some();
-        cell.cache = o.cache.or(from_target).or(s.load.cache).unwrap_or(if real {
-            CacheMode::Cold
-        } else {
-            CacheMode::AsIs
-        });
+        cell.cache = o
+            .load
+            .cache
+            .or(from_target)
+            .or(knobs.cache)
+            .unwrap_or(if real {
+                CacheMode::Cold
+            } else {
+                CacheMode::AsIs
+            });
     }
     let mut seen: Vec<&str> = Vec::new();
     for cell in cells.iter() {
@@ -460,129 +438,6 @@ fn check_salt_limits(cells: &[Cell], sessions: &[SessionPlan]) -> Result<(), Pla
             "cache cold: this plan has {p}, more than the cold-cache salt can keep apart; make the run smaller or use cache = \"as-is\""
         ))),
         None => Ok(()),
-    }
-}
-
-fn check_max_tokens(n: u32, what: &str) -> Result<(), PlanError> {
-    if (1..=MAX_OUTPUT_TOKENS_LIMIT).contains(&n) {
-        Ok(())
-    } else {
-        Err(PlanError::new(format!(
-            "{what} is {n}; use 1 to {MAX_OUTPUT_TOKENS_LIMIT}, e.g. 1024"
-        )))
-    }
-}
-
-fn check_duration(
-    d: Option<Duration>,
-    max: Duration,
-    what: &str,
-    example: &str,
-) -> Result<(), PlanError> {
-    match d {
-        Some(d) if d > max => Err(PlanError::new(format!(
-            "{what} is {}; keep it at most {}, e.g. \"{example}\"",
-            humantime::format_duration(d),
-            humantime::format_duration(max)
-        ))),
-        _ => Ok(()),
-    }
-}
-
-fn check_turn(t: &TurnSpec, n: usize, src: &Src) -> Result<(), PlanError> {
-    let at = |key: &str| {
-        format!(
-            "[[turns]] entry {n} at {}",
-            src.at(Some("[[turns]]"), n, key)
-        )
-    };
-    if t.prompt.trim().is_empty() {
-        return Err(PlanError::new(format!(
-            "{}: `prompt` is empty; write the user's message",
-            at("prompt")
-        )));
-    }
-    if let Some(m) = t.max_output_tokens {
-        check_max_tokens(
-            m,
-            &format!("{}: `max_output_tokens`", at("max_output_tokens")),
-        )?;
-    }
-    check_duration(
-        t.think_time.map(|d| d.0),
-        Duration::from_secs(3600),
-        &format!("{}: `think_time`", at("think_time")),
-        "3s",
-    )?;
-    if t.agent.is_some() && !t.tool_calls.is_empty() {
-        return Err(PlanError::new(format!("{}: has both `tool_calls` and `agent`; keep one (agent is the compact form of tool_calls)", at("agent"))));
-    }
-    for (i, c) in t.tool_calls.iter().enumerate() {
-        if c.name.trim().is_empty() {
-            return Err(PlanError::new(format!(
-                "{}: tool_calls[{i}] has an empty `name`, e.g. name = \"read_file\"",
-                at("tool_calls")
-            )));
-        }
-        check_duration(
-            c.tool_time.map(|d| d.0),
-            Duration::from_secs(600),
-            &format!("{}: tool_calls[{i}].tool_time", at("tool_calls")),
-            "300ms",
-        )?;
-        check_output_bytes(
-            c.output_bytes,
-            &format!("{}: tool_calls[{i}].output_bytes", at("tool_calls")),
-        )?;
-    }
-    if let Some(a) = &t.agent {
-        if !(1..=1000).contains(&a.calls) {
-            return Err(PlanError::new(format!(
-                "{}: agent.calls is {}; use 1 to 1000",
-                at("agent"),
-                a.calls
-            )));
-        }
-        if a.tools.is_empty() || a.tools.iter().any(|x| x.trim().is_empty()) {
-            return Err(PlanError::new(format!(
-                "{}: agent.tools must list tool names, e.g. tools = [\"read_file\", \"run_tests\"]",
-                at("agent")
-            )));
-        }
-        check_duration(
-            a.tool_time.map(|d| d.0),
-            Duration::from_secs(600),
-            &format!("{}: agent.tool_time", at("agent")),
-            "300ms",
-        )?;
-        check_output_bytes(
-            a.output_bytes,
-            &format!("{}: agent.output_bytes", at("agent")),
-        )?;
-    }
-    if let Some(r) = t.repeat {
-        if !(1..=1000).contains(&r) {
-            return Err(PlanError::new(format!(
-                "{}: `repeat` is {r}; use 1 to 1000",
-                at("repeat")
-            )));
-        }
-    }
-    if t.fault.as_deref().is_some_and(|f| f.trim().is_empty()) {
-        return Err(PlanError::new(format!(
-            "{}: `fault` is empty; remove it or write e.g. \"status=500\"",
-            at("fault")
-        )));
-    }
-    Ok(())
-}
-
-fn check_output_bytes(b: Option<u32>, what: &str) -> Result<(), PlanError> {
-    match b {
-        Some(b) if b > 16 * 1024 * 1024 => Err(PlanError::new(format!(
-            "{what} is {b}; keep it at most 16777216 (16 MiB)"
-        ))),
-        _ => Ok(()),
     }
 }
 
@@ -728,8 +583,8 @@ fn hex(bytes: &[u8]) -> String {
     bytes.iter().map(|b| format!("{b:02x}")).collect()
 }
 
-mod load;
-pub(super) use load::planned_requests;
+mod sessions;
+pub(super) use sessions::planned_requests;
 
 #[cfg(test)]
 mod tests;

@@ -1,8 +1,8 @@
 //! The validated, resolved plan: what the driver executes. Built from a `Scenario` plus CLI
 //! overrides in one fallible step; the same scenario and seed always give the same plan.
 //!
-//! Owns: the plan types, the scenario → plan resolution (`build`), built-in targets, and
-//! the pure arithmetic of intended send times.
+//! Owns: the plan types, the scenario → plan resolution (`build`; the load knobs → [`Load`]
+//! in `load`), built-in targets, and the pure arithmetic of intended send times.
 //! Does not own: I/O, clocks, or runtime handles.
 
 use std::collections::BTreeMap;
@@ -15,6 +15,8 @@ use crate::vocab::{ApiFlavour, CacheMode, Schedule, TransportKind};
 
 pub mod arrival;
 mod build;
+mod check;
+mod load;
 pub mod salt;
 pub mod schedule;
 pub mod shard;
@@ -23,7 +25,9 @@ pub mod sweep;
 pub mod targets;
 pub mod workload;
 
-pub use build::{build, Overrides, PlanError};
+pub use build::{build, Overrides, PlanInput};
+pub use check::PlanError;
+pub use load::Load;
 pub use slo::{Slo, SloBound};
 
 // Seed streams of the plan's RNG, so adding randomness in one place never shifts another.
@@ -267,117 +271,6 @@ pub struct TargetNet {
     pub proxy: Option<String>,
 }
 
-/// Load shape for every cell.
-#[derive(Debug, Clone, Default, Serialize, Deserialize)]
-pub struct Load {
-    /// Measured sessions per cell.
-    pub sessions: u32,
-    /// Sessions in flight at once per cell (closed loop).
-    pub concurrency: u32,
-    /// Warm-up sessions per cell, run first and excluded from statistics.
-    pub warmup_sessions: u32,
-    /// Open-loop session arrivals: mean gap between session starts (Poisson when set).
-    /// `None` starts a new session as soon as a slot frees (closed loop).
-    #[serde(default, with = "opt_duration")]
-    pub session_interval: Option<Duration>,
-    /// How cells that reach the same server share it (`[load] schedule` / `--schedule`).
-    /// Older manifests have none: `parallel`, what every run did before.
-    #[serde(default)]
-    pub schedule: Schedule,
-    /// Per-run key of the `cold` cache salt, drawn when the run starts (not by the plan
-    /// builder, so that a second run with the same seed does not resend the first run's
-    /// salts and find them in the server's cache). 0 in a plan that has not run.
-    #[serde(default)]
-    pub salt_key: u64,
-    /// Open-loop request rate, requests per second per cell (or per shared server under
-    /// `interleaved`): `[load] rate` / `--rate`. Sessions start on the arrival process's
-    /// instants, each claiming as many instants as it plans requests (see
-    /// [`arrival::session_offsets`]); later turns follow their think time. `None`: no rate.
-    #[serde(default)]
-    pub rate: Option<f64>,
-    /// The shape of the open-loop arrivals (`rate` or `session_interval`): `[load] arrival`
-    /// and `burstiness`. Older manifests have none: Poisson.
-    #[serde(default)]
-    pub arrival: arrival::Arrival,
-    /// Stop condition beside the session count: no session or request *intended* after the
-    /// measured phase has run this long is sent (one intended before it is sent even when
-    /// the harness is late, so its lateness stays in the data); requests in flight finish.
-    #[serde(default, with = "opt_duration")]
-    pub duration: Option<Duration>,
-    /// Warm-up by time (`[load] warmup`): this long of the run's load shape runs before the
-    /// measured phase, its requests marked warm-up (excluded from statistics). Open loop:
-    /// the plan's warm-up sessions with offsets below it; closed loop: the driver starts
-    /// fresh warm-up sessions until it is over.
-    #[serde(default, with = "opt_duration")]
-    pub warmup_duration: Option<Duration>,
-    /// At most this many requests in flight per cell (per shared server under
-    /// `interleaved`/`sequential`); a request that waits for a place is still measured from
-    /// its intended start.
-    #[serde(default)]
-    pub max_in_flight: Option<u32>,
-    /// True when `duration` (not a session count) decides how many measured sessions run:
-    /// in closed loop the driver keeps starting fresh sessions (cycling the plan's scripts,
-    /// each with a new index) until the duration is up.
-    #[serde(default)]
-    pub sessions_from_duration: bool,
-}
-
-impl Load {
-    /// True for an open loop (`rate` or `session_interval`): sessions start at planned
-    /// instants whether or not earlier ones have finished.
-    pub fn open_loop(&self) -> bool {
-        self.rate.is_some() || self.session_interval.is_some()
-    }
-
-    /// Session slots per lane: `concurrency`, except under a request rate, where sessions
-    /// are not capped (only `max_in_flight` caps requests).
-    pub fn session_slots(&self) -> usize {
-        if self.rate.is_some() {
-            tokio::sync::Semaphore::MAX_PERMITS
-        } else {
-            self.concurrency.max(1) as usize
-        }
-    }
-
-    /// One phrase on the load shape for the run's header: `open loop 200 requests/s
-    /// (constant)`, `closed loop, concurrency 4, for 1m`, … with the stop conditions; empty
-    /// for a plain closed loop (the header's session count and concurrency say it all).
-    pub fn shape_line(&self) -> String {
-        let plain = !self.open_loop()
-            && self.max_in_flight.is_none()
-            && self.warmup_duration.is_none()
-            && self.duration.is_none();
-        if plain {
-            return String::new();
-        }
-        let mut s = match (self.rate, self.session_interval) {
-            (Some(r), _) => format!("open loop {} requests/s ({})", fmt_rate(r), self.arrival),
-            (None, Some(gap)) => format!(
-                "open loop, a session every {} on average ({})",
-                crate::units::fmt_duration_spec(gap),
-                self.arrival
-            ),
-            (None, None) => format!("closed loop, concurrency {}", self.concurrency),
-        };
-        if let Some(m) = self.max_in_flight {
-            s.push_str(&format!(", at most {m} requests in flight"));
-        }
-        if let Some(w) = self.warmup_duration {
-            s.push_str(&format!(", warm-up {}", crate::units::fmt_duration_spec(w)));
-        }
-        if let Some(d) = self.duration {
-            s.push_str(&format!(", for {}", crate::units::fmt_duration_spec(d)));
-        }
-        s
-    }
-}
-
-/// A rate without trailing zeros: `200`, `0.5`, `12.25`.
-fn fmt_rate(r: f64) -> String {
-    let s = format!("{r:.3}");
-    s.trim_end_matches('0').trim_end_matches('.').to_string()
-}
-
 /// One scripted session (a coding conversation).
 #[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct SessionPlan {
@@ -429,22 +322,4 @@ pub struct ToolCallPlan {
     pub tool_time: Duration,
     /// Size of the tool output sent back, bytes.
     pub output_bytes: u32,
-}
-
-mod opt_duration {
-    use serde::{Deserialize, Deserializer, Serializer};
-    use std::time::Duration;
-
-    pub fn serialize<S: Serializer>(d: &Option<Duration>, s: S) -> Result<S::Ok, S::Error> {
-        match d {
-            Some(d) => s.serialize_some(&crate::units::fmt_duration_spec(*d)),
-            None => s.serialize_none(),
-        }
-    }
-
-    pub fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<Option<Duration>, D::Error> {
-        let s: Option<String> = Option::deserialize(d)?;
-        s.map(|s| humantime::parse_duration(&s).map_err(serde::de::Error::custom))
-            .transpose()
-    }
 }

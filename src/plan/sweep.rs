@@ -2,10 +2,50 @@
 //! load point.
 //!
 //! Owns: the `--sweep` syntax (`concurrency=1,2,4,8`, `rate=2,4,8`, `concurrency=auto`,
-//! `rate=auto`), and how many sessions a point runs. Pure. A point's load itself is set
-//! through `plan::Overrides` (`concurrency`, or `rate` with its arrival shape).
+//! `rate=auto`), how many sessions a point runs, and how a point sets its load: on the
+//! command line's load knobs, in memory ([`PointLoad::apply`]). Pure.
+//! Does not own: the order of the points (`runner::sweep`).
 
 use std::fmt;
+
+use super::Load;
+use crate::scenario::LoadKnobs;
+use crate::vocab::ArrivalKind;
+
+/// The load of one sweep point.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub enum PointLoad {
+    /// Closed loop at this concurrency.
+    Concurrency(u32),
+    /// Open loop at this many requests per second.
+    Rate(f64),
+}
+
+impl PointLoad {
+    /// Sets this point's load on `cli`, the command line's load knobs (a point's load
+    /// overrides the scenario as a flag would): `file` is the scenario's `[load]`, `base`
+    /// the load of the sweep's base plan (its session count and duration).
+    ///
+    /// A concurrency point runs [`sessions_for_concurrency`] sessions. A rate point clears
+    /// `--concurrency`, runs constant arrivals unless the command line or the scenario chose
+    /// a shape, and [`sessions_for_rate`] sessions unless the plan has a `duration`.
+    pub fn apply(self, cli: &mut LoadKnobs, file: &LoadKnobs, base: &Load) {
+        match self {
+            PointLoad::Concurrency(c) => {
+                cli.concurrency = Some(c);
+                cli.sessions = Some(sessions_for_concurrency(base.sessions, c));
+            }
+            PointLoad::Rate(r) => {
+                cli.rate = Some(r);
+                cli.concurrency = None;
+                cli.arrival = cli.arrival.or(file.arrival).or(Some(ArrivalKind::Constant));
+                if base.duration.is_none() {
+                    cli.sessions = Some(sessions_for_rate(base.sessions, r));
+                }
+            }
+        }
+    }
+}
 
 /// The load parameter a sweep varies.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

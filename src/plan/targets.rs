@@ -8,7 +8,7 @@ use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
-use super::PlanError;
+use super::check::PlanError;
 use crate::plan::Target;
 use crate::scenario::TargetSpec;
 use crate::vocab::{ApiFlavour, TransportKind};
@@ -137,7 +137,49 @@ pub fn resolve(name: &str, layers: &[(&str, &TargetSpec)]) -> Result<Target, Pla
         )));
     }
     let origin = layers.last().map_or("built-in targets", |(o, _)| *o);
-    let mut t = match builtin(name) {
+    let mut t = base_target(name, layers, origin)?;
+    let mut explicit = Explicit::default();
+    for (layer_origin, spec) in layers {
+        apply_layer(&mut t, &mut explicit, layer_origin, spec);
+    }
+    let Explicit {
+        transports: explicit_transports,
+        ws_warmup: explicit_ws_warmup,
+        timing: explicit_timing,
+    } = explicit;
+    let is_chat = t.api == ApiFlavour::ChatCompletions;
+    if t.ignore_eos && !is_chat {
+        return Err(PlanError::new(format!(
+            "[targets.{name}] in {origin}: `ignore_eos = true` needs api = \"chat-completions\" (the Responses API has no such parameter); set the api or remove ignore_eos"
+        )));
+    }
+    // Responses-only features default off for chat completions.
+    t.ws_warmup = explicit_ws_warmup.unwrap_or(!is_chat);
+    t.request_timing = explicit_timing.unwrap_or(!is_chat);
+    let supported = transports_for(t.api);
+    t.transports = match explicit_transports {
+        Some(list) => {
+            if let Some(bad) = list.iter().find(|k| !supported.contains(k)) {
+                return Err(PlanError::new(format!(
+                    "[targets.{name}] lists transport `{bad}`, which the chat-completions API cannot use (the WebSocket mode is Responses-only); remove it or set `api = \"responses\"`"
+                )));
+            }
+            dedup(list)
+        }
+        None => supported,
+    };
+    validate(&t, origin)?;
+    Ok(t)
+}
+
+/// The target a name starts from: the built-in one, or for a new name a real endpoint
+/// (`base_url`) or an embedded simulator (`sim_profile`) from the layers.
+fn base_target(
+    name: &str,
+    layers: &[(&str, &TargetSpec)],
+    origin: &str,
+) -> Result<Target, PlanError> {
+    Ok(match builtin(name) {
         Some(t) => t,
         None => {
             // A new target: it needs somewhere to go.
@@ -162,104 +204,88 @@ pub fn resolve(name: &str, layers: &[(&str, &TargetSpec)]) -> Result<Target, Pla
                 (None, Some(p)) => sim_target(name, &p, &format!("{} (simulated)", capitalise(&p))),
             }
         }
-    };
-    let mut explicit_transports = None;
-    let mut explicit_ws_warmup = None;
-    let mut explicit_timing = None;
-    for (layer_origin, s) in layers {
-        if let Some(v) = &s.base_url {
-            // URL credentials are never sent (keys go in `api_key_env`) and must not reach
-            // the manifest: dropped here, where the URL enters the plan.
-            let (url, _had_credentials) = crate::vocab::redact::strip_userinfo(v);
-            t.base_url = Some(url.trim_end_matches('/').to_string());
-            t.sim_profile = None;
-            t.sim_profile_file = None;
-        }
-        if let Some(v) = &s.sim_profile {
-            t.sim_profile = Some(v.clone());
-            t.base_url = None;
-        }
-        if let Some(v) = &s.sim_profile_file {
-            // The file's `base` (or `sim_profile`, or `gpu`) is the profile it layers on.
-            t.sim_profile_file = Some(relative_to(layer_origin, v));
-            t.sim_profile.get_or_insert_with(|| "gpu".to_string());
-            t.base_url = None;
-        }
-        if let Some(v) = s.api {
-            t.api = v;
-        }
-        if let Some(v) = &s.model {
-            t.model = v.clone();
-        }
-        if let Some(v) = &s.api_key_env {
-            t.api_key_env = Some(v.clone());
-        }
-        if let Some(v) = &s.hardware {
-            t.hardware = v.clone();
-        }
-        if let Some(v) = &s.headers {
-            t.headers
-                .extend(v.iter().map(|(k, v)| (k.clone(), v.clone())));
-        }
-        if let Some(v) = s.store {
-            t.store = v;
-        }
-        if let Some(v) = s.ws_warmup {
-            explicit_ws_warmup = Some(v);
-        }
-        if let Some(v) = s.request_timing {
-            explicit_timing = Some(v);
-        }
-        if let Some(v) = s.request_timeout {
-            t.request_timeout = v.0;
-        }
-        if let Some(v) = s.stall_timeout {
-            t.stall_timeout = v.0;
-        }
-        if let Some(v) = &s.transports {
-            explicit_transports = Some(v.clone());
-        }
-        // Paths are relative to the file that named them, not to the working directory.
-        let near = |p: &String| relative_to(layer_origin, p);
-        if let Some(v) = &s.ca_file {
-            t.net.ca_file = Some(near(v));
-        }
-        if let Some(v) = &s.client_cert {
-            t.net.client_cert = Some(near(v));
-        }
-        if let Some(v) = &s.client_key {
-            t.net.client_key = Some(near(v));
-        }
-        if let Some(v) = &s.proxy {
-            t.net.proxy = Some(v.trim().to_string());
-        }
-        if let Some(v) = s.ignore_eos {
-            t.ignore_eos = v;
-        }
+    })
+}
+
+/// What the layers set explicitly, whose defaults depend on the final `api`.
+#[derive(Default)]
+struct Explicit {
+    transports: Option<Vec<TransportKind>>,
+    ws_warmup: Option<bool>,
+    timing: Option<bool>,
+}
+
+/// Layers one `[targets.NAME]` table from the file `layer_origin` onto `t`.
+fn apply_layer(t: &mut Target, explicit: &mut Explicit, layer_origin: &str, s: &TargetSpec) {
+    if let Some(v) = &s.base_url {
+        // URL credentials are never sent (keys go in `api_key_env`) and must not reach
+        // the manifest: dropped here, where the URL enters the plan.
+        let (url, _had_credentials) = crate::vocab::redact::strip_userinfo(v);
+        t.base_url = Some(url.trim_end_matches('/').to_string());
+        t.sim_profile = None;
+        t.sim_profile_file = None;
     }
-    let is_chat = t.api == ApiFlavour::ChatCompletions;
-    if t.ignore_eos && !is_chat {
-        return Err(PlanError::new(format!(
-            "[targets.{name}] in {origin}: `ignore_eos = true` needs api = \"chat-completions\" (the Responses API has no such parameter); set the api or remove ignore_eos"
-        )));
+    if let Some(v) = &s.sim_profile {
+        t.sim_profile = Some(v.clone());
+        t.base_url = None;
     }
-    // Responses-only features default off for chat completions.
-    t.ws_warmup = explicit_ws_warmup.unwrap_or(!is_chat);
-    t.request_timing = explicit_timing.unwrap_or(!is_chat);
-    let supported = transports_for(t.api);
-    t.transports = match explicit_transports {
-        Some(list) => {
-            if let Some(bad) = list.iter().find(|k| !supported.contains(k)) {
-                return Err(PlanError::new(format!(
-                    "[targets.{name}] lists transport `{bad}`, which the chat-completions API cannot use (the WebSocket mode is Responses-only); remove it or set `api = \"responses\"`"
-                )));
-            }
-            dedup(list)
-        }
-        None => supported,
-    };
-    validate(&t, origin)?;
-    Ok(t)
+    if let Some(v) = &s.sim_profile_file {
+        // The file's `base` (or `sim_profile`, or `gpu`) is the profile it layers on.
+        t.sim_profile_file = Some(relative_to(layer_origin, v));
+        t.sim_profile.get_or_insert_with(|| "gpu".to_string());
+        t.base_url = None;
+    }
+    if let Some(v) = s.api {
+        t.api = v;
+    }
+    if let Some(v) = &s.model {
+        t.model = v.clone();
+    }
+    if let Some(v) = &s.api_key_env {
+        t.api_key_env = Some(v.clone());
+    }
+    if let Some(v) = &s.hardware {
+        t.hardware = v.clone();
+    }
+    if let Some(v) = &s.headers {
+        t.headers
+            .extend(v.iter().map(|(k, v)| (k.clone(), v.clone())));
+    }
+    if let Some(v) = s.store {
+        t.store = v;
+    }
+    if let Some(v) = s.ws_warmup {
+        explicit.ws_warmup = Some(v);
+    }
+    if let Some(v) = s.request_timing {
+        explicit.timing = Some(v);
+    }
+    if let Some(v) = s.request_timeout {
+        t.request_timeout = v.0;
+    }
+    if let Some(v) = s.stall_timeout {
+        t.stall_timeout = v.0;
+    }
+    if let Some(v) = &s.transports {
+        explicit.transports = Some(v.clone());
+    }
+    // Paths are relative to the file that named them, not to the working directory.
+    let near = |p: &String| relative_to(layer_origin, p);
+    if let Some(v) = &s.ca_file {
+        t.net.ca_file = Some(near(v));
+    }
+    if let Some(v) = &s.client_cert {
+        t.net.client_cert = Some(near(v));
+    }
+    if let Some(v) = &s.client_key {
+        t.net.client_key = Some(near(v));
+    }
+    if let Some(v) = &s.proxy {
+        t.net.proxy = Some(v.trim().to_string());
+    }
+    if let Some(v) = s.ignore_eos {
+        t.ignore_eos = v;
+    }
 }
 
 /// `path` as written in the file `origin`: absolute paths stay, relative ones are taken

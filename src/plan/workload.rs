@@ -18,7 +18,7 @@ use serde::{Deserialize, Serialize};
 use serde_json::Value;
 use sha2::{Digest, Sha256};
 
-use super::build::{PlanError, MAX_OUTPUT_TOKENS_LIMIT};
+use super::check::{PlanError, MAX_OUTPUT_TOKENS_LIMIT};
 use super::{SessionPlan, TurnPlan, STREAM_DATASET, STREAM_WORKLOAD};
 use crate::rng::Rng;
 use crate::scenario::{DatasetFormat, DistKind, DistSpec, WorkloadSpec};
@@ -353,6 +353,123 @@ pub struct Conversation {
     pub had_system: bool,
 }
 
+/// A synthetic `[workload]`: its input-token distribution and turns per session, checked.
+fn synthetic(
+    w: &WorkloadSpec,
+    d: &DistSpec,
+    at: &dyn Fn(&str) -> String,
+    info: &mut WorkloadInfo,
+) -> Result<Source, PlanError> {
+    let input = Dist::new(
+        d,
+        &format!("[workload] input_tokens at {}", at("input_tokens")),
+        MAX_INPUT_TOKENS,
+    )?;
+    let turns = w.turns.unwrap_or(1);
+    if !(1..=MAX_TURNS).contains(&turns) {
+        return Err(PlanError::new(format!(
+            "[workload] turns at {} is {turns}; use 1 to {MAX_TURNS} turns per session",
+            at("turns")
+        )));
+    }
+    for key in ["format", "sample", "skip_bad_lines"] {
+        let set = match key {
+            "format" => w.format.is_some(),
+            "sample" => w.sample.is_some(),
+            _ => w.skip_bad_lines.is_some(),
+        };
+        if set {
+            return Err(PlanError::new(format!(
+                "[workload] `{key}` at {} applies to a `dataset` only; remove it",
+                at(key)
+            )));
+        }
+    }
+    info.kind = "synthetic".into();
+    info.input_tokens = Some(input.describe());
+    info.turns = turns;
+    Ok(Source::Synthetic { input, turns })
+}
+
+/// A dataset `[workload]`: its usable conversations (bad lines skipped only when allowed)
+/// and the seeded sample of them that the sessions replay.
+fn dataset(
+    w: &WorkloadSpec,
+    name: &str,
+    seed: u64,
+    at: &dyn Fn(&str) -> String,
+    info: &mut WorkloadInfo,
+    warnings: &mut Vec<String>,
+) -> Result<Source, PlanError> {
+    if w.turns.is_some() {
+        return Err(PlanError::new(format!(
+            "[workload] `turns` at {} is for synthetic workloads; a dataset session replays every user turn of its conversation",
+            at("turns")
+        )));
+    }
+    let Some(src) = &w.dataset_source else {
+        return Err(PlanError::new(format!(
+            "[workload] dataset {name:?} at {} was not read (load the scenario with scenario::load)",
+            at("dataset")
+        )));
+    };
+    let skip = w.skip_bad_lines.unwrap_or(false);
+    let (convs, bad) = parse_dataset(&src.path, &src.text, w.format, skip)?;
+    if convs.is_empty() {
+        return Err(PlanError::new(format!(
+            "{}: no usable conversation ({} bad lines); each line needs {{\"messages\": [{{\"role\": \"user\", \"content\": \"…\"}}, …]}} or {{\"conversations\": [{{\"from\": \"human\", \"value\": \"…\"}}, …]}}",
+            src.path,
+            bad.len()
+        )));
+    }
+    if let Some(first) = bad.first() {
+        warnings.push(format!(
+            "skipped {} bad line(s) of the dataset (skip_bad_lines = true); the first: {first}",
+            bad.len()
+        ));
+    }
+    let sample = w.sample.unwrap_or(convs.len() as u32);
+    if sample == 0 || sample as usize > convs.len() {
+        return Err(PlanError::new(format!(
+            "[workload] sample at {} is {sample}, but {} has {} usable conversations; use 1 to {}, or remove `sample` to replay them all",
+            at("sample"),
+            src.path,
+            convs.len(),
+            convs.len()
+        )));
+    }
+    let systems = convs.iter().filter(|c| c.had_system).count();
+    if systems > 0 {
+        warnings.push(format!(
+            "{systems} dataset conversation(s) have a system message; it is not replayed (every request sends the scenario's system_prompt)"
+        ));
+    }
+    info.kind = "dataset".into();
+    info.dataset = Some(src.path.clone());
+    info.dataset_hash = Some(format!(
+        "sha256:{}",
+        Sha256::digest(src.text.as_bytes())
+            .iter()
+            .map(|b| format!("{b:02x}"))
+            .collect::<String>()
+    ));
+    info.conversations = convs.len() as u32;
+    info.sampled = sample;
+    info.skipped_lines = bad.len() as u32;
+    let mut rng = Rng::derive(seed, STREAM_DATASET);
+    let mut order: Vec<usize> = (0..convs.len()).collect();
+    // Partial Fisher–Yates: the first `sample` places are a seeded sample.
+    for i in 0..sample as usize {
+        let j = i + rng.below((order.len() - i) as u64) as usize;
+        order.swap(i, j);
+    }
+    let chosen = order[..sample as usize]
+        .iter()
+        .map(|&i| convs[i].clone())
+        .collect();
+    Ok(Source::Dataset { chosen })
+}
+
 impl Workload {
     /// Validates `w`. `at(key)` locates a `[workload]` key for messages.
     pub fn new(
@@ -390,106 +507,8 @@ impl Workload {
                     at("input_tokens")
                 )))
             }
-            (None, Some(d)) => {
-                let input = Dist::new(
-                    d,
-                    &format!("[workload] input_tokens at {}", at("input_tokens")),
-                    MAX_INPUT_TOKENS,
-                )?;
-                let turns = w.turns.unwrap_or(1);
-                if !(1..=MAX_TURNS).contains(&turns) {
-                    return Err(PlanError::new(format!(
-                        "[workload] turns at {} is {turns}; use 1 to {MAX_TURNS} turns per session",
-                        at("turns")
-                    )));
-                }
-                for key in ["format", "sample", "skip_bad_lines"] {
-                    let set = match key {
-                        "format" => w.format.is_some(),
-                        "sample" => w.sample.is_some(),
-                        _ => w.skip_bad_lines.is_some(),
-                    };
-                    if set {
-                        return Err(PlanError::new(format!(
-                            "[workload] `{key}` at {} applies to a `dataset` only; remove it",
-                            at(key)
-                        )));
-                    }
-                }
-                info.kind = "synthetic".into();
-                info.input_tokens = Some(input.describe());
-                info.turns = turns;
-                Source::Synthetic { input, turns }
-            }
-            (Some(name), None) => {
-                if w.turns.is_some() {
-                    return Err(PlanError::new(format!(
-                        "[workload] `turns` at {} is for synthetic workloads; a dataset session replays every user turn of its conversation",
-                        at("turns")
-                    )));
-                }
-                let Some(src) = &w.dataset_source else {
-                    return Err(PlanError::new(format!(
-                        "[workload] dataset {name:?} at {} was not read (load the scenario with scenario::load)",
-                        at("dataset")
-                    )));
-                };
-                let skip = w.skip_bad_lines.unwrap_or(false);
-                let (convs, bad) = parse_dataset(&src.path, &src.text, w.format, skip)?;
-                if convs.is_empty() {
-                    return Err(PlanError::new(format!(
-                        "{}: no usable conversation ({} bad lines); each line needs {{\"messages\": [{{\"role\": \"user\", \"content\": \"…\"}}, …]}} or {{\"conversations\": [{{\"from\": \"human\", \"value\": \"…\"}}, …]}}",
-                        src.path,
-                        bad.len()
-                    )));
-                }
-                if let Some(first) = bad.first() {
-                    warnings.push(format!(
-                        "skipped {} bad line(s) of the dataset (skip_bad_lines = true); the first: {first}",
-                        bad.len()
-                    ));
-                }
-                let sample = w.sample.unwrap_or(convs.len() as u32);
-                if sample == 0 || sample as usize > convs.len() {
-                    return Err(PlanError::new(format!(
-                        "[workload] sample at {} is {sample}, but {} has {} usable conversations; use 1 to {}, or remove `sample` to replay them all",
-                        at("sample"),
-                        src.path,
-                        convs.len(),
-                        convs.len()
-                    )));
-                }
-                let systems = convs.iter().filter(|c| c.had_system).count();
-                if systems > 0 {
-                    warnings.push(format!(
-                        "{systems} dataset conversation(s) have a system message; it is not replayed (every request sends the scenario's system_prompt)"
-                    ));
-                }
-                info.kind = "dataset".into();
-                info.dataset = Some(src.path.clone());
-                info.dataset_hash = Some(format!(
-                    "sha256:{}",
-                    Sha256::digest(src.text.as_bytes())
-                        .iter()
-                        .map(|b| format!("{b:02x}"))
-                        .collect::<String>()
-                ));
-                info.conversations = convs.len() as u32;
-                info.sampled = sample;
-                info.skipped_lines = bad.len() as u32;
-                let mut rng = Rng::derive(seed, STREAM_DATASET);
-                let mut order: Vec<usize> = (0..convs.len()).collect();
-                // Partial Fisher–Yates: the first `sample` places are a seeded sample.
-                for i in 0..sample as usize {
-                    let j = i + rng.below((order.len() - i) as u64) as usize;
-                    order.swap(i, j);
-                }
-                let chosen = order[..sample as usize]
-                    .iter()
-                    .map(|&i| convs[i].clone())
-                    .collect();
-                Source::Dataset { chosen }
-            }
+            (None, Some(d)) => synthetic(w, d, at, &mut info)?,
+            (Some(name), None) => dataset(w, name, seed, at, &mut info, &mut warnings)?,
         };
         Ok(Workload {
             output,

@@ -721,7 +721,7 @@ mod tests {
         let plan = crate::plan::build(&scenario, "s.toml", text.as_bytes(), &o).unwrap();
         // As-is asked for nothing: no warning.
         assert!(cold_cache_warnings(&plan, &s).is_empty());
-        o.cache = Some(crate::vocab::CacheMode::Cold);
+        o.load.cache = Some(crate::vocab::CacheMode::Cold);
         let plan = crate::plan::build(&scenario, "s.toml", text.as_bytes(), &o).unwrap();
         let w = cold_cache_warnings(&plan, &s);
         assert_eq!(w.len(), 1, "{w:?}");

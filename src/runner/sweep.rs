@@ -11,31 +11,19 @@
 //!   the saturated side. The synchronous and throughput runs are kept as points but are not
 //!   on the rate curve (they are not rate-driven).
 //!
-//! Does not own: each run (`runner::run`), the plan of a point (the caller's `build`), the
-//! knee rule (`recorder::sweep`).
+//! Does not own: each run (`runner::run`), how a point sets its load knobs
+//! (`plan::sweep::PointLoad::apply`, on the inputs the caller read once: no file is read
+//! again per point), the knee rule (`recorder::sweep`).
 
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
-use crate::plan::sweep::{SweepParam, SweepSpec};
-use crate::plan::Plan;
+use crate::plan::sweep::{PointLoad, SweepParam, SweepSpec};
+use crate::plan::{Plan, PlanInput};
 use crate::recorder::sweep::{self, SweepPoint, SweepSummary};
 use crate::recorder::Summary;
 
 use super::Options;
-
-/// How a point's plan is made: `(concurrency, None)` for a closed-loop point, `(_, Some(rate))`
-/// for an open-loop one.
-pub type BuildPoint<'a> = &'a dyn Fn(PointLoad) -> anyhow::Result<Plan>;
-
-/// The load of one point.
-#[derive(Debug, Clone, Copy, PartialEq)]
-pub enum PointLoad {
-    /// Closed loop at this concurrency.
-    Concurrency(u32),
-    /// Open loop at this many requests (sessions) per second.
-    Rate(f64),
-}
 
 /// What a sweep left behind.
 pub struct SweepOutcome {
@@ -50,7 +38,10 @@ pub struct SweepOutcome {
 struct State<'a> {
     dir: PathBuf,
     options: Options,
-    build: BuildPoint<'a>,
+    /// The sweep's inputs; each point edits a copy's load knobs.
+    input: &'a PlanInput,
+    /// The base plan (the inputs as given): its session count and duration size a point.
+    base: &'a Plan,
     summary: SweepSummary,
     /// (load value, on the curve, summary) of every point run.
     ran: Vec<(f64, bool, Summary)>,
@@ -66,7 +57,7 @@ impl State<'_> {
             PointLoad::Concurrency(c) => ("concurrency", f64::from(c)),
             PointLoad::Rate(r) => ("rate", r),
         };
-        let plan = Arc::new((self.build)(load)?);
+        let plan = Arc::new(self.plan_of(load)?);
         errln!(
             "sweep: point {} ({role}): {param} {}",
             self.ran.len() + 1,
@@ -99,6 +90,14 @@ impl State<'_> {
         Ok(())
     }
 
+    /// The plan of one point: the inputs with the point's load set on their load knobs.
+    fn plan_of(&self, load: PointLoad) -> anyhow::Result<Plan> {
+        let mut input = self.input.clone();
+        let file = &input.scenario.scenario.load;
+        load.apply(&mut input.overrides.load, file, &self.base.load);
+        Ok(input.build()?)
+    }
+
     fn refresh(&mut self) {
         let pts: Vec<(f64, &Summary)> = self
             .ran
@@ -126,15 +125,17 @@ impl State<'_> {
     }
 }
 
-/// Runs the sweep `spec` into a new directory under `out`; `build` makes each point's plan.
+/// Runs the sweep `spec` into a new directory under `out`. `input` holds the scenario and
+/// the command line as read once, `base` is its plan; each point sets its load on a copy of
+/// `input`'s load knobs and builds its plan from that.
 pub async fn run(
     spec: &SweepSpec,
-    scenario: &str,
-    slo: &str,
-    build: BuildPoint<'_>,
+    input: &PlanInput,
+    base: &Plan,
     out: &Path,
     options: Options,
 ) -> anyhow::Result<SweepOutcome> {
+    let scenario = base.scenario_name.as_str();
     let id = crate::store::new_sweep_dir(out, scenario)?;
     let dir = out.join(&id);
     let load_note = match spec.param {
@@ -144,7 +145,8 @@ pub async fn run(
     let mut st = State {
         dir: dir.clone(),
         options,
-        build,
+        input,
+        base,
         summary: SweepSummary {
             schema_version: sweep::SWEEP_SCHEMA_VERSION,
             sweep_id: id,
@@ -153,7 +155,7 @@ pub async fn run(
             spec: spec.text.clone(),
             load_note,
             knee_rule: sweep::knee_rule(),
-            slo: slo.to_string(),
+            slo: base.slo.describe(),
             points: Vec::new(),
             curves: Vec::new(),
         },
@@ -169,6 +171,21 @@ pub async fn run(
             st.point(load(*v), "listed", true).await?;
         }
     } else if spec.param == SweepParam::Concurrency {
+        st.auto_concurrency().await?;
+    } else {
+        st.auto_rate().await?;
+    }
+    Ok(SweepOutcome {
+        dir,
+        interrupted: st.interrupted,
+        summary: st.summary,
+    })
+}
+
+impl State<'_> {
+    /// `concurrency=auto`: doubling from 1 until every curve saturates, then three points
+    /// between each curve's knee and the point after it.
+    async fn auto_concurrency(&mut self) -> anyhow::Result<()> {
         let mut c = 1u32;
         loop {
             let role = if c == 1 {
@@ -176,16 +193,16 @@ pub async fn run(
             } else {
                 "throughput search"
             };
-            st.point(PointLoad::Concurrency(c), role, true).await?;
-            let all_saturated = !st.summary.curves.is_empty()
-                && st.summary.curves.iter().all(|cv| cv.knee.is_some());
-            if all_saturated || c >= 1024 || st.interrupted {
+            self.point(PointLoad::Concurrency(c), role, true).await?;
+            let all_saturated = !self.summary.curves.is_empty()
+                && self.summary.curves.iter().all(|cv| cv.knee.is_some());
+            if all_saturated || c >= 1024 || self.interrupted {
                 break;
             }
             c *= 2;
         }
         let mut between: Vec<u32> = Vec::new();
-        for cv in &st.summary.curves {
+        for cv in &self.summary.curves {
             let Some(k) = cv.knee else { continue };
             let (lo, hi) = (
                 cv.points[k].value,
@@ -200,36 +217,37 @@ pub async fn run(
         }
         between.sort_unstable();
         for v in between {
-            if !st.has(f64::from(v)) {
-                st.point(PointLoad::Concurrency(v), "between", true).await?;
+            if !self.has(f64::from(v)) {
+                self.point(PointLoad::Concurrency(v), "between", true)
+                    .await?;
             }
         }
-    } else {
-        st.point(PointLoad::Concurrency(1), "synchronous", false)
+        Ok(())
+    }
+
+    /// `rate=auto`: a synchronous and a throughput run bound the range, then six rates
+    /// between them and one beyond.
+    async fn auto_rate(&mut self) -> anyhow::Result<()> {
+        self.point(PointLoad::Concurrency(1), "synchronous", false)
             .await?;
-        let r0 = st.last_rates().into_iter().fold(f64::INFINITY, f64::min);
-        st.point(PointLoad::Concurrency(64), "throughput", false)
+        let r0 = self.last_rates().into_iter().fold(f64::INFINITY, f64::min);
+        self.point(PointLoad::Concurrency(64), "throughput", false)
             .await?;
-        let r1 = st.last_rates().into_iter().fold(0.0, f64::max);
+        let r1 = self.last_rates().into_iter().fold(0.0, f64::max);
         if !(r0.is_finite() && r1 > r0 && r0 > 0.0) {
             anyhow::bail!(
                 "rate=auto: the synchronous run achieved {r0:.3} requests/s and the throughput run {r1:.3}; no range to sweep (did requests fail? see {})",
-                dir.display()
+                self.dir.display()
             );
         }
         for j in 1..=6 {
             let r = r0 + (r1 - r0) * f64::from(j) / 7.0;
-            st.point(PointLoad::Rate(round3(r)), "between", true)
+            self.point(PointLoad::Rate(round3(r)), "between", true)
                 .await?;
         }
-        st.point(PointLoad::Rate(round3(r1 * 1.2)), "beyond", true)
-            .await?;
+        self.point(PointLoad::Rate(round3(r1 * 1.2)), "beyond", true)
+            .await
     }
-    Ok(SweepOutcome {
-        dir,
-        interrupted: st.interrupted,
-        summary: st.summary,
-    })
 }
 
 /// Three significant figures, so point names and values stay readable.

@@ -1,20 +1,23 @@
 //! Scenario files: the TOML schema and loading, data only.
 //!
-//! Owns: reading `scenarios/*.toml` and `targets/*.toml` into typed values, and errors that
-//! point at `file:line:col` with the key and a fix.
+//! Owns: reading `scenarios/*.toml` and `targets/*.toml` into typed values, errors that
+//! point at `file:line:col` with the key and a fix, and the `[load]` knobs type that the
+//! `run` flags share (`knobs`).
 //! Does not own: defaults that depend on other fields, validation across fields, built-in
 //! targets or seeds (all in `plan`), and anything environmental (DNS, clocks, API keys).
 
 mod error;
+mod knobs;
 mod schema;
 mod workload;
 
 use std::path::Path;
 
 pub use error::{edit_distance, line_col, locate, suggest, ScenarioError};
+pub use knobs::LoadKnobs;
 pub use schema::{
-    AgentSpec, Dur, LinkSpec, LoadSpec, MatrixSpec, Scenario, SloSpec, TargetSpec, TargetsFile,
-    ToolCallSpec, TurnSpec,
+    AgentSpec, Dur, LinkSpec, MatrixSpec, Scenario, SloSpec, TargetSpec, TargetsFile, ToolCallSpec,
+    TurnSpec,
 };
 pub use workload::{DatasetFormat, DatasetSource, DistKind, DistSpec, WorkloadSpec};
 

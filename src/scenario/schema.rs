@@ -2,7 +2,8 @@
 //! location and a suggestion instead of a silently ignored setting.
 //!
 //! Owns: the shape of `scenarios/*.toml` and `targets/*.toml` and field defaults that are
-//! pure data. Does not own: validation across fields or resolution (see `plan`).
+//! pure data. Does not own: validation across fields or resolution (see `plan`), nor the
+//! `[load]` table's keys (`knobs`, shared with the `run` flags).
 //! Every key is documented in `scenarios/README.md`.
 
 use std::collections::BTreeMap;
@@ -36,9 +37,9 @@ pub struct Scenario {
     pub max_output_tokens: Option<u32>,
     /// Emulated link for embedded-simulator targets, e.g. `rtt=40ms,jitter=2ms`. Default `rtt=40ms`.
     pub link: Option<LinkSpec>,
-    /// Load shape.
+    /// Load shape: `[load]`, the same knobs as `run`'s load flags.
     #[serde(default)]
-    pub load: LoadSpec,
+    pub load: super::knobs::LoadKnobs,
     /// Which targets and transports to run.
     #[serde(default)]
     pub matrix: MatrixSpec,
@@ -69,39 +70,6 @@ pub struct SloSpec {
     pub tpot: Option<String>,
     /// Intended start to the last content token.
     pub e2e: Option<String>,
-}
-
-/// `[load]`.
-#[derive(Debug, Clone, Default, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct LoadSpec {
-    /// Measured sessions per target × transport. Default 1.
-    pub sessions: Option<u32>,
-    /// Sessions in flight at once per cell. Default 1.
-    pub concurrency: Option<u32>,
-    /// Warm-up sessions per cell, run first, excluded from statistics. Default 0.
-    pub warmup_sessions: Option<u32>,
-    /// Open loop: mean gap between session starts (Poisson arrivals). Absent = closed loop.
-    pub session_interval: Option<Dur>,
-    /// How cells that share a server take turns: `interleaved`, `sequential`, `parallel`.
-    /// Default: `parallel` when every target is an embedded simulator, else `interleaved`.
-    pub schedule: Option<crate::vocab::Schedule>,
-    /// The server's prefix cache: `cold`, `warm`, `as-is`. Default: `cold` for real
-    /// endpoints, `as-is` for the embedded simulator.
-    pub cache: Option<crate::vocab::CacheMode>,
-    /// Open-loop request rate, requests per second (per cell, or per shared server under
-    /// `interleaved`). Exclusive with `session_interval`.
-    pub rate: Option<f64>,
-    /// Shape of open-loop arrivals: `poisson` (default), `constant`, `gamma`.
-    pub arrival: Option<crate::vocab::ArrivalKind>,
-    /// The gamma shape k for `arrival = "gamma"` (1 = Poisson, below 1 burstier).
-    pub burstiness: Option<f64>,
-    /// Send nothing intended after the measured phase has run this long (beside `sessions`).
-    pub duration: Option<Dur>,
-    /// Warm-up by time: run the load this long first, excluded from statistics.
-    pub warmup: Option<Dur>,
-    /// At most this many requests in flight per cell (per shared server when shared).
-    pub max_in_flight: Option<u32>,
 }
 
 /// `[matrix]`.
@@ -243,6 +211,12 @@ impl<'de> Deserialize<'de> for Dur {
         }
         d.deserialize_str(V)
     }
+}
+
+/// A `Dur` key read straight into an `Option<Duration>` (for `#[serde(deserialize_with)]`,
+/// with `default`): the same messages as a `Dur` field.
+pub(super) fn opt_duration<'de, D: Deserializer<'de>>(d: D) -> Result<Option<Duration>, D::Error> {
+    Ok(Option::<Dur>::deserialize(d)?.map(|d| d.0))
 }
 
 /// A link spec string, parsed with [`Link`]'s parser.

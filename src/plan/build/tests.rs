@@ -122,11 +122,14 @@ fn overrides_take_precedence() {
     assert!(!p.link_for_real_targets);
     let o = Overrides {
         seed: Some(9),
-        sessions: Some(1),
-        concurrency: Some(1),
         link: Some("none".parse().unwrap()),
         targets: vec!["sim-cpu".into()],
         transports: vec![TransportKind::Ws, TransportKind::Http],
+        load: LoadKnobs {
+            sessions: Some(1),
+            concurrency: Some(1),
+            ..Default::default()
+        },
         ..Default::default()
     };
     let p = plan_of(text, &o).unwrap();
@@ -211,7 +214,10 @@ fn validation_messages_say_how_to_fix() {
         (
             MINIMAL,
             Overrides {
-                sessions: Some(0),
+                load: LoadKnobs {
+                    sessions: Some(0),
+                    ..Default::default()
+                },
                 ..Default::default()
             },
             "--sessions is 0; use 1 to 100000",
@@ -409,8 +415,11 @@ fn schedule_and_cache_precedence_and_warnings() {
     assert_eq!(p.load.schedule, Schedule::Sequential);
     assert!(p.cells.iter().all(|c| c.cache == CacheMode::Warm));
     let o = Overrides {
-        schedule: Some(Schedule::Parallel),
-        cache: Some(CacheMode::AsIs),
+        load: LoadKnobs {
+            schedule: Some(Schedule::Parallel),
+            cache: Some(CacheMode::AsIs),
+            ..Default::default()
+        },
         ..Default::default()
     };
     let p = plan_of(&text, &o).unwrap();
@@ -440,8 +449,11 @@ fn schedule_and_cache_precedence_and_warnings() {
     );
     // An explicit schedule with nothing to share says so; cold on the simulator warns.
     let o = Overrides {
-        schedule: Some(Schedule::Interleaved),
-        cache: Some(CacheMode::Cold),
+        load: LoadKnobs {
+            schedule: Some(Schedule::Interleaved),
+            cache: Some(CacheMode::Cold),
+            ..Default::default()
+        },
         ..Default::default()
     };
     let p = plan_of(MINIMAL, &o).unwrap();
@@ -476,7 +488,10 @@ fn cache_warm_sessions_are_distinct_scripts_numbered_after_the_measured_ones() {
     let p = plan_of(agent, &Overrides::default()).unwrap();
     assert_eq!(p.cache_warm_sessions().len(), 3);
     let o = Overrides {
-        cache: Some(CacheMode::Warm),
+        load: LoadKnobs {
+            cache: Some(CacheMode::Warm),
+            ..Default::default()
+        },
         ..Default::default()
     };
     let p = plan_of(agent, &o).unwrap();

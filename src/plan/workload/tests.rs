@@ -297,8 +297,11 @@ fn the_shipped_dataset_scenario_samples_with_the_seed() {
     let loaded = scenario::load(&repo("scenarios/sharegpt.toml")).unwrap();
     let build_with = |sessions: Option<u32>, seed: u64| {
         let o = Overrides {
-            sessions,
             seed: Some(seed),
+            load: crate::scenario::LoadKnobs {
+                sessions,
+                ..Default::default()
+            },
             ..Default::default()
         };
         build(&loaded.scenario, &loaded.path, loaded.source.as_bytes(), &o).unwrap()

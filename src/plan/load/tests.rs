@@ -1,10 +1,10 @@
-//! The load-shape keys: rate offsets, duration and warm-up by time, precedence and errors.
+//! The load knobs → `Load`: rate offsets, duration and warm-up by time, precedence and errors.
 
 use std::time::Duration;
 
 use crate::plan::arrival::Arrival;
 use crate::plan::{build, Overrides, Plan, PlanError};
-use crate::scenario;
+use crate::scenario::{self, LoadKnobs};
 
 fn plan_of(text: &str, o: &Overrides) -> Result<Plan, PlanError> {
     let s = scenario::parse("s.toml", text).map_err(|e| PlanError::new(e.to_string()))?;
@@ -100,8 +100,11 @@ fn duration_without_sessions_plans_every_arrival_before_the_end() {
     assert_eq!(p.sessions.len(), 5);
     // The flags override the scenario.
     let o = Overrides {
-        rate: Some(20.0),
-        duration: Some(Duration::from_secs(1)),
+        load: LoadKnobs {
+            rate: Some(20.0),
+            duration: Some(Duration::from_secs(1)),
+            ..Default::default()
+        },
         ..Default::default()
     };
     let p = plan_of(
@@ -195,7 +198,10 @@ fn gamma_needs_its_shape_and_the_shape_needs_gamma() {
     );
     // The flag completes the scenario's arrival.
     let o = Overrides {
-        burstiness: Some(2.0),
+        load: LoadKnobs {
+            burstiness: Some(2.0),
+            ..Default::default()
+        },
         ..Default::default()
     };
     let p = plan_of(
@@ -232,7 +238,10 @@ fn rate_refuses_session_interval_and_concurrency_beside_it() {
     let e = err(
         &with_load("session_interval = \"1s\""),
         &Overrides {
-            rate: Some(5.0),
+            load: LoadKnobs {
+                rate: Some(5.0),
+                ..Default::default()
+            },
             ..Default::default()
         },
     );
@@ -252,8 +261,11 @@ fn rate_refuses_session_interval_and_concurrency_beside_it() {
     );
     assert!(e.contains("max_in_flight"), "{e}");
     let both = Overrides {
-        rate: Some(5.0),
-        concurrency: Some(2),
+        load: LoadKnobs {
+            rate: Some(5.0),
+            concurrency: Some(2),
+            ..Default::default()
+        },
         ..Default::default()
     };
     assert!(err(MINIMAL, &both).starts_with("--rate and --concurrency are two load shapes"));
@@ -261,7 +273,10 @@ fn rate_refuses_session_interval_and_concurrency_beside_it() {
     let p = plan_of(
         &with_load("concurrency = 4"),
         &Overrides {
-            rate: Some(5.0),
+            load: LoadKnobs {
+                rate: Some(5.0),
+                ..Default::default()
+            },
             ..Default::default()
         },
     )
@@ -277,7 +292,10 @@ fn rate_refuses_session_interval_and_concurrency_beside_it() {
     let p = plan_of(
         &with_load("rate = 10\narrival = \"constant\""),
         &Overrides {
-            concurrency: Some(2),
+            load: LoadKnobs {
+                concurrency: Some(2),
+                ..Default::default()
+            },
             ..Default::default()
         },
     )
@@ -315,7 +333,10 @@ fn bad_values_name_the_key_and_a_fix() {
     let e = err(
         MINIMAL,
         &Overrides {
-            max_in_flight: Some(0),
+            load: LoadKnobs {
+                max_in_flight: Some(0),
+                ..Default::default()
+            },
             ..Default::default()
         },
     );
@@ -326,7 +347,10 @@ fn bad_values_name_the_key_and_a_fix() {
     let e = err(
         MINIMAL,
         &Overrides {
-            rate: Some(f64::INFINITY),
+            load: LoadKnobs {
+                rate: Some(f64::INFINITY),
+                ..Default::default()
+            },
             ..Default::default()
         },
     );
