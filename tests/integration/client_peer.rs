@@ -18,7 +18,8 @@ use tokio_util::sync::CancellationToken;
 
 use spark_bench::backend::ToolChoice;
 use spark_bench::driver::exchange::{
-    exchange, Clock, Connector, Conversation, RecordMeta, RequestSpec, Trust,
+    exchange, Clock, Connector, Conversation, RecordMeta, Reply, RequestSpec, SessionTransport,
+    Trust,
 };
 use spark_bench::link::Link;
 use spark_bench::plan::Target;
@@ -316,6 +317,28 @@ fn target(peer: &Peer, api: ApiFlavour) -> Target {
     }
 }
 
+/// A cell's connector to `t` over `kind` (seed 1).
+fn cell_connector(
+    t: &Target,
+    kind: TransportKind,
+    trust: Trust,
+    link: Link,
+    clock: Clock,
+) -> Arc<Connector> {
+    Arc::new(Connector::new(t, kind, trust, link, clock, 1).unwrap())
+}
+
+/// One request with a default [`RecordMeta`].
+async fn once(
+    s: &mut SessionTransport,
+    t: &Target,
+    conv: &mut Conversation,
+    spec: &RequestSpec,
+    cancel: &CancellationToken,
+) -> (RequestRecord, Reply) {
+    exchange(s, t, conv, spec, &RecordMeta::default(), cancel).await
+}
+
 fn spec(max: u32) -> RequestSpec {
     RequestSpec {
         max_output_tokens: max,
@@ -331,8 +354,7 @@ async fn conversation(
     turns: u32,
 ) -> Vec<RequestRecord> {
     let clock = Clock::start();
-    let connector =
-        Arc::new(Connector::new(t, kind, Trust::Sim(peer.cert.clone()), link, clock, 1).unwrap());
+    let connector = cell_connector(t, kind, Trust::Sim(peer.cert.clone()), link, clock);
     let mut session = connector.session();
     let mut conv = Conversation::new("be brief", t.api, kind, t.store);
     let cancel = CancellationToken::new();
@@ -461,16 +483,12 @@ async fn ws_warmup_then_tool_call_turn() {
     let peer = start_peer().await;
     let t = target(&peer, ApiFlavour::Responses);
     let clock = Clock::start();
-    let connector = Arc::new(
-        Connector::new(
-            &t,
-            TransportKind::Ws,
-            Trust::Sim(peer.cert.clone()),
-            Link::default(),
-            clock,
-            1,
-        )
-        .unwrap(),
+    let connector = cell_connector(
+        &t,
+        TransportKind::Ws,
+        Trust::Sim(peer.cert.clone()),
+        Link::default(),
+        clock,
     );
     let mut s = connector.session();
     let mut conv = Conversation::new("sys", t.api, TransportKind::Ws, false);
@@ -480,15 +498,7 @@ async fn ws_warmup_then_tool_call_turn() {
         kind: spark_bench::vocab::RequestKind::Warmup,
         ..Default::default()
     };
-    let (r, _) = exchange(
-        &mut s,
-        &t,
-        &mut conv,
-        &warm,
-        &RecordMeta::default(),
-        &cancel,
-    )
-    .await;
+    let (r, _) = once(&mut s, &t, &mut conv, &warm, &cancel).await;
     assert_eq!(r.outcome, OutcomeKind::Ok, "{r:?}");
     assert!(r.ws_upgrade_ns.is_some());
     assert!(s.ws_warm());
@@ -562,16 +572,12 @@ async fn faults_become_outcomes_and_the_session_continues() {
         let mut t = target(&peer, ApiFlavour::Responses);
         t.stall_timeout = Duration::from_millis(300);
         let clock = Clock::start();
-        let connector = Arc::new(
-            Connector::new(
-                &t,
-                kind,
-                Trust::Sim(peer.cert.clone()),
-                Link::default(),
-                clock,
-                1,
-            )
-            .unwrap(),
+        let connector = cell_connector(
+            &t,
+            kind,
+            Trust::Sim(peer.cert.clone()),
+            Link::default(),
+            clock,
         );
         let mut s = connector.session();
         let mut conv = Conversation::new("", t.api, kind, false);
@@ -591,8 +597,7 @@ async fn faults_become_outcomes_and_the_session_continues() {
                 max_output_tokens: 8,
                 ..Default::default()
             };
-            let (r, _) =
-                exchange(&mut s, &t, &mut conv, &sp, &RecordMeta::default(), &cancel).await;
+            let (r, _) = once(&mut s, &t, &mut conv, &sp, &cancel).await;
             outcomes.push((r.outcome, r.http_status));
         }
         assert_eq!(
@@ -615,16 +620,12 @@ async fn ws_error_envelope_keeps_the_socket_and_resends_full_history() {
     let peer = start_peer().await;
     let t = target(&peer, ApiFlavour::Responses);
     let clock = Clock::start();
-    let connector = Arc::new(
-        Connector::new(
-            &t,
-            TransportKind::Ws,
-            Trust::Sim(peer.cert.clone()),
-            Link::default(),
-            clock,
-            1,
-        )
-        .unwrap(),
+    let connector = cell_connector(
+        &t,
+        TransportKind::Ws,
+        Trust::Sim(peer.cert.clone()),
+        Link::default(),
+        clock,
     );
     let mut s = connector.session();
     let mut conv = Conversation::new("", t.api, TransportKind::Ws, false);
@@ -637,11 +638,7 @@ async fn ws_error_envelope_keeps_the_socket_and_resends_full_history() {
             max_output_tokens: 8,
             ..Default::default()
         };
-        recs.push(
-            exchange(&mut s, &t, &mut conv, &sp, &RecordMeta::default(), &cancel)
-                .await
-                .0,
-        );
+        recs.push(once(&mut s, &t, &mut conv, &sp, &cancel).await.0);
     }
     // An error envelope with a status is the kind the same answer to a POST gets.
     assert_eq!(recs[1].outcome, OutcomeKind::HttpStatus);
@@ -656,83 +653,47 @@ async fn cancellation_and_connect_errors_are_records() {
     let peer = start_peer().await;
     let mut t = target(&peer, ApiFlavour::Responses);
     let clock = Clock::start();
-    let connector = Arc::new(
-        Connector::new(
-            &t,
-            TransportKind::Http,
-            Trust::Sim(peer.cert.clone()),
-            Link::default(),
-            clock,
-            1,
-        )
-        .unwrap(),
+    let connector = cell_connector(
+        &t,
+        TransportKind::Http,
+        Trust::Sim(peer.cert.clone()),
+        Link::default(),
+        clock,
     );
     let mut s = connector.session();
     let mut conv = Conversation::new("", t.api, TransportKind::Http, false);
     let cancel = CancellationToken::new();
     cancel.cancel();
     conv.add_user_message("q");
-    let (r, _) = exchange(
-        &mut s,
-        &t,
-        &mut conv,
-        &spec(4),
-        &RecordMeta::default(),
-        &cancel,
-    )
-    .await;
+    let (r, _) = once(&mut s, &t, &mut conv, &spec(4), &cancel).await;
     assert_eq!(r.outcome, OutcomeKind::Cancelled);
     // A port nobody listens on.
     let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
     let port = l.local_addr().unwrap().port();
     drop(l);
     t.base_url = Some(format!("https://127.0.0.1:{port}/v1"));
-    let connector = Arc::new(
-        Connector::new(
-            &t,
-            TransportKind::HttpPooled,
-            Trust::Sim(peer.cert.clone()),
-            Link::default(),
-            clock,
-            1,
-        )
-        .unwrap(),
+    let connector = cell_connector(
+        &t,
+        TransportKind::HttpPooled,
+        Trust::Sim(peer.cert.clone()),
+        Link::default(),
+        clock,
     );
     let mut s = connector.session();
-    let (r, _) = exchange(
-        &mut s,
-        &t,
-        &mut conv,
-        &spec(4),
-        &RecordMeta::default(),
-        &CancellationToken::new(),
-    )
-    .await;
+    let (r, _) = once(&mut s, &t, &mut conv, &spec(4), &CancellationToken::new()).await;
     assert_eq!(r.outcome, OutcomeKind::ConnectError, "{r:?}");
     // A client that does not trust the peer's certificate.
     t.base_url = Some(peer.base_url.clone());
     let other = SelfSigned::generate().unwrap();
-    let connector = Arc::new(
-        Connector::new(
-            &t,
-            TransportKind::Http,
-            Trust::Sim(other),
-            Link::default(),
-            clock,
-            1,
-        )
-        .unwrap(),
+    let connector = cell_connector(
+        &t,
+        TransportKind::Http,
+        Trust::Sim(other),
+        Link::default(),
+        clock,
     );
     let mut s = connector.session();
-    let (r, _) = exchange(
-        &mut s,
-        &t,
-        &mut conv,
-        &spec(4),
-        &RecordMeta::default(),
-        &CancellationToken::new(),
-    )
-    .await;
+    let (r, _) = once(&mut s, &t, &mut conv, &spec(4), &CancellationToken::new()).await;
     assert_eq!(r.outcome, OutcomeKind::TlsError, "{r:?}");
 }
 
@@ -751,27 +712,14 @@ async fn link_delays_match_the_ground_truth() {
     let clock = Clock::start();
     for kind in [TransportKind::Http, TransportKind::Ws] {
         peer.log.lock().unwrap().delta_writes.clear();
-        let connector = Arc::new(
-            Connector::new(&t, kind, Trust::Sim(peer.cert.clone()), link, clock, 1).unwrap(),
-        );
+        let connector = cell_connector(&t, kind, Trust::Sim(peer.cert.clone()), link, clock);
         let mut s = connector.session();
         let mut conv = Conversation::new("", t.api, kind, false);
         let cancel = CancellationToken::new();
         let mut recs = Vec::new();
         for _ in 0..2 {
             conv.add_user_message("q");
-            recs.push(
-                exchange(
-                    &mut s,
-                    &t,
-                    &mut conv,
-                    &spec(8),
-                    &RecordMeta::default(),
-                    &cancel,
-                )
-                .await
-                .0,
-            );
+            recs.push(once(&mut s, &t, &mut conv, &spec(8), &cancel).await.0);
         }
         let writes: Vec<u64> = peer
             .log
@@ -840,16 +788,12 @@ async fn ingest_rate() {
     let peer = start_peer().await;
     let t = target(&peer, ApiFlavour::Responses);
     let clock = Clock::start();
-    let connector = Arc::new(
-        Connector::new(
-            &t,
-            TransportKind::HttpPooled,
-            Trust::Sim(peer.cert.clone()),
-            Link::default(),
-            clock,
-            1,
-        )
-        .unwrap(),
+    let connector = cell_connector(
+        &t,
+        TransportKind::HttpPooled,
+        Trust::Sim(peer.cert.clone()),
+        Link::default(),
+        clock,
     );
     let per_request = 50_000u32;
     let sessions = 4;
@@ -867,15 +811,7 @@ async fn ingest_rate() {
                     fault: Some(format!("bulk={per_request}")),
                     ..Default::default()
                 };
-                let (r, _) = exchange(
-                    &mut s,
-                    &t,
-                    &mut conv,
-                    &sp,
-                    &RecordMeta::default(),
-                    &CancellationToken::new(),
-                )
-                .await;
+                let (r, _) = once(&mut s, &t, &mut conv, &sp, &CancellationToken::new()).await;
                 assert_eq!(r.outcome, OutcomeKind::Ok, "{r:?}");
                 assert_eq!(r.output_tokens, per_request);
                 n += r.chunks.len() as u64;
@@ -901,16 +837,12 @@ async fn concurrent_sessions_share_the_cell_connections() {
         let peer = start_peer().await;
         let t = target(&peer, ApiFlavour::Responses);
         let clock = Clock::start();
-        let connector = Arc::new(
-            Connector::new(
-                &t,
-                kind,
-                Trust::Sim(peer.cert.clone()),
-                Link::default(),
-                clock,
-                1,
-            )
-            .unwrap(),
+        let connector = cell_connector(
+            &t,
+            kind,
+            Trust::Sim(peer.cert.clone()),
+            Link::default(),
+            clock,
         );
         let mut tasks = Vec::new();
         for session in 0..4u32 {
@@ -994,29 +926,17 @@ async fn http2_fails_clearly_without_h2_alpn() {
         log: Default::default(),
     };
     let t = target(&peer, ApiFlavour::Responses);
-    let connector = Arc::new(
-        Connector::new(
-            &t,
-            TransportKind::Http2,
-            Trust::Sim(peer.cert.clone()),
-            Link::default(),
-            Clock::start(),
-            1,
-        )
-        .unwrap(),
+    let connector = cell_connector(
+        &t,
+        TransportKind::Http2,
+        Trust::Sim(peer.cert.clone()),
+        Link::default(),
+        Clock::start(),
     );
     let mut s = connector.session();
     let mut conv = Conversation::new("", t.api, TransportKind::Http2, false);
     conv.add_user_message("q");
-    let (r, _) = exchange(
-        &mut s,
-        &t,
-        &mut conv,
-        &spec(4),
-        &RecordMeta::default(),
-        &CancellationToken::new(),
-    )
-    .await;
+    let (r, _) = once(&mut s, &t, &mut conv, &spec(4), &CancellationToken::new()).await;
     // rustls refuses a handshake without a common ALPN protocol, or we refuse the result.
     assert_eq!(r.outcome, OutcomeKind::TlsError, "{r:?}");
     let e = r.error.unwrap();
@@ -1029,16 +949,12 @@ async fn cancel_mid_stream() {
     let peer = start_peer().await;
     let t = target(&peer, ApiFlavour::Responses);
     for kind in [TransportKind::HttpPooled, TransportKind::Ws] {
-        let connector = Arc::new(
-            Connector::new(
-                &t,
-                kind,
-                Trust::Sim(peer.cert.clone()),
-                Link::default(),
-                Clock::start(),
-                1,
-            )
-            .unwrap(),
+        let connector = cell_connector(
+            &t,
+            kind,
+            Trust::Sim(peer.cert.clone()),
+            Link::default(),
+            Clock::start(),
         );
         let mut s = connector.session();
         let mut conv = Conversation::new("", t.api, kind, false);
@@ -1067,21 +983,12 @@ async fn cancel_mid_stream() {
             }
             c2.cancel();
         });
-        let (r, reply) =
-            exchange(&mut s, &t, &mut conv, &sp, &RecordMeta::default(), &cancel).await;
+        let (r, reply) = once(&mut s, &t, &mut conv, &sp, &cancel).await;
         canceller.await.unwrap();
         assert_eq!(r.outcome, OutcomeKind::Cancelled, "{kind}: {r:?}");
         assert!(!reply.ok);
         conv.add_user_message("again");
-        let (r, _) = exchange(
-            &mut s,
-            &t,
-            &mut conv,
-            &spec(8),
-            &RecordMeta::default(),
-            &CancellationToken::new(),
-        )
-        .await;
+        let (r, _) = once(&mut s, &t, &mut conv, &spec(8), &CancellationToken::new()).await;
         assert_eq!(r.outcome, OutcomeKind::Ok, "{kind}: {r:?}");
     }
 }
@@ -1093,16 +1000,12 @@ async fn pooled_connection_whose_body_lingers_is_not_reused() {
     let peer = start_peer().await;
     let mut t = target(&peer, ApiFlavour::Responses);
     t.stall_timeout = Duration::from_secs(60);
-    let connector = Arc::new(
-        Connector::new(
-            &t,
-            TransportKind::HttpPooled,
-            Trust::Sim(peer.cert.clone()),
-            Link::default(),
-            Clock::start(),
-            1,
-        )
-        .unwrap(),
+    let connector = cell_connector(
+        &t,
+        TransportKind::HttpPooled,
+        Trust::Sim(peer.cert.clone()),
+        Link::default(),
+        Clock::start(),
     );
     let mut s = connector.session();
     let mut conv = Conversation::new("", t.api, TransportKind::HttpPooled, false);
@@ -1111,27 +1014,11 @@ async fn pooled_connection_whose_body_lingers_is_not_reused() {
         fault: Some("linger".into()),
         ..Default::default()
     };
-    let (r, _) = exchange(
-        &mut s,
-        &t,
-        &mut conv,
-        &sp,
-        &RecordMeta::default(),
-        &CancellationToken::new(),
-    )
-    .await;
+    let (r, _) = once(&mut s, &t, &mut conv, &sp, &CancellationToken::new()).await;
     assert_eq!(r.outcome, OutcomeKind::Ok, "{r:?}");
     assert_eq!(connector.idle_connections(), 0);
     conv.add_user_message("q");
-    let (r2, _) = exchange(
-        &mut s,
-        &t,
-        &mut conv,
-        &spec(4),
-        &RecordMeta::default(),
-        &CancellationToken::new(),
-    )
-    .await;
+    let (r2, _) = once(&mut s, &t, &mut conv, &spec(4), &CancellationToken::new()).await;
     assert_eq!(r2.outcome, OutcomeKind::Ok);
     assert!(!r2.connection_reused);
     assert_ne!(r2.connection_id, r.connection_id);
