@@ -1,8 +1,9 @@
-//! The sessions a load implies: the open-loop session list (arrival instants, warm-up by
-//! time, the `duration` stop), and the requests a session plans.
+//! The sessions a load implies.
 //!
-//! Pure, like the rest of `build`: a resolved [`Load`] and session scripts in, sessions out.
-//! Does not own: the load itself (`plan::load`).
+//! Owns: the open-loop session list (arrival instants, warm-up by time, the `duration`
+//! stop) and the requests a session plans. Pure, like the rest of `build`: a resolved
+//! [`Load`] and session scripts in, sessions out.
+//! Does not own: the load itself (`plan::load`), nor the session scripts (`build`).
 
 use crate::plan::arrival::{self, Instants};
 use crate::plan::PlanError;
