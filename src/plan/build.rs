@@ -164,12 +164,11 @@ pub fn build(
                 });
                 continue;
             }
-            let why =
-                if t.api == crate::vocab::ApiFlavour::ChatCompletions && *k == TransportKind::Ws {
-                    "it speaks chat-completions, which has no WebSocket mode".to_string()
-                } else {
-                    format!("its `transports` are {}", names(&t.transports))
-                };
+            let why = if !t.api.speaks(*k) {
+                "it speaks chat-completions, which has no WebSocket mode".to_string()
+            } else {
+                format!("its `transports` are {}", names(&t.transports))
+            };
             if target_from_cli && !overrides.transports.is_empty() {
                 return Err(PlanError::new(format!(
                     "--target {} --transport {k}: {} cannot use {k} because {why}; drop `--transport {k}` or pick a Responses API target",
