@@ -3,8 +3,10 @@
 //!
 //! Owns: the JSON of each request, tool definitions and `tool_choice`, the API key header
 //! (read from the environment at build time, never stored or logged), extra target headers,
-//! the simulator fault (`x-sim-fault` header on HTTP, `"sim_fault"` field on WebSocket).
-//! Does not own: sending (transport) or history (conversation).
+//! the simulator fault (`x-sim-fault` header on HTTP, `"sim_fault"` field on WebSocket), and
+//! what one turn sends, built when the transport asks ([`TurnRequest`]: the whole history on
+//! a new WebSocket; a `generate:false` warm-up only on WebSocket).
+//! Does not own: sending or re-sending (transport) or the chaining rule (conversation).
 
 use bytes::Bytes;
 use http::{HeaderName, HeaderValue};
@@ -13,7 +15,8 @@ use serde_json::{json, Map, Value};
 use super::{Conversation, Item, ToolChoice};
 use crate::plan::Target;
 use crate::transport::http::HttpRequest;
-use crate::vocab::{ApiFlavour, RequestKind};
+use crate::transport::Outgoing;
+use crate::vocab::{ApiFlavour, Chaining, RequestKind, TransportKind};
 
 /// What one request asks for.
 #[derive(Debug, Clone, Default)]
@@ -144,7 +147,7 @@ pub fn ws_message(
     conv: &Conversation,
     spec: &RequestSpec,
 ) -> Result<String, BuildError> {
-    if target.api != ApiFlavour::Responses {
+    if !target.api.speaks(TransportKind::Ws) {
         return Err(BuildError(format!(
             "target {:?} speaks chat completions, which has no WebSocket mode; use an HTTP transport",
             target.name
@@ -152,6 +155,57 @@ pub fn ws_message(
     }
     let body = responses_body(target, conv, spec, true);
     serde_json::to_string(&body).map_err(|e| BuildError(format!("encoding the request: {e}")))
+}
+
+/// One turn's request, built when the transport asks for it (see [`Outgoing`]): the HTTP
+/// request, or the WebSocket upgrade headers and then the message for the socket it goes on.
+pub struct TurnRequest<'a> {
+    /// The target.
+    pub target: &'a Target,
+    /// The session's conversation: told when the message goes on a new socket (before the
+    /// body is built, so the chaining matches what is sent).
+    pub conv: &'a mut Conversation,
+    /// What the request asks for.
+    pub spec: &'a RequestSpec,
+    /// How the last body built sent the history (`None`: none was built).
+    pub chaining: Option<Chaining>,
+}
+
+impl<'a> TurnRequest<'a> {
+    /// The request `spec` for `target`, nothing built yet.
+    pub fn new(target: &'a Target, conv: &'a mut Conversation, spec: &'a RequestSpec) -> Self {
+        TurnRequest {
+            target,
+            conv,
+            spec,
+            chaining: None,
+        }
+    }
+}
+
+impl Outgoing for TurnRequest<'_> {
+    fn http_request(&mut self) -> Result<HttpRequest, String> {
+        if self.spec.kind == RequestKind::Warmup {
+            return Err("a generate:false warm-up needs the ws transport".into());
+        }
+        let req = http_request(self.target, self.conv, self.spec).map_err(|e| e.to_string())?;
+        self.chaining = Some(self.conv.chaining());
+        Ok(req)
+    }
+
+    fn ws_headers(&mut self) -> Result<Vec<(HeaderName, HeaderValue)>, String> {
+        ws_headers(self.target).map_err(|e| e.to_string())
+    }
+
+    fn ws_message(&mut self, new_socket: bool) -> Result<String, String> {
+        if new_socket {
+            // A new socket has no connection-local chain: the whole history goes.
+            self.conv.on_new_socket();
+        }
+        let text = ws_message(self.target, self.conv, self.spec).map_err(|e| e.to_string())?;
+        self.chaining = Some(self.conv.chaining());
+        Ok(text)
+    }
 }
 
 fn responses_body(target: &Target, conv: &Conversation, spec: &RequestSpec, ws: bool) -> Value {

@@ -1,25 +1,24 @@
 //! One request: ties a session's transport to its backend and fills one [`RequestRecord`].
 //!
-//! Owns: the order of one exchange (dispatch stamp → connection (WebSocket: open first, so the
-//! body knows whether the socket is new) → body → wire events through the decoder → record),
-//! the mapping of transport endings and stream events to outcomes, per-chunk tokens, and
-//! updating the conversation with the reply (so chaining state always matches what was sent).
+//! Owns: the order of one exchange (dispatch stamp → one transport turn
+//! ([`SessionTransport::turn`], which asks the backend's [`TurnRequest`] for the body once it
+//! knows the connection) with its wire events through the decoder → record), the mapping of
+//! transport endings and stream events to outcomes, per-chunk tokens, and updating the
+//! conversation with the reply (so chaining state always matches what was sent).
 //! Does not own: pacing, think time, tool execution or what the next turn says (the driver),
-//! nor sockets or JSON (transport, backend).
+//! nor connections, re-sends or JSON (transport, backend).
 //!
 //! Never panics and never returns an error: every failure is a record with an outcome.
 
 use tokio_util::sync::CancellationToken;
 
-use crate::backend::request::{self, RequestSpec as Spec};
+use crate::backend::request::{RequestSpec as Spec, TurnRequest};
 use crate::backend::tokens::{self, ChunkInfo};
 use crate::backend::{Decoder, StreamEvent};
 use crate::plan::Target;
 use crate::transport::limits::CHUNKS_KEPT;
 use crate::transport::{Ending, Exchanged, Flow, Limits, WireEvent};
-use crate::vocab::{
-    Chunk, OutcomeKind, RequestKind, RequestRecord, ServerTiming, TransportKind, WireProtocol,
-};
+use crate::vocab::{Chunk, OutcomeKind, RequestKind, RequestRecord, ServerTiming, TransportKind};
 
 pub use crate::backend::conversation::{Conversation, Reply};
 pub use crate::backend::request::RequestSpec;
@@ -128,6 +127,27 @@ impl Acc {
     }
 }
 
+impl Acc {
+    /// Takes one wire event: notes its arrival where it marks one, decodes it, and says
+    /// whether the transport should keep delivering.
+    fn take(&mut self, decoder: &mut Decoder, ev: WireEvent) -> Flow {
+        let at = ev.at_ns();
+        match &ev {
+            WireEvent::Headers { .. } => self.headers_ns = Some(at),
+            WireEvent::End { .. } => {
+                self.end_ns.get_or_insert(at);
+            }
+            _ => {}
+        }
+        decoder.decode(&ev, &mut |se| self.apply(at, se));
+        if self.terminal.is_some() {
+            Flow::Stop
+        } else {
+            Flow::Continue
+        }
+    }
+}
+
 /// Runs one request on `conn` and returns its record and the reply. The conversation is
 /// updated with the reply (`on_reply`, or `on_new_socket` when a WebSocket was opened); the
 /// caller adds the next user message or tool outputs.
@@ -148,7 +168,53 @@ pub async fn exchange(
         stall: target.stall_timeout,
     };
     let kind = conn.kind();
-    let mut rec = RequestRecord {
+    let mut rec = new_record(meta, target, spec, kind, dispatch_ns);
+    let mut decoder = Decoder::new(target.api);
+    let mut acc = Acc::default();
+    let exchanged = if cancel.is_cancelled() {
+        Err((OutcomeKind::Cancelled, "cancelled before dispatch".into()))
+    } else {
+        let mut req = TurnRequest::new(target, conv, spec);
+        let mut sink = |ev: WireEvent| acc.take(&mut decoder, ev);
+        let turned = conn.turn(&mut req, limits, cancel, &mut sink).await;
+        // How the history went in the body that was sent (built after any `on_new_socket`).
+        if let Some(chaining) = req.chaining {
+            rec.chaining = chaining;
+        }
+        turned.map_err(|e| (OutcomeKind::ProtocolError, e))
+    };
+
+    fill_ending(&mut rec, exchanged, &acc, target, clock.now_ns());
+    fill_tokens(&mut rec, &mut acc);
+    redact_error(&mut rec, target);
+
+    let reply = Reply {
+        ok: rec.outcome == OutcomeKind::Ok,
+        response_id: acc.response_id,
+        tool_calls: acc.tool_calls,
+        text: decoder.take_text(),
+    };
+    if kind == TransportKind::Ws && acc.connection_expired {
+        // The server closes the socket after this envelope (60-minute limit): reconnect on
+        // the next turn instead of failing it on a dead socket.
+        conn.close_ws();
+    }
+    conv.on_reply(&reply);
+    if reply.ok && spec.kind == RequestKind::Warmup {
+        conn.set_ws_warmed();
+    }
+    (rec, reply)
+}
+
+/// The record of a request dispatched at `dispatch_ns`, before anything happened to it.
+fn new_record(
+    meta: &RecordMeta,
+    target: &Target,
+    spec: &Spec,
+    kind: TransportKind,
+    dispatch_ns: u64,
+) -> RequestRecord {
+    RequestRecord {
         id: meta.id,
         target: target.name.clone(),
         transport: kind,
@@ -160,89 +226,20 @@ pub async fn exchange(
         warmup: meta.warmup,
         intended_ns: meta.intended_ns,
         dispatch_ns,
-        protocol: match kind {
-            TransportKind::Http | TransportKind::HttpPooled => WireProtocol::Http1,
-            TransportKind::Http2 => WireProtocol::Http2,
-            TransportKind::Ws => WireProtocol::WebSocket,
-        },
+        protocol: kind.wire_protocol(),
         ..RequestRecord::default()
-    };
+    }
+}
 
-    let mut decoder = Decoder::new(target.api);
-    let mut acc = Acc::default();
-    let mut sink = |ev: WireEvent| -> Flow {
-        let at = ev.at_ns();
-        match &ev {
-            WireEvent::Headers { .. } => acc.headers_ns = Some(at),
-            WireEvent::End { .. } => {
-                acc.end_ns.get_or_insert(at);
-            }
-            _ => {}
-        }
-        decoder.decode(&ev, &mut |se| acc.apply(at, se));
-        if acc.terminal.is_some() {
-            Flow::Stop
-        } else {
-            Flow::Continue
-        }
-    };
-
-    let exchanged: Result<Exchanged, (OutcomeKind, String)> = if cancel.is_cancelled() {
-        Err((OutcomeKind::Cancelled, "cancelled before dispatch".into()))
-    } else if kind == TransportKind::Ws {
-        match request::ws_headers(target) {
-            Err(e) => Err((OutcomeKind::ProtocolError, e.to_string())),
-            Ok(headers) => {
-                // A turn the server provably never read (it had closed the reused socket)
-                // goes once more on a new socket, rebuilt for it (full history: a new
-                // socket has no connection-local chain).
-                let mut resent = 0u32;
-                loop {
-                    let attempt = match conn.ensure_ws(&headers, limits, cancel).await {
-                        Err(failed) => Ok(failed),
-                        Ok(opened) => {
-                            if opened.is_some() {
-                                conv.on_new_socket();
-                            }
-                            match request::ws_message(target, conv, spec) {
-                                Err(e) => Err((OutcomeKind::ProtocolError, e.to_string())),
-                                Ok(text) => {
-                                    rec.chaining = conv.chaining();
-                                    Ok(conn.ws_turn(text, opened, limits, cancel, &mut sink).await)
-                                }
-                            }
-                        }
-                    };
-                    match attempt {
-                        Ok(x) if matches!(x.ending, Ending::Unread(_)) && resent == 0 => {
-                            resent += 1;
-                            conn.close_ws();
-                        }
-                        Ok(mut x) => {
-                            x.reconnects += resent;
-                            break Ok(x);
-                        }
-                        Err(e) => break Err(e),
-                    }
-                }
-            }
-        }
-    } else if spec.kind == RequestKind::Warmup {
-        Err((
-            OutcomeKind::ProtocolError,
-            "a generate:false warm-up needs the ws transport".into(),
-        ))
-    } else {
-        match request::http_request(target, conv, spec) {
-            Err(e) => Err((OutcomeKind::ProtocolError, e.to_string())),
-            Ok(req) => {
-                rec.chaining = conv.chaining();
-                Ok(conn.http(&req, limits, cancel, &mut sink).await)
-            }
-        }
-    };
-
-    let now = clock.now_ns();
+/// Fills what the transport reported and how the request ended (`now`: when the exchange
+/// returned). `Err` is a request that never went out: its outcome and message.
+fn fill_ending(
+    rec: &mut RequestRecord,
+    exchanged: Result<Exchanged, (OutcomeKind, String)>,
+    acc: &Acc,
+    target: &Target,
+    now: u64,
+) {
     match exchanged {
         Err((outcome, msg)) => {
             rec.outcome = outcome;
@@ -271,7 +268,10 @@ pub async fn exchange(
             rec.end_ns = Some(acc.end_ns.unwrap_or(now));
         }
     }
+}
 
+/// Fills the decoder's findings: event times, per-chunk tokens, usage, timing, ids.
+fn fill_tokens(rec: &mut RequestRecord, acc: &mut Acc) {
     rec.response_headers_ns = acc.headers_ns;
     rec.first_event_ns = acc.first_event_ns;
     let infos: Vec<ChunkInfo> = acc.chunks.iter().map(|c| c.1).collect();
@@ -302,12 +302,15 @@ pub async fn exchange(
     rec.token_source = source;
     rec.input_tokens = acc.input;
     rec.cached_input_tokens = acc.cached;
-    rec.server_timing = acc.timing;
+    rec.server_timing = acc.timing.take();
     rec.response_id = acc.response_id.clone();
     rec.tool_calls = acc.tool_calls.len() as u32;
+}
 
+/// Removes the target's API key from the record's error: a server may echo it (a 401 body,
+/// a refused upgrade quoting the header).
+fn redact_error(rec: &mut RequestRecord, target: &Target) {
     if let Some(e) = rec.error.take() {
-        // A server may echo the key (a 401 body, a refused upgrade quoting the header).
         let key = target
             .api_key_env
             .as_deref()
@@ -315,23 +318,6 @@ pub async fn exchange(
             .unwrap_or_default();
         rec.error = Some(crate::vocab::redact::redact(&e, &[key.as_str()]));
     }
-
-    let reply = Reply {
-        ok: rec.outcome == OutcomeKind::Ok,
-        response_id: acc.response_id,
-        tool_calls: acc.tool_calls,
-        text: decoder.take_text(),
-    };
-    if kind == TransportKind::Ws && acc.connection_expired {
-        // The server closes the socket after this envelope (60-minute limit): reconnect on
-        // the next turn instead of failing it on a dead socket.
-        conn.close_ws();
-    }
-    conv.on_reply(&reply);
-    if reply.ok && spec.kind == RequestKind::Warmup {
-        conn.set_ws_warmed();
-    }
-    (rec, reply)
 }
 
 fn outcome_of(

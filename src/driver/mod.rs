@@ -31,7 +31,7 @@ use tokio_util::sync::CancellationToken;
 use crate::backend::{Conversation, ToolChoice};
 use crate::clock::Clock;
 use crate::plan::salt::{self, RequestPos};
-use crate::plan::{schedule, Cell, Plan, SessionPlan, Target};
+use crate::plan::{schedule, Cell, Plan, SessionPlan, Target, TurnPlan};
 use crate::transport::Trust;
 use crate::vocab::{CacheMode, Schedule};
 use crate::vocab::{RequestKind, RequestRecord, SessionRecord, TransportKind};
@@ -327,6 +327,31 @@ impl SessionRun<'_> {
     }
 }
 
+impl SessionRun<'_> {
+    /// A fresh WebSocket gets a `generate:false` warm-up first when the target asks for it.
+    /// Returns when the turn may start (the warm-up's end, or `intended` when none was
+    /// needed), or `None` when the lane stopped dispatching first.
+    async fn warm_up(&mut self, turn: &TurnPlan, turn_no: u32, intended: u64) -> Option<u64> {
+        let target = &self.ctx.cell.target;
+        if !(self.ctx.cell.transport == TransportKind::Ws
+            && target.ws_warmup
+            && !self.conn.ws_warm())
+        {
+            return Some(intended);
+        }
+        let spec = RequestSpec {
+            kind: RequestKind::Warmup,
+            max_output_tokens: turn.max_output_tokens,
+            tool_choice: ToolChoice::Auto,
+            tools: Vec::new(),
+            fault: None,
+            continuous_usage_stats: false,
+        };
+        let (_, end, _) = self.send(spec, (turn_no, 0), intended).await?;
+        Some(end)
+    }
+}
+
 async fn run_session(
     ctx: &CellContext,
     lane: &Lane,
@@ -361,21 +386,12 @@ async fn run_session(
             interrupted = true;
             break;
         }
-        // A fresh WebSocket gets a `generate:false` warm-up first when the target asks for it.
-        if ctx.cell.transport == TransportKind::Ws && target.ws_warmup && !run.conn.ws_warm() {
-            let spec = RequestSpec {
-                kind: RequestKind::Warmup,
-                max_output_tokens: turn.max_output_tokens,
-                tool_choice: ToolChoice::Auto,
-                tools: Vec::new(),
-                fault: None,
-                continuous_usage_stats: false,
-            };
-            let Some((_, end, _)) = run.send(spec, (turn_no, 0), intended).await else {
+        match run.warm_up(turn, turn_no, intended).await {
+            Some(at) => intended = at,
+            None => {
                 interrupted = true;
                 break;
-            };
-            intended = end;
+            }
         }
         run.conv.add_user_message(&turn.user_text);
         let tools: Vec<String> = turn.tool_calls.iter().map(|t| t.name.clone()).collect();

@@ -223,12 +223,11 @@ fn resolve_cells(
                 });
                 continue;
             }
-            let why =
-                if t.api == crate::vocab::ApiFlavour::ChatCompletions && *k == TransportKind::Ws {
-                    "it speaks chat-completions, which has no WebSocket mode".to_string()
-                } else {
-                    format!("its `transports` are {}", names(&t.transports))
-                };
+            let why = if !t.api.speaks(*k) {
+                "it speaks chat-completions, which has no WebSocket mode".to_string()
+            } else {
+                format!("its `transports` are {}", names(&t.transports))
+            };
             if strict {
                 return Err(PlanError::new(format!(
                     "--target {} --transport {k}: {} cannot use {k} because {why}; drop `--transport {k}` or pick a Responses API target",

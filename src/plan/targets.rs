@@ -47,17 +47,10 @@ const SECRET_HEADERS: [&str; 5] = [
 
 /// The transports an API flavour can use.
 pub fn transports_for(api: ApiFlavour) -> Vec<TransportKind> {
-    match api {
-        ApiFlavour::Responses => TransportKind::ALL.to_vec(),
-        // The WebSocket mode exists only for the Responses API.
-        ApiFlavour::ChatCompletions => {
-            vec![
-                TransportKind::Http,
-                TransportKind::HttpPooled,
-                TransportKind::Http2,
-            ]
-        }
-    }
+    TransportKind::ALL
+        .into_iter()
+        .filter(|&k| api.speaks(k))
+        .collect()
 }
 
 /// A built-in target by name.

@@ -20,7 +20,7 @@ use crate::rng::Rng;
 use crate::store::{RunStatus, RunWriter};
 use crate::vocab::{
     ApiFlavour, Chaining, Chunk, OutcomeKind, RequestKind, RequestRecord, ServerTiming,
-    SessionRecord, TokenSource, TransportKind, WireProtocol,
+    SessionRecord, TokenSource, TransportKind,
 };
 
 /// Knobs of a synthetic run.
@@ -287,11 +287,7 @@ fn request(
         end_ns: Some(last + 400_000),
         connection_reused: !pays_setup,
         connection_id: id,
-        protocol: match transport {
-            TransportKind::Ws => WireProtocol::WebSocket,
-            TransportKind::Http2 => WireProtocol::Http2,
-            _ => WireProtocol::Http1,
-        },
+        protocol: transport.wire_protocol(),
         alpn: Some(alpn_of(transport).into()),
         bytes_sent: if ws {
             700

@@ -7,6 +7,7 @@
 //! Does not own: pooling policy ([`super::session`]) or what the events mean.
 
 use std::future::Future;
+use std::pin::Pin;
 use std::sync::Arc;
 use std::time::Instant;
 
@@ -14,7 +15,8 @@ use bytes::Bytes;
 use http_body_util::{BodyExt, Full};
 use hyper::body::Incoming;
 use hyper_util::rt::{TokioExecutor, TokioIo};
-use tokio_util::sync::CancellationToken;
+use tokio::time::Sleep;
+use tokio_util::sync::{CancellationToken, WaitForCancellationFuture};
 
 use super::bytelog::ByteClock;
 use super::connect::Dialed;
@@ -352,6 +354,56 @@ impl Drop for Forget {
     }
 }
 
+/// The pump's timers, pinned once per request. Every select polls them before the response:
+/// a server that keeps sending cannot keep them from firing (a biased select polls in order).
+struct Timers<'p, 'c> {
+    /// Created once: polling a fresh `cancelled()` per chunk would register (and drop) a
+    /// waiter under the token's lock on every chunk.
+    cancelled: Pin<&'p mut WaitForCancellationFuture<'c>>,
+    deadline: Pin<&'p mut Sleep>,
+    /// Re-armed lazily: it fires at (last progress + stall) and, if bytes arrived meanwhile,
+    /// is pushed forward once. No timer work per chunk.
+    stall: Pin<&'p mut Sleep>,
+}
+
+/// One response being pumped: the timers, the connection's counters, the consumer and the
+/// report so far.
+struct Pump<'p, 'c, S> {
+    stats: &'p IoStats,
+    clock: Clock,
+    limits: Limits,
+    t: Timers<'p, 'c>,
+    sink: &'p mut S,
+    out: Pumped,
+    /// The latest progress seen (a byte read or written, a frame handed up), ns.
+    progress_ns: u64,
+}
+
+/// Where a response's body stands: how its bytes are stamped, the SSE parser, the kept
+/// error body, and what the consumer said last.
+struct Body {
+    byte_clock: Option<Arc<ByteClock>>,
+    /// The response's key in `byte_clock` (HTTP/2: once its stream is claimed).
+    key: Option<u32>,
+    /// HTTP/2: the claim was tried (on the first non-empty frame).
+    claimed: bool,
+    forget: Forget,
+    /// The previous frame's stamp: frames are stamped in order, no earlier than it.
+    last_at: u64,
+    /// Body bytes of this response so far.
+    body_end: u64,
+    /// The progress time the stall timer was last armed against.
+    armed_ns: u64,
+    status: u16,
+    /// A 2xx status.
+    ok: bool,
+    /// A 2xx whose content type is not an event stream (see [`Pump::start_body`]).
+    wrong_type: Option<String>,
+    parser: SseParser,
+    err_body: Vec<u8>,
+    flow: Flow,
+}
+
 /// Sends a request (the `send` future) and pumps the response into `sink`.
 ///
 /// Timestamps are arrival times of the reads that delivered the bytes, looked up per body
@@ -375,244 +427,316 @@ where
     E: Into<SendError>,
     S: FnMut(WireEvent) -> Flow,
 {
-    let mut out = Pumped {
-        ending: Ending::Finished,
-        body_bytes: 0,
-        header_bytes: 0,
-        clean: false,
-        unsent: false,
-        head: false,
-        keep_alive: KeepAlive::default(),
-        refused: false,
-        reset: false,
-    };
     let deadline = tokio::time::sleep_until(limits.deadline.into());
     tokio::pin!(deadline);
-    // Created once: polling a fresh `cancelled()` per chunk would register (and drop) a
-    // waiter under the token's lock on every chunk.
     let cancelled = cancel.cancelled();
     tokio::pin!(cancelled);
-    // The stall timer is re-armed lazily: it fires at (last progress + stall) and, if
-    // bytes arrived meanwhile, is pushed forward once. No timer work per chunk.
     let stall = tokio::time::sleep_until((crate::clock::now() + limits.stall).into());
     tokio::pin!(stall);
-    let mut progress_ns = clock.now_ns();
-
-    tokio::pin!(send);
-    let resp = loop {
-        // The timers come before the response: a server that keeps sending cannot keep
-        // them from firing (a biased select polls in order).
-        tokio::select! {
-            biased;
-            _ = &mut cancelled => { out.ending = Ending::Cancelled; return out; }
-            _ = &mut deadline => { out.ending = Ending::Deadline; return out; }
-            r = &mut send => break r,
-            _ = &mut stall => {
-                // Bytes may still be trickling in (a slow upload is not a stall).
-                let last = stats.last_read().max(stats.last_write()).max(progress_ns);
-                if last > progress_ns {
-                    progress_ns = last;
-                    stall.as_mut().reset((clock.instant(progress_ns) + limits.stall).into());
-                } else {
-                    out.ending = Ending::Stall; return out;
-                }
-            }
-        }
+    let mut p = Pump {
+        stats,
+        clock,
+        limits,
+        t: Timers {
+            cancelled,
+            deadline,
+            stall,
+        },
+        sink,
+        out: Pumped {
+            ending: Ending::Finished,
+            body_bytes: 0,
+            header_bytes: 0,
+            clean: false,
+            unsent: false,
+            head: false,
+            keep_alive: KeepAlive::default(),
+            refused: false,
+            reset: false,
+        },
+        progress_ns: clock.now_ns(),
     };
-    let resp = match resp {
-        Ok(r) => {
-            out.head = true;
-            out.keep_alive = KeepAlive::from_head(r.version(), r.headers());
-            r
-        }
-        Err(e) => {
-            let e: SendError = e.into();
-            out.unsent = e.unsent;
-            out.refused = refused_unprocessed(&e.error);
-            out.reset = super::io::is_reset(&e.error);
-            let refusal = super::io::client_cert_refusal(&e.error).or_else(|| stats.tls_refusal());
-            out.ending = match refusal {
-                Some(why) => Ending::Tls(format!("sending the request: {}: {why}", e.error)),
-                None => classify(&e.error, "sending the request"),
-            };
-            return out;
-        }
-    };
-    let (byte_clock, mut key) = match attribution {
-        Attribution::Latest => (None, None),
-        Attribution::H1(bc, k) => (Some(bc), Some(k)),
-        Attribution::H2(bc) => (Some(bc), None),
-    };
-    let mut forget = Forget(None);
-    if let (Some(bc), Some(k)) = (&byte_clock, key) {
-        forget.0 = Some((bc.clone(), k));
+    if let Some(resp) = p.head(send).await {
+        let (mut b, body) = p.start_body(resp, attribution);
+        p.body(&mut b, body, drain).await;
     }
-    let exact_head = match (&byte_clock, key) {
-        (Some(bc), Some(k)) => bc.head(k),
-        _ => None,
-    };
-    let at_ns = exact_head
-        .unwrap_or_else(|| stats.last_read())
-        .max(progress_ns);
-    // Frames are stamped in order: no earlier than the one before. On HTTP/2 the head's
-    // time is only a bound (the connection's latest read: its stream is not known yet), so
-    // it does not hold the exact body stamps back.
-    let mut last_at = if exact_head.is_none() && key.is_none() && byte_clock.is_some() {
-        progress_ns
-    } else {
-        at_ns
-    };
-    progress_ns = at_ns;
-    // Body bytes of this response so far.
-    let mut body_end: u64 = 0;
-    let mut claimed = false;
-    // The progress time the stall timer was last armed against.
-    let mut armed_ns = progress_ns;
-    stall
-        .as_mut()
-        .reset((clock.instant(progress_ns) + limits.stall).into());
-    let status = resp.status().as_u16();
-    let (parts, mut body) = resp.into_parts();
-    out.header_bytes = parts
-        .headers
-        .iter()
-        .map(|(k, v)| k.as_str().len() + v.len() + 4)
-        .sum::<usize>() as u64
-        + 17;
-    let ok = (200..300).contains(&status);
-    // A 2xx whose body is declared as something else than an event stream (a gateway's
-    // HTML page, a JSON object from a server that ignored `stream: true`) is kept like an
-    // error body and reported as a protocol error. Missing, `text/plain` and
-    // `application/octet-stream` bodies are parsed as SSE (proxies stamp those).
-    let wrong_type = ok
-        .then(|| parts.headers.get(http::header::CONTENT_TYPE))
-        .flatten()
-        .map(|v| String::from_utf8_lossy(v.as_bytes()).to_ascii_lowercase())
-        .filter(|t| {
-            !t.contains("event-stream")
-                && !t.starts_with("text/plain")
-                && !t.starts_with("application/octet-stream")
-        });
-    let mut flow = sink(WireEvent::Headers {
-        at_ns,
-        status,
-        headers: parts.headers,
-    });
-    let mut parser = SseParser::new();
-    let mut err_body = Vec::new();
-    loop {
-        // Timers first (see above): a body that is always ready must not starve them.
-        let frame = tokio::select! {
-            biased;
-            _ = &mut cancelled => { if flow == Flow::Continue { out.ending = Ending::Cancelled; } return out; }
-            _ = &mut deadline => { if flow == Flow::Continue { out.ending = Ending::Deadline; } return out; }
-            f = body.frame() => f,
-            _ = &mut stall => {
-                // `progress_ns` moves with every frame; the timer was armed at `armed_ns`.
-                let last = stats.last_read().max(progress_ns);
-                if last > armed_ns && flow == Flow::Continue {
-                    progress_ns = last;
-                    armed_ns = last;
-                    stall.as_mut().reset((clock.instant(progress_ns) + limits.stall).into());
-                    continue;
+    p.out
+}
+
+impl<S: FnMut(WireEvent) -> Flow> Pump<'_, '_, S> {
+    /// Sends the request and waits for the response head; `None` (with `out.ending` set)
+    /// when none came.
+    async fn head<F, E>(&mut self, send: F) -> Option<http::Response<Incoming>>
+    where
+        F: Future<Output = Result<http::Response<Incoming>, E>>,
+        E: Into<SendError>,
+    {
+        tokio::pin!(send);
+        let resp = loop {
+            tokio::select! {
+                biased;
+                _ = &mut self.t.cancelled => { self.out.ending = Ending::Cancelled; return None; }
+                _ = &mut self.t.deadline => { self.out.ending = Ending::Deadline; return None; }
+                r = &mut send => break r,
+                _ = &mut self.t.stall => {
+                    // Bytes may still be trickling in (a slow upload is not a stall).
+                    let last = self.stats.last_read().max(self.stats.last_write()).max(self.progress_ns);
+                    if last > self.progress_ns {
+                        self.progress_ns = last;
+                        let at = self.clock.instant(self.progress_ns) + self.limits.stall;
+                        self.t.stall.as_mut().reset(at.into());
+                    } else {
+                        self.out.ending = Ending::Stall;
+                        return None;
+                    }
                 }
-                // Stalled, or a finished response whose body did not end within the drain
-                // grace (the connection is then not reused).
-                if flow == Flow::Continue { out.ending = Ending::Stall; }
-                return out;
             }
         };
-        match frame {
-            None => {
-                out.clean = true;
-                let exact = match (&byte_clock, key) {
-                    (Some(bc), Some(k)) => bc.end(k),
-                    _ => None,
-                };
-                let at_ns = exact.unwrap_or_else(|| stats.last_read()).max(last_at);
-                if let (Some(t), Flow::Continue) = (&wrong_type, flow) {
-                    out.ending = Ending::Protocol(format!(
-                        "the server answered {status} with content-type {t}, not \
-                         text/event-stream: {}",
-                        String::from_utf8_lossy(&err_body[..err_body.len().min(300)])
-                    ));
-                    return out;
-                }
-                if flow == Flow::Continue {
-                    if !ok {
-                        sink(WireEvent::ErrorBody {
-                            at_ns,
-                            data: Bytes::from(err_body),
-                        });
-                    }
-                    sink(WireEvent::End { at_ns });
-                }
-                return out;
+        match resp {
+            Ok(r) => {
+                self.out.head = true;
+                self.out.keep_alive = KeepAlive::from_head(r.version(), r.headers());
+                Some(r)
             }
-            Some(Err(e)) => {
-                if flow == Flow::Continue {
-                    out.ending = classify(&e, "reading the response body");
-                }
-                return out;
+            Err(e) => {
+                let e: SendError = e.into();
+                self.out.unsent = e.unsent;
+                self.out.refused = refused_unprocessed(&e.error);
+                self.out.reset = super::io::is_reset(&e.error);
+                let refusal =
+                    super::io::client_cert_refusal(&e.error).or_else(|| self.stats.tls_refusal());
+                self.out.ending = match refusal {
+                    Some(why) => Ending::Tls(format!("sending the request: {}: {why}", e.error)),
+                    None => classify(&e.error, "sending the request"),
+                };
+                None
             }
-            Some(Ok(frame)) => {
-                let Ok(data) = frame.into_data() else {
-                    continue;
-                };
-                body_end += data.len() as u64;
-                if let (Some(bc), None, false) = (&byte_clock, key, claimed) {
-                    if !data.is_empty() {
-                        // HTTP/2: find this response's stream by its first bytes.
-                        claimed = true;
-                        key = bc.claim(&data);
-                        if let Some(k) = key {
-                            forget.0 = Some((bc.clone(), k));
-                        }
+        }
+    }
+
+    /// Stamps the response head, delivers it, and sets up reading the body.
+    fn start_body(
+        &mut self,
+        resp: http::Response<Incoming>,
+        attribution: Attribution,
+    ) -> (Body, Incoming) {
+        let (byte_clock, key) = match attribution {
+            Attribution::Latest => (None, None),
+            Attribution::H1(bc, k) => (Some(bc), Some(k)),
+            Attribution::H2(bc) => (Some(bc), None),
+        };
+        let mut forget = Forget(None);
+        if let (Some(bc), Some(k)) = (&byte_clock, key) {
+            forget.0 = Some((bc.clone(), k));
+        }
+        let exact_head = match (&byte_clock, key) {
+            (Some(bc), Some(k)) => bc.head(k),
+            _ => None,
+        };
+        let at_ns = exact_head
+            .unwrap_or_else(|| self.stats.last_read())
+            .max(self.progress_ns);
+        // Frames are stamped in order: no earlier than the one before. On HTTP/2 the head's
+        // time is only a bound (the connection's latest read: its stream is not known yet),
+        // so it does not hold the exact body stamps back.
+        let last_at = if exact_head.is_none() && key.is_none() && byte_clock.is_some() {
+            self.progress_ns
+        } else {
+            at_ns
+        };
+        self.progress_ns = at_ns;
+        self.t
+            .stall
+            .as_mut()
+            .reset((self.clock.instant(self.progress_ns) + self.limits.stall).into());
+        let status = resp.status().as_u16();
+        let (parts, body) = resp.into_parts();
+        self.out.header_bytes = parts
+            .headers
+            .iter()
+            .map(|(k, v)| k.as_str().len() + v.len() + 4)
+            .sum::<usize>() as u64
+            + 17;
+        let ok = (200..300).contains(&status);
+        // A 2xx whose body is declared as something else than an event stream (a gateway's
+        // HTML page, a JSON object from a server that ignored `stream: true`) is kept like an
+        // error body and reported as a protocol error. Missing, `text/plain` and
+        // `application/octet-stream` bodies are parsed as SSE (proxies stamp those).
+        let wrong_type = ok
+            .then(|| parts.headers.get(http::header::CONTENT_TYPE))
+            .flatten()
+            .map(|v| String::from_utf8_lossy(v.as_bytes()).to_ascii_lowercase())
+            .filter(|t| {
+                !t.contains("event-stream")
+                    && !t.starts_with("text/plain")
+                    && !t.starts_with("application/octet-stream")
+            });
+        let flow = (self.sink)(WireEvent::Headers {
+            at_ns,
+            status,
+            headers: parts.headers,
+        });
+        let b = Body {
+            byte_clock,
+            key,
+            claimed: false,
+            forget,
+            last_at,
+            body_end: 0,
+            armed_ns: self.progress_ns,
+            status,
+            ok,
+            wrong_type,
+            parser: SseParser::new(),
+            err_body: Vec::new(),
+            flow,
+        };
+        (b, body)
+    }
+
+    /// Reads the body to its end (or until the consumer stops and, without `drain`, at
+    /// once), the timers first.
+    async fn body(&mut self, b: &mut Body, mut body: Incoming, drain: bool) {
+        loop {
+            // Timers first (see above): a body that is always ready must not starve them.
+            let frame = tokio::select! {
+                biased;
+                _ = &mut self.t.cancelled => {
+                    if b.flow == Flow::Continue { self.out.ending = Ending::Cancelled; }
+                    return;
+                }
+                _ = &mut self.t.deadline => {
+                    if b.flow == Flow::Continue { self.out.ending = Ending::Deadline; }
+                    return;
+                }
+                f = body.frame() => f,
+                _ = &mut self.t.stall => {
+                    // `progress_ns` moves with every frame; the timer was armed at `armed_ns`.
+                    let last = self.stats.last_read().max(self.progress_ns);
+                    if last > b.armed_ns && b.flow == Flow::Continue {
+                        self.progress_ns = last;
+                        b.armed_ns = last;
+                        let at = self.clock.instant(self.progress_ns) + self.limits.stall;
+                        self.t.stall.as_mut().reset(at.into());
+                        continue;
                     }
+                    // Stalled, or a finished response whose body did not end within the drain
+                    // grace (the connection is then not reused).
+                    if b.flow == Flow::Continue { self.out.ending = Ending::Stall; }
+                    return;
                 }
-                let exact = match (&byte_clock, key) {
-                    (Some(bc), Some(k)) => bc.body(k, body_end),
-                    _ => None,
-                };
-                if let (Some(_), Some(c)) = (&byte_clock, stats.counters.get()) {
-                    c.frame(exact.is_some());
-                }
-                let at_ns = exact.unwrap_or_else(|| stats.last_read()).max(last_at);
-                last_at = at_ns;
-                progress_ns = progress_ns.max(at_ns);
-                out.body_bytes += data.len() as u64;
-                if flow == Flow::Stop {
-                    continue; // draining for reuse
-                }
-                if !ok || wrong_type.is_some() {
-                    let room = super::limits::ERROR_BODY.saturating_sub(err_body.len());
-                    err_body.extend_from_slice(&data[..data.len().min(room)]);
-                    continue;
-                }
-                parser.feed(data, |ev| {
-                    flow = sink(WireEvent::Sse {
-                        at_ns,
-                        event: ev.event,
-                        data: ev.data,
-                    });
-                    flow == Flow::Continue
-                });
-                if let Some(why) = parser.overflow() {
-                    out.ending = Ending::TooLarge(why.to_string());
-                    return out;
-                }
-                if flow == Flow::Stop {
-                    if !drain {
-                        return out;
+            };
+            match frame {
+                None => return self.end(b),
+                Some(Err(e)) => {
+                    if b.flow == Flow::Continue {
+                        self.out.ending = classify(&e, "reading the response body");
                     }
-                    // The terminal event arrived: the body should end right after it. Give
-                    // it a short grace to do so (keep-alive reuse), not the stall timeout.
-                    stall
-                        .as_mut()
-                        .reset((crate::clock::now() + DRAIN_GRACE).into());
+                    return;
+                }
+                Some(Ok(frame)) => {
+                    let Ok(data) = frame.into_data() else {
+                        continue;
+                    };
+                    if self.data(b, data, drain) {
+                        return;
+                    }
                 }
             }
         }
+    }
+
+    /// The body ended: a clean end, delivered (with a kept error body first) unless the
+    /// consumer had stopped.
+    fn end(&mut self, b: &mut Body) {
+        self.out.clean = true;
+        let exact = match (&b.byte_clock, b.key) {
+            (Some(bc), Some(k)) => bc.end(k),
+            _ => None,
+        };
+        let at_ns = exact
+            .unwrap_or_else(|| self.stats.last_read())
+            .max(b.last_at);
+        if let (Some(t), Flow::Continue) = (&b.wrong_type, b.flow) {
+            self.out.ending = Ending::Protocol(format!(
+                "the server answered {} with content-type {t}, not text/event-stream: {}",
+                b.status,
+                String::from_utf8_lossy(&b.err_body[..b.err_body.len().min(300)])
+            ));
+            return;
+        }
+        if b.flow == Flow::Continue {
+            if !b.ok {
+                (self.sink)(WireEvent::ErrorBody {
+                    at_ns,
+                    data: Bytes::from(std::mem::take(&mut b.err_body)),
+                });
+            }
+            (self.sink)(WireEvent::End { at_ns });
+        }
+    }
+
+    /// One body frame: stamps it, then keeps it (error body), parses it into SSE events for
+    /// the consumer, or drops it (draining). True when the pump is to end now.
+    fn data(&mut self, b: &mut Body, data: Bytes, drain: bool) -> bool {
+        b.body_end += data.len() as u64;
+        if let (Some(bc), None, false) = (&b.byte_clock, b.key, b.claimed) {
+            if !data.is_empty() {
+                // HTTP/2: find this response's stream by its first bytes.
+                b.claimed = true;
+                b.key = bc.claim(&data);
+                if let Some(k) = b.key {
+                    b.forget.0 = Some((bc.clone(), k));
+                }
+            }
+        }
+        let exact = match (&b.byte_clock, b.key) {
+            (Some(bc), Some(k)) => bc.body(k, b.body_end),
+            _ => None,
+        };
+        if let (Some(_), Some(c)) = (&b.byte_clock, self.stats.counters.get()) {
+            c.frame(exact.is_some());
+        }
+        let at_ns = exact
+            .unwrap_or_else(|| self.stats.last_read())
+            .max(b.last_at);
+        b.last_at = at_ns;
+        self.progress_ns = self.progress_ns.max(at_ns);
+        self.out.body_bytes += data.len() as u64;
+        if b.flow == Flow::Stop {
+            return false; // draining for reuse
+        }
+        if !b.ok || b.wrong_type.is_some() {
+            let room = super::limits::ERROR_BODY.saturating_sub(b.err_body.len());
+            b.err_body.extend_from_slice(&data[..data.len().min(room)]);
+            return false;
+        }
+        let sink = &mut self.sink;
+        let flow = &mut b.flow;
+        b.parser.feed(data, |ev| {
+            *flow = sink(WireEvent::Sse {
+                at_ns,
+                event: ev.event,
+                data: ev.data,
+            });
+            *flow == Flow::Continue
+        });
+        if let Some(why) = b.parser.overflow() {
+            self.out.ending = Ending::TooLarge(why.to_string());
+            return true;
+        }
+        if b.flow == Flow::Stop {
+            if !drain {
+                return true;
+            }
+            // The terminal event arrived: the body should end right after it. Give it a
+            // short grace to do so (keep-alive reuse), not the stall timeout.
+            self.t
+                .stall
+                .as_mut()
+                .reset((crate::clock::now() + DRAIN_GRACE).into());
+        }
+        false
     }
 }
 

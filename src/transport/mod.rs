@@ -11,6 +11,27 @@
 //! [`crate::link::Link::wrap`] → TLS (read one record at a time) → [`io::MeteredIo`] (byte
 //! counts and read/write times of the plaintext, and the HTTP
 //! [`bytelog::ByteClock`]) → hyper or tungstenite.
+//!
+//! One turn, every transport: [`SessionTransport::turn`] opens or reuses the connection, asks
+//! the caller's [`Outgoing`] (the backend's request) for what to send once it knows whether
+//! the connection is new, sends it, streams [`WireEvent`]s into the caller's sink, and re-sends
+//! once what the server provably never read. The driver only stamps, calls it, and records.
+//!
+//! How to add a transport (four files, the compiler points at the rest):
+//! 1. `vocab/kinds.rs`: the [`crate::vocab::TransportKind`] variant (its name and doc), its
+//!    arm in `TransportKind::wire_protocol` (a new `WireProtocol` if it is one), and
+//!    `ApiFlavour::speaks` if not every API has it.
+//! 2. `transport/<name>.rs`: opening the connection over a [`connect::Dialed`] stream and one
+//!    request on it, reporting [`WireEvent`]s (an HTTP-shaped one reuses [`http::pump`]).
+//! 3. this file: its `pub mod` line.
+//! 4. `transport/session.rs`: where its connections live (per cell on [`Connector`], per
+//!    session on [`SessionTransport`]), its arm in `turn`'s dispatch, and its attempt fn
+//!    (what proves a turn unread, for the one re-send). TLS ALPN is chosen in `Connector::new`.
+//!
+//! Besides: an exhaustive `match` in `report/fixture.rs` (synthetic records) needs an arm; a
+//! new `WireProtocol` also needs `capture/write.rs`'s mapping back; a body of a new shape
+//! needs a method on [`Outgoing`] and its impl in `backend/request.rs`; a new kind of
+//! payload a [`WireEvent`] variant and the decoders' arms in `backend/`.
 
 pub mod bytelog;
 pub mod connect;
@@ -240,6 +261,21 @@ pub mod limits {
     /// Content chunks whose timestamps are kept per request (`chunks.csv` rows); later
     /// chunks are counted (`chunks_dropped`) and the last one's time is kept.
     pub const CHUNKS_KEPT: usize = 100_000;
+}
+
+/// What a turn sends. [`SessionTransport::turn`] asks for each part when it needs it, so
+/// that what is sent can depend on the connection it goes on (the backend implements it).
+/// An `Err` is the caller's: the turn ends there, with nothing more sent.
+pub trait Outgoing {
+    /// The HTTP request (`http`, `http-pooled`, `http2`), asked once before connecting: a
+    /// re-send sends the same request.
+    fn http_request(&mut self) -> Result<http::HttpRequest, String>;
+    /// The WebSocket upgrade's headers (`ws`), asked once before connecting.
+    fn ws_headers(&mut self) -> Result<Vec<(::http::HeaderName, ::http::HeaderValue)>, String>;
+    /// The turn's WebSocket message, asked on every attempt once the socket is open.
+    /// `new_socket`: the socket was opened for this attempt, so it carries no state of earlier
+    /// turns.
+    fn ws_message(&mut self, new_socket: bool) -> Result<String, String>;
 }
 
 /// What the transport reports about one request besides the events.

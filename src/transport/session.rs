@@ -1,8 +1,10 @@
-//! Connection policy per transport: who opens a connection, who reuses it, when it is dropped.
+//! Connection policy per transport: who opens a connection, who reuses it, when it is dropped,
+//! and one turn on it ([`SessionTransport::turn`], the dispatch on the transport kind).
 //!
 //! Owns: [`Connector`] (one per cell = target × transport; shared by the cell's sessions via
-//! `Arc`; owns the HTTP/1.1 keep-alive pool and the one HTTP/2 connection) and
-//! [`SessionTransport`] (one per session; owns that session's WebSocket).
+//! `Arc`; owns the HTTP/1.1 keep-alive pool and the one HTTP/2 connection),
+//! [`SessionTransport`] (one per session; owns that session's WebSocket), and the re-send of
+//! a turn the server provably never read, once, on every transport.
 //! * `http`: a new TCP(+TLS) connection per request, closed after.
 //! * `http-pooled`: check out an idle HTTP/1.1 connection or open one; put it back only when
 //!   the body was read to its end and hyper reports it ready.
@@ -10,8 +12,8 @@
 //!   (others wait for it), reopened when it dies.
 //! * `ws`: one WebSocket per session, reopened when it dies.
 //!
-//! Does not own: request bodies or event meaning. The pool lock is taken at checkout and
-//! return only, never per chunk.
+//! Does not own: request bodies (asked of the caller's [`Outgoing`] when needed) or event
+//! meaning. The pool lock is taken at checkout and return only, never per chunk.
 
 use std::future::Future;
 use std::sync::atomic::{AtomicU8, Ordering};
@@ -22,12 +24,12 @@ use tokio_util::sync::CancellationToken;
 
 use super::connect::{dial, DialError, Dialed};
 use super::http::{self as h, H1Conn, H2Conn, HttpRequest};
-use super::sockstate::Idle;
+use super::sockstate::{Idle, SockProbe};
 use super::ws::{self, WsConn};
-use super::{Ending, Exchanged, Flow, Limits, Setup, Trust, WireEvent};
+use super::{Ending, Exchanged, Flow, Limits, Outgoing, Setup, Trust, WireEvent};
 use crate::clock::Clock;
 use crate::link::{Emulator, Link};
-use crate::vocab::{ApiFlavour, BaseUrl, Proxy, Scheme, TransportKind, WireProtocol};
+use crate::vocab::{BaseUrl, Proxy, Scheme, TransportKind, WireProtocol};
 
 /// Some servers close every keep-alive connection right after a streamed response without
 /// saying so (llama.cpp's server sends its FIN ~40 µs after the last chunk while advertising
@@ -83,7 +85,7 @@ impl Connector {
             )
         })?;
         anyhow::ensure!(
-            !(transport == TransportKind::Ws && target.api == ApiFlavour::ChatCompletions),
+            target.api.speaks(transport),
             "target {:?} speaks chat completions, which has no WebSocket mode; drop ws from its transports",
             target.name
         );
@@ -250,11 +252,109 @@ impl Connector {
         None
     }
 
-    fn protocol(&self) -> WireProtocol {
-        match self.kind {
-            TransportKind::Http | TransportKind::HttpPooled => WireProtocol::Http1,
-            TransportKind::Http2 => WireProtocol::Http2,
-            TransportKind::Ws => WireProtocol::WebSocket,
+    /// An HTTP/1.1 connection for one request: an idle pooled one when `from_pool` and the
+    /// pool has one fit, else a new one. A connection that carries one request (`http`)
+    /// comes with its driver, to run in the request's own task (see [`h::drive`]).
+    async fn h1_connection(
+        &self,
+        from_pool: bool,
+        limits: Limits,
+        cancel: &CancellationToken,
+    ) -> Result<(H1Conn, Option<h::H1Driver>), Ending> {
+        if from_pool {
+            if let Some(conn) = self.checkout().await {
+                return Ok((conn, None));
+            }
+        }
+        let pooled = self.kind == TransportKind::HttpPooled;
+        race(
+            async {
+                let d = self.dial().await?;
+                if pooled {
+                    h::h1_handshake(d).await.map(|c| (c, None))
+                } else {
+                    h::h1_handshake_local(d).await.map(|(c, d)| (c, Some(d)))
+                }
+                .map_err(Ending::Io)
+            },
+            limits,
+            cancel,
+        )
+        .await
+    }
+
+    /// The cell's HTTP/2 connection (marked reused), or a new one when there is none or it
+    /// closed; the first request that needs a new one opens it while the others wait.
+    async fn h2_connection(
+        &self,
+        limits: Limits,
+        cancel: &CancellationToken,
+    ) -> Result<H2Conn, Ending> {
+        race(
+            async {
+                let mut slot = self.h2.lock().await;
+                if let Some(conn) = slot.as_ref() {
+                    if !conn.sender.is_closed() {
+                        let mut shared = conn.clone();
+                        shared.setup = conn.setup.reused();
+                        return Ok(shared);
+                    }
+                }
+                let d = self.dial().await?;
+                let conn = h::h2_handshake(d, self.tls.is_some())
+                    .await
+                    .map_err(Ending::Tls)?;
+                *slot = Some(conn.clone());
+                Ok(conn)
+            },
+            limits,
+            cancel,
+        )
+        .await
+    }
+
+    /// Forgets the cell's HTTP/2 connection when it is still `conn` (a dead one).
+    async fn h2_forget(&self, conn: &H2Conn) {
+        let mut slot = self.h2.lock().await;
+        if slot.as_ref().map(|s| s.setup.connection_id) == Some(conn.setup.connection_id) {
+            *slot = None;
+        }
+    }
+
+    /// Whether the kernel reset the connection behind `probe` within the bound the link's
+    /// round trip allows: proof that what was written to it was never read (see `probe`).
+    async fn reset_seen(&self, probe: Option<&Arc<SockProbe>>) -> bool {
+        match probe {
+            Some(p) => p.await_reset(p.reset_bound(self.link.rtt)).await,
+            None => false,
+        }
+    }
+
+    /// The ending of a turn on a reused WebSocket that got no reply. When the server closed
+    /// the socket under the turn (EOF, a reset, or close 1000/1001/1005), a reset on the
+    /// message (`reset`, or one the probe sees) proves no server application read it:
+    /// `Unread` (the turn may go again on a new socket); without one it may have been read:
+    /// `Stale`. Other endings stay.
+    async fn ws_closed_under(
+        &self,
+        ending: Ending,
+        reset: bool,
+        probe: Option<&Arc<SockProbe>>,
+    ) -> Ending {
+        let what = match &ending {
+            Ending::Io(m) => m.clone(),
+            Ending::WsClose(code @ (1000 | 1001 | 1005), r) => format!("close {code} {r}"),
+            _ => return ending,
+        };
+        if reset || self.reset_seen(probe).await {
+            Ending::Unread(format!(
+                "the server had closed the reused WebSocket before it read the turn ({what})"
+            ))
+        } else {
+            Ending::Stale(format!(
+                "the server closed the reused WebSocket after the turn was sent and before \
+                 any reply ({what}); the server may have read it, so it was not sent again"
+            ))
         }
     }
 }
@@ -318,6 +418,7 @@ impl SessionTransport {
         self.ws = None;
     }
 
+    /// A report for a turn that ended before anything was sent.
     fn failed(&self, setup: Setup, ending: Ending) -> Exchanged {
         Exchanged {
             setup,
@@ -325,126 +426,113 @@ impl SessionTransport {
             bytes_sent: 0,
             bytes_received: 0,
             ending,
-            protocol: self.connector.protocol(),
+            protocol: self.kind().wire_protocol(),
             reconnects: 0,
         }
     }
 
-    /// One HTTP request (transports `http`, `http-pooled`, `http2`), events into `sink`.
-    pub async fn http<S>(
+    /// One turn on this session's transport, whatever it is: opens or reuses the connection
+    /// (the HTTP/1.1 pool, the cell's HTTP/2 connection, the session's WebSocket), asks `out`
+    /// for what to send (see [`Outgoing`]), sends it, delivers the wire events to `sink`, and
+    /// reports. A turn the server provably never read goes once more (counted in
+    /// [`Exchanged::reconnects`]): HTTP/1.1 and WebSocket, the server had closed the reused
+    /// connection under it (a reset on what was written), so it goes on a new one (a
+    /// WebSocket turn rebuilt for the new socket); HTTP/2, hyper handed the request back
+    /// unsent or the server refused its stream, so it goes on the cell's connection,
+    /// reopened if it died. `Err`: `out` could not build what is sent.
+    pub async fn turn<O, S>(
         &mut self,
-        req: &HttpRequest,
+        out: &mut O,
         limits: Limits,
         cancel: &CancellationToken,
         sink: &mut S,
-    ) -> Exchanged
+    ) -> Result<Exchanged, String>
     where
+        O: Outgoing + ?Sized,
         S: FnMut(WireEvent) -> Flow,
     {
-        let c = self.connector.clone();
-        match c.kind {
-            TransportKind::Http | TransportKind::HttpPooled => {
-                self.http1(req, limits, cancel, sink).await
+        // What is asked before connecting: the dispatch on the transport.
+        let before = match self.kind() {
+            TransportKind::Http | TransportKind::HttpPooled => Before::Http1(out.http_request()?),
+            TransportKind::Http2 => Before::Http2(out.http_request()?),
+            TransportKind::Ws => Before::Ws(out.ws_headers()?),
+        };
+        let mut resent = 0u32;
+        loop {
+            let attempt = match &before {
+                Before::Http1(req) => self.http1(req, resent, limits, cancel, sink).await,
+                Before::Http2(req) => self.http2(req, resent, limits, cancel, sink).await,
+                Before::Ws(headers) => self.ws(headers, out, resent, limits, cancel, sink).await?,
+            };
+            if attempt.unread && resent == 0 {
+                resent += 1;
+                // A WebSocket turn goes on a new socket.
+                self.ws = None;
+                continue;
             }
-            TransportKind::Http2 => self.http2(req, limits, cancel, sink).await,
-            TransportKind::Ws => self.failed(
-                Setup::default(),
-                Ending::Io("internal: HTTP request on a ws transport".into()),
-            ),
+            return Ok(attempt.x);
         }
     }
 
+    /// One attempt on an HTTP/1.1 connection (`http`, `http-pooled`): an idle pooled one
+    /// (`http-pooled`, never after a re-send: a fresh connection's failure is the request's
+    /// own) or a new one. A pooled connection whose response ended cleanly goes back.
     async fn http1<S>(
         &mut self,
         req: &HttpRequest,
+        resent: u32,
         limits: Limits,
         cancel: &CancellationToken,
         sink: &mut S,
-    ) -> Exchanged
+    ) -> Attempt
     where
         S: FnMut(WireEvent) -> Flow,
     {
         let c = self.connector.clone();
         let pooled = c.kind == TransportKind::HttpPooled;
-        let mut reconnects = 0u32;
-        // After one re-send, only a fresh connection: a fresh connection's failure is the
-        // request's own.
-        let mut fresh_only = false;
-        loop {
-            let idle = if pooled && !fresh_only {
-                c.checkout().await
-            } else {
-                None
-            };
-            // A connection that carries one request (`http`) runs its I/O in this task.
-            let (mut conn, driver) = match idle {
-                Some(conn) => (conn, None),
-                None => {
-                    let opened = race(
-                        async {
-                            let d = c.dial().await?;
-                            if pooled {
-                                h::h1_handshake(d).await.map(|c| (c, None))
-                            } else {
-                                h::h1_handshake_local(d).await.map(|(c, d)| (c, Some(d)))
-                            }
-                            .map_err(Ending::Io)
-                        },
-                        limits,
-                        cancel,
-                    )
-                    .await;
-                    match opened {
-                        Ok(opened) => opened,
-                        Err(e) => {
-                            let mut out = self.failed(Setup::default(), e);
-                            out.reconnects = reconnects;
-                            return out;
-                        }
-                    }
-                }
-            };
-            let setup = conn.setup.clone();
-            let uri = format!("{}{}", c.endpoint.prefix, req.path);
-            let hreq = match h::build(req, &uri, Some(&c.endpoint.authority())) {
-                Ok(r) => r,
-                Err(e) => return self.failed(setup, Ending::Io(e)),
-            };
-            let (w0, r0) = (conn.stats.written(), conn.stats.read());
-            let start_ns = c.clock.now_ns();
-            let stats = conn.stats.clone();
-            let attribution = h::Attribution::H1(conn.byte_clock.clone(), conn.next_response);
-            conn.next_response += 1;
-            let pumped = h::drive(
-                driver,
-                h::pump(
-                    conn.sender.try_send_request(hreq),
-                    attribution,
-                    &stats,
-                    c.clock,
-                    limits,
-                    cancel,
-                    pooled,
-                    sink,
-                ),
-            )
-            .await;
-            let mut ending = pumped.ending;
-            if setup.reused && !pumped.head {
-                if let Ending::Io(msg) = &ending {
-                    // The server closed the reused connection under the request. Re-send only
-                    // with proof that no server application read it.
-                    let never_read = pumped.unsent
-                        || pumped.reset
-                        || match &conn.probe {
-                            Some(p) => p.await_reset(p.reset_bound(c.link.rtt)).await,
-                            None => false,
-                        };
-                    if never_read && !fresh_only {
-                        reconnects += 1;
-                        fresh_only = true;
-                        continue;
-                    }
+        let (mut conn, driver) = match c.h1_connection(pooled && resent == 0, limits, cancel).await
+        {
+            Ok(got) => got,
+            Err(e) => {
+                let mut x = self.failed(Setup::default(), e);
+                x.reconnects = resent;
+                return Attempt::done(x);
+            }
+        };
+        let setup = conn.setup.clone();
+        let uri = format!("{}{}", c.endpoint.prefix, req.path);
+        let hreq = match h::build(req, &uri, Some(&c.endpoint.authority())) {
+            Ok(r) => r,
+            Err(e) => return Attempt::done(self.failed(setup, Ending::Io(e))),
+        };
+        let (w0, r0) = (conn.stats.written(), conn.stats.read());
+        let start_ns = c.clock.now_ns();
+        let stats = conn.stats.clone();
+        let attribution = h::Attribution::H1(conn.byte_clock.clone(), conn.next_response);
+        conn.next_response += 1;
+        let send = conn.sender.try_send_request(hreq);
+        let pump = h::pump(
+            send,
+            attribution,
+            &stats,
+            c.clock,
+            limits,
+            cancel,
+            pooled,
+            sink,
+        );
+        let pumped = h::drive(driver, pump).await;
+        let mut ending = pumped.ending;
+        let mut unread = false;
+        if setup.reused && !pumped.head {
+            if let Ending::Io(msg) = &ending {
+                // The server closed the reused connection under the request. Re-send only
+                // with proof that no server application read it.
+                let never_read =
+                    pumped.unsent || pumped.reset || c.reset_seen(conn.probe.as_ref()).await;
+                if never_read && resent == 0 {
+                    unread = true;
+                } else {
                     ending = Ending::Stale(format!(
                         "the server closed the reused connection after the request was written \
                          and before any response byte ({msg}); the server may have read the \
@@ -452,236 +540,210 @@ impl SessionTransport {
                     ));
                 }
             }
-            let last_write = stats.last_write();
-            let out = Exchanged {
-                setup,
-                request_written_ns: (last_write >= start_ns && stats.written() > w0)
-                    .then_some(last_write),
-                bytes_sent: stats.written() - w0,
-                bytes_received: stats.read() - r0,
-                ending,
-                protocol: WireProtocol::Http1,
-                reconnects,
-            };
-            let keep = pooled
-                && pumped.clean
-                && out.ending == Ending::Finished
-                && pumped.keep_alive.reusable_after(std::time::Duration::ZERO);
-            if keep && conn.sender.is_closed() {
-                // Closed already, though the server did not announce it.
-                c.learn(false);
-            } else if keep {
-                conn.keep_alive = pumped.keep_alive;
-                Connector::pool_return(&c, conn);
-            }
-            return out;
         }
+        let last_write = stats.last_write();
+        let x = Exchanged {
+            setup,
+            request_written_ns: (last_write >= start_ns && stats.written() > w0)
+                .then_some(last_write),
+            bytes_sent: stats.written() - w0,
+            bytes_received: stats.read() - r0,
+            ending,
+            protocol: WireProtocol::Http1,
+            reconnects: resent,
+        };
+        let keep = pooled
+            && pumped.clean
+            && x.ending == Ending::Finished
+            && pumped.keep_alive.reusable_after(std::time::Duration::ZERO);
+        if keep && conn.sender.is_closed() {
+            // Closed already, though the server did not announce it.
+            c.learn(false);
+        } else if keep {
+            conn.keep_alive = pumped.keep_alive;
+            Connector::pool_return(&c, conn);
+        }
+        Attempt { x, unread }
     }
 
+    /// One attempt on the cell's HTTP/2 connection (`http2`). A shared connection can die
+    /// between two requests (the server reset it or sent GOAWAY) before hyper notices; a
+    /// request sent then comes back unsent. The server never saw it, so it may go once more,
+    /// on a new connection, whose setup this request then pays.
     async fn http2<S>(
         &mut self,
         req: &HttpRequest,
+        resent: u32,
         limits: Limits,
         cancel: &CancellationToken,
         sink: &mut S,
-    ) -> Exchanged
+    ) -> Attempt
     where
         S: FnMut(WireEvent) -> Flow,
     {
         let c = self.connector.clone();
-        // A shared connection can die between two requests (the server reset it or sent
-        // GOAWAY) before hyper notices; a request sent then comes back unsent. The server
-        // never saw it, so it goes once more on a new connection, whose setup this request
-        // then pays.
-        let mut retried = false;
-        loop {
-            let got = race(
-                async {
-                    let mut slot = c.h2.lock().await;
-                    if let Some(conn) = slot.as_ref() {
-                        if !conn.sender.is_closed() {
-                            let mut shared = conn.clone();
-                            shared.setup = conn.setup.reused();
-                            return Ok(shared);
-                        }
-                    }
-                    let d = c.dial().await?;
-                    let conn = h::h2_handshake(d, c.tls.is_some())
-                        .await
-                        .map_err(Ending::Tls)?;
-                    *slot = Some(conn.clone());
-                    Ok(conn)
-                },
-                limits,
-                cancel,
-            )
-            .await;
-            let mut conn = match got {
-                Ok(conn) => conn,
-                Err(e) => return self.failed(Setup::default(), e),
-            };
-            let hreq = match h::build(req, &c.endpoint.http_url(&req.path), None) {
-                Ok(r) => r,
-                Err(e) => return self.failed(conn.setup.clone(), Ending::Io(e)),
-            };
-            let sent_estimate = h::request_size(&hreq, req.body.len());
-            let stats = conn.stats.clone();
-            let mut sender = conn.sender.clone();
-            let send = async move {
-                // `ready` fails only on a closed connection: the request was not sent.
-                sender.ready().await.map_err(|error| h::SendError {
-                    error,
-                    unsent: true,
-                })?;
-                sender
-                    .try_send_request(hreq)
-                    .await
-                    .map_err(h::SendError::from)
-            };
-            let attribution = h::Attribution::H2(conn.byte_clock.clone());
-            let pumped = h::pump(
-                send,
-                attribution,
-                &stats,
-                c.clock,
-                limits,
-                cancel,
-                true,
-                sink,
-            )
-            .await;
-            let dead = pumped.unsent || conn.sender.is_closed();
-            if matches!(pumped.ending, Ending::Io(_)) && dead {
-                let mut slot = c.h2.lock().await;
-                if slot.as_ref().map(|s| s.setup.connection_id) == Some(conn.setup.connection_id) {
-                    *slot = None;
-                }
-            }
-            // Sent again only with proof the server never processed it: hyper handed the
-            // request back unwritten (the connection was closing, e.g. after a GOAWAY), or
-            // the server refused the stream (REFUSED_STREAM).
-            if (pumped.unsent || pumped.refused) && !pumped.head && !retried {
-                retried = true;
-                continue;
-            }
-            return Exchanged {
-                setup: std::mem::take(&mut conn.setup),
-                // The shared connection's write times mix streams; not attributable per request.
-                request_written_ns: None,
-                bytes_sent: if pumped.unsent { 0 } else { sent_estimate },
-                bytes_received: pumped.header_bytes + pumped.body_bytes,
-                ending: pumped.ending,
-                protocol: WireProtocol::Http2,
-                reconnects: u32::from(retried),
-            };
+        let mut conn = match c.h2_connection(limits, cancel).await {
+            Ok(conn) => conn,
+            Err(e) => return Attempt::done(self.failed(Setup::default(), e)),
+        };
+        let hreq = match h::build(req, &c.endpoint.http_url(&req.path), None) {
+            Ok(r) => r,
+            Err(e) => return Attempt::done(self.failed(conn.setup.clone(), Ending::Io(e))),
+        };
+        let sent_estimate = h::request_size(&hreq, req.body.len());
+        let stats = conn.stats.clone();
+        let mut sender = conn.sender.clone();
+        let send = async move {
+            // `ready` fails only on a closed connection: the request was not sent.
+            sender.ready().await.map_err(|error| h::SendError {
+                error,
+                unsent: true,
+            })?;
+            sender
+                .try_send_request(hreq)
+                .await
+                .map_err(h::SendError::from)
+        };
+        let attribution = h::Attribution::H2(conn.byte_clock.clone());
+        let pumped = h::pump(
+            send,
+            attribution,
+            &stats,
+            c.clock,
+            limits,
+            cancel,
+            true,
+            sink,
+        )
+        .await;
+        let dead = pumped.unsent || conn.sender.is_closed();
+        if matches!(pumped.ending, Ending::Io(_)) && dead {
+            c.h2_forget(&conn).await;
         }
+        // Sent again only with proof the server never processed it: hyper handed the
+        // request back unwritten (the connection was closing, e.g. after a GOAWAY), or
+        // the server refused the stream (REFUSED_STREAM).
+        let unread = (pumped.unsent || pumped.refused) && !pumped.head;
+        let x = Exchanged {
+            setup: std::mem::take(&mut conn.setup),
+            // The shared connection's write times mix streams; not attributable per request.
+            request_written_ns: None,
+            bytes_sent: if pumped.unsent { 0 } else { sent_estimate },
+            bytes_received: pumped.header_bytes + pumped.body_bytes,
+            ending: pumped.ending,
+            protocol: WireProtocol::Http2,
+            reconnects: resent,
+        };
+        Attempt { x, unread }
     }
 
-    /// Makes sure the session has an open WebSocket. Returns the setup it paid when it had
-    /// to open one now (`Ok(Some)`), `Ok(None)` when the socket was already open, or the
-    /// failure.
-    pub async fn ensure_ws(
+    /// The session's WebSocket, opened now when it has none or the server closed it while
+    /// idle, with the setup it paid when opened now (`None`: reused; its setup was reported
+    /// by the request that opened it); or the failure to open one.
+    async fn ensure_ws(
         &mut self,
         headers: &[(http::HeaderName, http::HeaderValue)],
         limits: Limits,
         cancel: &CancellationToken,
-    ) -> Result<Option<Setup>, Exchanged> {
-        if let Some(w) = self.ws.as_mut() {
-            if !w.closed_while_idle() {
-                // Its setup was reported by the request that opened it.
-                return Ok(None);
-            }
-            // The server closed it between turns: the turn goes on a new socket (its record
-            // shows the new socket's phases; nothing was sent on the old one).
-            self.ws = None;
-        }
-        let c = self.connector.clone();
-        let url = c.endpoint.ws_url("/responses");
-        let opened = race(
-            async {
-                let d = c.dial().await?;
-                ws::upgrade(d, &url, headers).await
-            },
-            limits,
-            cancel,
-        )
-        .await;
-        match opened {
-            Ok(w) => {
+    ) -> Result<(&mut WsConn, Option<Setup>), Exchanged> {
+        // A socket the server closed between turns is dropped: the turn goes on a new socket
+        // (its record shows the new socket's phases; nothing was sent on the old one).
+        let idle = match self.ws.take() {
+            Some(mut w) => (!w.closed_while_idle()).then_some(w),
+            None => None,
+        };
+        let (w, opened) = match idle {
+            Some(w) => (w, None),
+            None => {
+                let c = self.connector.clone();
+                let url = c.endpoint.ws_url("/responses");
+                let dialed = async {
+                    let d = c.dial().await?;
+                    ws::upgrade(d, &url, headers).await
+                };
+                let w = race(dialed, limits, cancel)
+                    .await
+                    .map_err(|e| self.failed(Setup::default(), e))?;
                 let setup = w.setup.clone();
-                self.ws = Some(w);
-                Ok(Some(setup))
+                (w, Some(setup))
             }
-            Err(e) => Err(self.failed(Setup::default(), e)),
-        }
+        };
+        Ok((self.ws.insert(w), opened))
     }
 
-    /// One turn on the session's WebSocket (open it first with [`Self::ensure_ws`]).
-    /// `setup` is what [`Self::ensure_ws`] reported, so the turn that paid for the socket
-    /// reports it. A socket that did not finish the turn cleanly is dropped.
-    pub async fn ws_turn<S>(
+    /// One attempt on the session's WebSocket (`ws`): opens it when needed, asks `out` for
+    /// the message (telling it whether the socket is new), and runs the turn. The turn that
+    /// paid for the socket reports its setup. A socket that did not finish the turn cleanly
+    /// is dropped.
+    async fn ws<O, S>(
         &mut self,
-        text: String,
-        setup: Option<Setup>,
+        headers: &[(http::HeaderName, http::HeaderValue)],
+        out: &mut O,
+        resent: u32,
         limits: Limits,
         cancel: &CancellationToken,
         sink: &mut S,
-    ) -> Exchanged
+    ) -> Result<Attempt, String>
     where
+        O: Outgoing + ?Sized,
         S: FnMut(WireEvent) -> Flow,
     {
-        let clock = self.connector.clock;
-        let Some(w) = self.ws.as_mut() else {
-            return self.failed(
-                setup.unwrap_or_default(),
-                Ending::Io("internal: no WebSocket open".into()),
-            );
+        let c = self.connector.clone();
+        let (w, opened) = match self.ensure_ws(headers, limits, cancel).await {
+            Ok(got) => got,
+            Err(mut x) => {
+                x.reconnects = resent;
+                return Ok(Attempt::done(x));
+            }
         };
-        let setup = setup.unwrap_or_else(|| w.setup.reused());
+        let text = out.ws_message(opened.is_some())?;
+        let setup = opened.unwrap_or_else(|| w.setup.reused());
         let reused = setup.reused;
         let probe = w.probe.clone();
-        let mut t = ws::turn(w, text, clock, limits, cancel, sink).await;
+        let mut t = ws::turn(w, text, c.clock, limits, cancel, sink).await;
         if !t.alive {
             self.ws = None;
         }
-        // The server closed a reused socket under the turn, before any message of a reply.
-        // A reset on the message proves no server application read it (see `probe`): the
-        // caller may send the turn again on a new socket. Otherwise it may have been read.
-        let closed_quietly = match &t.ending {
-            Ending::Io(_) => true,
-            Ending::WsClose(code, _) => matches!(code, 1000 | 1001 | 1005),
-            _ => false,
-        };
-        if reused && t.bytes_received == 0 && closed_quietly {
-            let what = match &t.ending {
-                Ending::Io(m) => m.clone(),
-                Ending::WsClose(code, r) => format!("close {code} {r}"),
-                _ => String::new(),
-            };
-            let unread = t.reset
-                || match &probe {
-                    Some(p) => p.await_reset(p.reset_bound(self.connector.link.rtt)).await,
-                    None => false,
-                };
-            t.ending = if unread {
-                Ending::Unread(format!(
-                    "the server had closed the reused WebSocket before it read the turn ({what})"
-                ))
-            } else {
-                Ending::Stale(format!(
-                    "the server closed the reused WebSocket after the turn was sent and before \
-                     any reply ({what}); the server may have read it, so it was not sent again"
-                ))
-            };
+        if reused && t.bytes_received == 0 {
+            t.ending = c.ws_closed_under(t.ending, t.reset, probe.as_ref()).await;
         }
-        Exchanged {
+        let x = Exchanged {
             setup,
             request_written_ns: t.written_ns,
             bytes_sent: t.bytes_sent,
             bytes_received: t.bytes_received,
             ending: t.ending,
             protocol: WireProtocol::WebSocket,
-            reconnects: 0,
-        }
+            reconnects: resent,
+        };
+        Ok(Attempt {
+            unread: matches!(x.ending, Ending::Unread(_)),
+            x,
+        })
+    }
+}
+
+/// What a turn asked of the caller before connecting (see [`Outgoing`]), by transport.
+enum Before {
+    /// `http`, `http-pooled`: the request, for an HTTP/1.1 connection.
+    Http1(HttpRequest),
+    /// `http2`: the request, for the cell's HTTP/2 connection.
+    Http2(HttpRequest),
+    /// `ws`: the upgrade's headers (the message is asked once the socket is open).
+    Ws(Vec<(http::HeaderName, http::HeaderValue)>),
+}
+
+/// One attempt at a turn.
+struct Attempt {
+    /// Its report (`reconnects` counts the re-sends before it).
+    x: Exchanged,
+    /// The server provably never read what was sent: it may go once more.
+    unread: bool,
+}
+
+impl Attempt {
+    /// An attempt that is not to be repeated.
+    fn done(x: Exchanged) -> Self {
+        Attempt { x, unread: false }
     }
 }

@@ -33,6 +33,17 @@ names! {
     }
 }
 
+impl TransportKind {
+    /// The wire protocol requests on this transport go over.
+    pub fn wire_protocol(self) -> WireProtocol {
+        match self {
+            TransportKind::Http | TransportKind::HttpPooled => WireProtocol::Http1,
+            TransportKind::Http2 => WireProtocol::Http2,
+            TransportKind::Ws => WireProtocol::WebSocket,
+        }
+    }
+}
+
 names! {
     /// The wire API a target speaks.
     #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -41,6 +52,17 @@ names! {
         ChatCompletions = "chat-completions",
         /// `POST /v1/responses` (SSE) and `GET /v1/responses` upgraded to WebSocket.
         Responses = "responses",
+    }
+}
+
+impl ApiFlavour {
+    /// Whether this API can travel over `transport`: the WebSocket mode exists only for the
+    /// Responses API (chat completions has none).
+    pub fn speaks(self, transport: TransportKind) -> bool {
+        !matches!(
+            (self, transport),
+            (ApiFlavour::ChatCompletions, TransportKind::Ws)
+        )
     }
 }
 
