@@ -142,44 +142,9 @@ pub async fn dial(
         }
     };
 
-    let mut cert_asked = 0;
-    let io: BoxIo = match tls {
-        None => io,
-        Some(connector) => {
-            let name = rustls::pki_types::ServerName::try_from(ep.host.clone()).map_err(|e| {
-                DialError::Tls(format!("invalid TLS server name {:?}: {e}", ep.host))
-            })?;
-            // This connection's own resolver in front of the configured one notes whether
-            // the server asked for a client certificate that is not there.
-            let probe = Arc::new(CertRequestProbe {
-                inner: connector.config().client_auth_cert_resolver.clone(),
-                asked: AtomicU8::new(0),
-            });
-            let mut cfg = (**connector.config()).clone();
-            cfg.client_auth_cert_resolver = probe.clone();
-            let connector = TlsConnector::from(Arc::new(cfg));
-            let t0 = crate::clock::now();
-            let stream = connector.connect(name, io).await.map_err(|e| {
-                let hint = if e.to_string().contains("NoApplicationProtocol") {
-                    "; the server accepts none of the offered ALPN protocols \
-                         (the http2 transport offers only h2: use http-pooled for this target)"
-                        .to_string()
-                } else {
-                    super::io::client_cert_refusal(&e)
-                        .map(|m| format!("; {m}"))
-                        .unwrap_or_default()
-                };
-                DialError::Tls(format!("TLS handshake with {}: {e}{hint}", ep.host))
-            })?;
-            setup.tls_handshake_ns = Some(crate::clock::since(t0).as_nanos() as u64);
-            let conn = stream.get_ref().1;
-            setup.alpn = conn
-                .alpn_protocol()
-                .map(|p| String::from_utf8_lossy(p).into_owned());
-            setup.tls_version = conn.protocol_version().map(|v| format!("{v:?}"));
-            cert_asked = probe.asked.load(Ordering::Relaxed);
-            Box::pin(RecordAtATime::wrap(stream, OneRecord))
-        }
+    let (io, cert_asked): (BoxIo, u8) = match tls {
+        None => (io, 0),
+        Some(connector) => tls_handshake(connector, ep, io, &mut setup).await?,
     };
     let (io, stats) = MeteredIo::new(io, clock, Some(arrivals));
     stats.client_cert_asked.store(cert_asked, Ordering::Relaxed);
@@ -190,6 +155,50 @@ pub async fn dial(
         setup,
         probe,
     })
+}
+
+/// The TLS handshake with `ep` over `io`, through `connector` with a resolver in front of its
+/// own that notes a client-certificate request; its time, ALPN and version go in `setup`.
+/// Returns the TLS stream (read one record at a time) and whether a certificate was asked
+/// for (see [`IoStats`]).
+async fn tls_handshake(
+    connector: &TlsConnector,
+    ep: &BaseUrl,
+    io: BoxIo,
+    setup: &mut Setup,
+) -> Result<(BoxIo, u8), DialError> {
+    let name = rustls::pki_types::ServerName::try_from(ep.host.clone())
+        .map_err(|e| DialError::Tls(format!("invalid TLS server name {:?}: {e}", ep.host)))?;
+    // This connection's own resolver in front of the configured one notes whether
+    // the server asked for a client certificate that is not there.
+    let probe = Arc::new(CertRequestProbe {
+        inner: connector.config().client_auth_cert_resolver.clone(),
+        asked: AtomicU8::new(0),
+    });
+    let mut cfg = (**connector.config()).clone();
+    cfg.client_auth_cert_resolver = probe.clone();
+    let connector = TlsConnector::from(Arc::new(cfg));
+    let t0 = crate::clock::now();
+    let stream = connector.connect(name, io).await.map_err(|e| {
+        let hint = if e.to_string().contains("NoApplicationProtocol") {
+            "; the server accepts none of the offered ALPN protocols \
+                 (the http2 transport offers only h2: use http-pooled for this target)"
+                .to_string()
+        } else {
+            super::io::client_cert_refusal(&e)
+                .map(|m| format!("; {m}"))
+                .unwrap_or_default()
+        };
+        DialError::Tls(format!("TLS handshake with {}: {e}{hint}", ep.host))
+    })?;
+    setup.tls_handshake_ns = Some(crate::clock::since(t0).as_nanos() as u64);
+    let conn = stream.get_ref().1;
+    setup.alpn = conn
+        .alpn_protocol()
+        .map(|p| String::from_utf8_lossy(p).into_owned());
+    setup.tls_version = conn.protocol_version().map(|v| format!("{v:?}"));
+    let cert_asked = probe.asked.load(Ordering::Relaxed);
+    Ok((Box::pin(RecordAtATime::wrap(stream, OneRecord)), cert_asked))
 }
 
 /// Notes whether the server asked for a client certificate, and whether one was sent
