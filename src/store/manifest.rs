@@ -1,13 +1,15 @@
 //! `manifest.json`: what ran, where, when, with which plan, and whether it finished.
 //!
-//! Owns: the manifest type, run ids, and RFC 3339 UTC timestamps (computed here from
-//! `SystemTime` so no date library is needed).
+//! Owns: the manifest type and its sections (the `merge` section's types too: `merge`
+//! fills them, readers read them here), run ids, and RFC 3339 UTC timestamps (computed here
+//! from `SystemTime` so no date library is needed).
 
 use std::time::{SystemTime, UNIX_EPOCH};
 
 use serde::{Deserialize, Serialize};
 
 use crate::plan::Plan;
+use crate::recorder::harness::Verdict;
 
 /// Version of the results-directory layout and `manifest.json` shape.
 pub const MANIFEST_SCHEMA_VERSION: u32 = 1;
@@ -125,7 +127,52 @@ pub struct Manifest {
     /// A merged directory (`spark-bench merge`): its shards and their clocks (absent
     /// otherwise).
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub merge: Option<super::merge::MergeRecord>,
+    pub merge: Option<MergeRecord>,
+}
+
+/// `manifest.json` → `merge`: what a merged directory was made of.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct MergeRecord {
+    /// The plan hash every shard named.
+    pub plan_hash: String,
+    /// Shards the plan was split into.
+    pub shard_count: u32,
+    /// The shards merged, in index order.
+    pub shards: Vec<MergedShard>,
+    /// Shard indices that were not there (only with `--partial`).
+    pub missing: Vec<u32>,
+    /// True when merged with `--partial` and something was missing or unfinished.
+    pub partial: bool,
+    /// What `*_ns` instants count from: the earliest shard's monotonic origin.
+    pub axis: String,
+}
+
+/// One merged shard.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct MergedShard {
+    /// 0-based shard index.
+    pub index: u32,
+    /// The directory it was read from.
+    pub dir: String,
+    /// Its run id.
+    pub run_id: String,
+    /// The machine it ran on.
+    pub host: String,
+    /// How far it got.
+    pub status: RunStatus,
+    /// Its instants were moved by this much onto the merged axis, ns.
+    pub offset_ns: u64,
+    /// How far that offset can be off: this shard's clock anchor uncertainty plus the
+    /// earliest shard's, ns.
+    pub offset_uncertainty_ns: u64,
+    /// Added to its request ids (`requests.csv` `id`, `chunks.csv` `request_id`).
+    pub id_offset: u64,
+    /// Added to its `connection_id`s.
+    pub connection_id_offset: u64,
+    /// Its rows in `requests.csv`.
+    pub requests: u64,
+    /// Its harness verdict.
+    pub harness: Option<Verdict>,
 }
 
 /// `manifest.json` → `resources`: what the run could hold open and what holding it cost.

@@ -14,62 +14,19 @@
 use std::path::{Path, PathBuf};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
-use serde::{Deserialize, Serialize};
-
-use super::manifest::{rfc3339, LoadRecord, Resources, RunStatus};
-use super::merge_rows::{shift_instants, Shift, Writers};
+use super::manifest::{rfc3339, LoadRecord, Manifest, Resources, RunStatus};
+use super::merge_rows::{Shift, Writers};
 use super::reader::{LoadedRun, TimelineFile, TIMELINE_SCHEMA_VERSION};
+use super::rows::shift_instants;
 use super::{hlog, write_json, Result, StoreError};
 use super::{MANIFEST_FILE, SUMMARY_FILE, TIMELINE_FILE};
-use crate::plan::shard::plan_hash;
+use crate::clock::Anchor;
+use crate::plan::shard::{plan_hash, Shard};
 use crate::plan::Plan;
 use crate::recorder::harness::{Harness, Thresholds, Verdict};
 use crate::recorder::{Recorder, SessionTimeline, Summary};
 
-/// `manifest.json` → `merge`: what a merged directory was made of.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct MergeRecord {
-    /// The plan hash every shard named.
-    pub plan_hash: String,
-    /// Shards the plan was split into.
-    pub shard_count: u32,
-    /// The shards merged, in index order.
-    pub shards: Vec<MergedShard>,
-    /// Shard indices that were not there (only with `--partial`).
-    pub missing: Vec<u32>,
-    /// True when merged with `--partial` and something was missing or unfinished.
-    pub partial: bool,
-    /// What `*_ns` instants count from: the earliest shard's monotonic origin.
-    pub axis: String,
-}
-
-/// One merged shard.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct MergedShard {
-    /// 0-based shard index.
-    pub index: u32,
-    /// The directory it was read from.
-    pub dir: String,
-    /// Its run id.
-    pub run_id: String,
-    /// The machine it ran on.
-    pub host: String,
-    /// How far it got.
-    pub status: RunStatus,
-    /// Its instants were moved by this much onto the merged axis, ns.
-    pub offset_ns: u64,
-    /// How far that offset can be off: this shard's clock anchor uncertainty plus the
-    /// earliest shard's, ns.
-    pub offset_uncertainty_ns: u64,
-    /// Added to its request ids (`requests.csv` `id`, `chunks.csv` `request_id`).
-    pub id_offset: u64,
-    /// Added to its `connection_id`s.
-    pub connection_id_offset: u64,
-    /// Its rows in `requests.csv`.
-    pub requests: u64,
-    /// Its harness verdict.
-    pub harness: Option<Verdict>,
-}
+pub use super::manifest::{MergeRecord, MergedShard};
 
 /// What a merge wrote.
 #[derive(Debug)]
@@ -89,6 +46,9 @@ fn refuse(message: String) -> StoreError {
     }
 }
 
+/// The shards being merged, in index order, each with its plan.
+type Shards = [(LoadedRun, Plan)];
+
 /// Merges the shard directories `dirs` into the new directory `out` (which must not exist or
 /// be empty). `partial`: merge even when shards are missing or did not finish, and say so.
 pub fn merge(
@@ -97,6 +57,59 @@ pub fn merge(
     partial: bool,
     command_line: &[String],
 ) -> Result<MergeOutcome> {
+    let (shards, first) = load_shards(dirs)?;
+    let (missing, unfinished) = coverage(&shards, &first, partial)?;
+    let axis = Axis::of(&shards);
+
+    prepare_out(out)?;
+    let mut writers = Writers::create(out)?;
+    let whole_plan = whole_plan(&shards, &first, missing.is_empty())?;
+    let mut rec = Recorder::counts_only(whole_plan.slo);
+    let (merged, end_ns) = add_shards(&shards, &axis, &mut writers, &mut rec)?;
+    writers.finish()?;
+
+    let mut summary = Summary::from_recorder(&rec);
+    summary.harness = Some(merged_harness(&rec, &shards));
+    write_json(&out.join(SUMMARY_FILE), &summary)?;
+    write_json(
+        &out.join(TIMELINE_FILE),
+        &TimelineFile {
+            schema_version: TIMELINE_SCHEMA_VERSION,
+            sessions: merged_timeline(&shards, &merged)?,
+        },
+    )?;
+    let origin = axis.origin();
+    hlog::write_histograms(out, &rec, origin, Duration::from_nanos(end_ns))?;
+
+    let record = MergeRecord {
+        plan_hash: first.plan_hash.clone(),
+        shard_count: first.count,
+        shards: merged,
+        missing: missing.clone(),
+        partial: !missing.is_empty() || !unfinished.is_empty(),
+        axis: format!(
+            "ns since shard {}'s monotonic origin ({}); every other shard's instants were moved by the distance between the origins on the wall clock (offset_ns, ± offset_uncertainty_ns)",
+            shards[axis.ref_i].1.shard.as_ref().map_or(0, |s| s.index),
+            rfc3339(origin)
+        ),
+    };
+    let mut manifest = merged_manifest(&shards, out, &record, &axis);
+    manifest.plan = serde_json::to_value(&whole_plan).unwrap_or(serde_json::Value::Null);
+    manifest.command_line = command_line.to_vec();
+    manifest.load = Some(LoadRecord::of(&whole_plan));
+    manifest.resources = merged_resources(&shards, rec.peak_sessions());
+    write_json(&out.join(MANIFEST_FILE), &manifest)?;
+    Ok(MergeOutcome {
+        dir: out.to_path_buf(),
+        summary,
+        record,
+    })
+}
+
+/// Opens every directory in `dirs` and returns them in shard-index order with the first
+/// one's shard, refusing an empty list, a directory that is not a shard, a shard given twice,
+/// shards of different plans, and a shard without a clock anchor.
+fn load_shards(dirs: &[PathBuf]) -> Result<(Vec<(LoadedRun, Plan)>, Shard)> {
     if dirs.is_empty() {
         return Err(refuse(
             "no shard directories given; pass the results directories of `run --shard I/N`".into(),
@@ -148,6 +161,12 @@ pub fn merge(
             )));
         }
     }
+    Ok((shards, first))
+}
+
+/// The plan's shard indices that are not among `shards`, and the shards that did not
+/// finish (described); unless `partial`, either refuses the merge.
+fn coverage(shards: &Shards, first: &Shard, partial: bool) -> Result<(Vec<u32>, Vec<String>)> {
     let present: Vec<u32> = shards
         .iter()
         .filter_map(|(_, p)| p.shard.as_ref().map(|s| s.index))
@@ -181,24 +200,52 @@ pub fn merge(
             unfinished.join(", ")
         )));
     }
+    Ok((missing, unfinished))
+}
 
-    // The merged axis: the earliest origin on the wall clock.
-    let anchors: Vec<crate::clock::Anchor> = shards
-        .iter()
-        .map(|(r, _)| r.manifest.clock.clone().unwrap_or_else(|| unreachable!()))
-        .collect();
-    let (ref_i, reference) = anchors
-        .iter()
-        .enumerate()
-        .min_by_key(|(_, a)| a.origin_unix_ns)
-        .map(|(i, a)| (i, a.clone()))
-        .unwrap_or_else(|| unreachable!());
+/// The merged time axis: every shard's clock anchor and the earliest of them on the wall
+/// clock, whose origin the merged instants count from.
+struct Axis {
+    /// Each shard's anchor, in shard order.
+    anchors: Vec<Anchor>,
+    /// The position of the earliest shard.
+    ref_i: usize,
+    /// The earliest shard's anchor.
+    reference: Anchor,
+}
 
-    prepare_out(out)?;
-    let mut writers = Writers::create(out)?;
-    let whole_plan = if missing.is_empty() {
-        let plans: Vec<Plan> = shards.iter().map(|(_, p)| p.clone()).collect();
-        let whole = Plan::unshard(&plans).unwrap_or_else(|| unreachable!());
+impl Axis {
+    /// The axis of `shards` (every one has an anchor: [`load_shards`] checked).
+    fn of(shards: &Shards) -> Axis {
+        let anchors: Vec<Anchor> = shards
+            .iter()
+            .map(|(r, _)| r.manifest.clock.clone().unwrap_or_else(|| unreachable!()))
+            .collect();
+        let (ref_i, reference) = anchors
+            .iter()
+            .enumerate()
+            .min_by_key(|(_, a)| a.origin_unix_ns)
+            .map(|(i, a)| (i, a.clone()))
+            .unwrap_or_else(|| unreachable!());
+        Axis {
+            anchors,
+            ref_i,
+            reference,
+        }
+    }
+
+    /// The axis's origin on the wall clock.
+    fn origin(&self) -> SystemTime {
+        UNIX_EPOCH + Duration::from_nanos(self.reference.origin_unix_ns)
+    }
+}
+
+/// The whole plan the shards were cut from. `complete` (no shard missing): it must hash to
+/// the plan hash the shards name, else the merge is refused.
+fn whole_plan(shards: &Shards, first: &Shard, complete: bool) -> Result<Plan> {
+    let plans: Vec<Plan> = shards.iter().map(|(_, p)| p.clone()).collect();
+    let whole = Plan::unshard(&plans).unwrap_or_else(|| unreachable!());
+    if complete {
         let h = plan_hash(&whole);
         if h != first.plan_hash {
             return Err(refuse(format!(
@@ -206,25 +253,32 @@ pub fn merge(
                 first.plan_hash
             )));
         }
-        whole
-    } else {
-        let plans: Vec<Plan> = shards.iter().map(|(_, p)| p.clone()).collect();
-        Plan::unshard(&plans).unwrap_or_else(|| unreachable!())
-    };
-    let mut rec = Recorder::counts_only(whole_plan.slo);
+    }
+    Ok(whole)
+}
+
+/// Streams every shard's rows into `writers` and `rec` (with disjoint ids, on the merged
+/// axis) and adds its histograms to `rec`; returns what each shard contributed and the end
+/// of the merged run on the axis (for the histogram logs' interval length), ns.
+fn add_shards(
+    shards: &Shards,
+    axis: &Axis,
+    writers: &mut Writers,
+    rec: &mut Recorder,
+) -> Result<(Vec<MergedShard>, u64)> {
     let mut merged = Vec::new();
     let (mut id_base, mut connection_base) = (0u64, 0u64);
     let mut end_ns = 0u64;
     for (k, (run, plan)) in shards.iter().enumerate() {
         let index = plan.shard.as_ref().map_or(0, |s| s.index);
-        let offset_ns = anchors[k].origin_unix_ns - reference.origin_unix_ns;
+        let offset_ns = axis.anchors[k].origin_unix_ns - axis.reference.origin_unix_ns;
         let shift = Shift {
             shard: index,
             offset_ns,
             id_base,
             connection_base,
         };
-        let added = writers.add_shard(&run.dir, shift, &mut rec)?;
+        let added = writers.add_shard(&run.dir, shift, rec)?;
         for ((key, metric), h) in &run.histograms {
             rec.add_histogram(key, *metric, h);
         }
@@ -236,10 +290,10 @@ pub fn merge(
             host: run.manifest.host.hostname.clone(),
             status: run.manifest.status,
             offset_ns,
-            offset_uncertainty_ns: if k == ref_i {
-                anchors[k].uncertainty_ns
+            offset_uncertainty_ns: if k == axis.ref_i {
+                axis.anchors[k].uncertainty_ns
             } else {
-                anchors[k].uncertainty_ns + reference.uncertainty_ns
+                axis.anchors[k].uncertainty_ns + axis.reference.uncertainty_ns
             },
             id_offset: id_base,
             connection_id_offset: connection_base,
@@ -249,33 +303,14 @@ pub fn merge(
         id_base += added.max_id.map_or(0, |m| m + 1);
         connection_base += added.max_connection.map_or(0, |m| m + 1);
     }
-    writers.finish()?;
+    Ok((merged, end_ns))
+}
 
-    let mut summary = Summary::from_recorder(&rec);
-    summary.harness = Some(merged_harness(&rec, &shards));
-    write_json(&out.join(SUMMARY_FILE), &summary)?;
-    write_json(
-        &out.join(TIMELINE_FILE),
-        &TimelineFile {
-            schema_version: TIMELINE_SCHEMA_VERSION,
-            sessions: merged_timeline(&shards, &merged)?,
-        },
-    )?;
-    let origin = UNIX_EPOCH + Duration::from_nanos(reference.origin_unix_ns);
-    hlog::write_histograms(out, &rec, origin, Duration::from_nanos(end_ns))?;
-
-    let record = MergeRecord {
-        plan_hash: first.plan_hash.clone(),
-        shard_count: first.count,
-        shards: merged,
-        missing: missing.clone(),
-        partial: !missing.is_empty() || !unfinished.is_empty(),
-        axis: format!(
-            "ns since shard {}'s monotonic origin ({}); every other shard's instants were moved by the distance between the origins on the wall clock (offset_ns, ± offset_uncertainty_ns)",
-            shards[ref_i].1.shard.as_ref().map_or(0, |s| s.index),
-            rfc3339(origin)
-        ),
-    };
+/// The merged manifest, from the first shard's: the run id of `out`, the status `record`
+/// implies, the axis's start and clock, the last end, every shard's network notes, and
+/// `record` as its `merge` section. The caller sets the plan, command line, load and
+/// resources.
+fn merged_manifest(shards: &Shards, out: &Path, record: &MergeRecord, axis: &Axis) -> Manifest {
     let mut manifest = shards[0].0.manifest.clone();
     manifest.run_id = out
         .file_name()
@@ -286,14 +321,11 @@ pub fn merge(
     } else {
         RunStatus::Complete
     };
-    manifest.started_at = rfc3339(origin);
+    manifest.started_at = rfc3339(axis.origin());
     manifest.ended_at = shards
         .iter()
         .filter_map(|(r, _)| r.manifest.ended_at.clone())
         .max();
-    manifest.plan = serde_json::to_value(&whole_plan).unwrap_or(serde_json::Value::Null);
-    manifest.command_line = command_line.to_vec();
-    manifest.load = Some(LoadRecord::of(&whole_plan));
     for (r, _) in &shards[1..] {
         manifest.network.extend(r.manifest.network.clone());
     }
@@ -303,19 +335,13 @@ pub fn merge(
         .map(|s| s.offset_uncertainty_ns)
         .max()
         .unwrap_or(0);
-    manifest.clock = Some(crate::clock::Anchor {
-        origin_unix_ns: reference.origin_unix_ns,
+    manifest.clock = Some(Anchor {
+        origin_unix_ns: axis.reference.origin_unix_ns,
         uncertainty_ns: worst,
         how: format!("merged: the earliest shard's anchor; shards placed on it within ± {worst} ns (see merge.shards)"),
     });
-    manifest.resources = merged_resources(&shards, rec.peak_sessions());
     manifest.merge = Some(record.clone());
-    write_json(&out.join(MANIFEST_FILE), &manifest)?;
-    Ok(MergeOutcome {
-        dir: out.to_path_buf(),
-        summary,
-        record,
-    })
+    manifest
 }
 
 /// Creates `out`, refusing a directory that already holds files.
@@ -444,6 +470,6 @@ fn merged_resources(shards: &[(LoadedRun, Plan)], peak_sessions: u64) -> Option<
 }
 
 /// The wall-clock instant `ns` after an anchor's origin (for messages).
-pub fn wall_of(anchor: &crate::clock::Anchor, ns: u64) -> SystemTime {
+pub fn wall_of(anchor: &Anchor, ns: u64) -> SystemTime {
     UNIX_EPOCH + Duration::from_nanos(anchor.origin_unix_ns + ns)
 }

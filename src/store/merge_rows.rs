@@ -11,38 +11,10 @@ use std::fs::File;
 use std::io::BufWriter;
 use std::path::Path;
 
-use super::rows::{ChunkRow, RequestRow, SessionRow};
-use super::writer::flush_csvs;
+use super::csv_out::{flush_csvs, CsvOut as Out};
+use super::rows::{shift_instants, ChunkRow, RequestRow, SessionRow};
 use super::{Result, StoreError, CHUNKS_FILE, REQUESTS_FILE, SESSIONS_FILE};
 use crate::recorder::Recorder;
-
-type Out = csv::Writer<BufWriter<File>>;
-
-/// Moves a request's instants (ns since its run started) `offset_ns` later, onto the merged
-/// axis: `intended_ns`, `dispatch_ns` and the optional phase instants from
-/// `request_written_ns` to `end_ns`. A macro because two types with these fields are moved
-/// alike: a `RequestRow` streamed into the merged `requests.csv` and a `RequestRecord` of a
-/// sampled session's timeline.
-macro_rules! shift_instants {
-    ($request:expr, $offset_ns:expr) => {{
-        let offset_ns: u64 = $offset_ns;
-        let r = &mut $request;
-        let at = |v: u64| v + offset_ns;
-        r.intended_ns = at(r.intended_ns);
-        r.dispatch_ns = at(r.dispatch_ns);
-        for v in [
-            &mut r.request_written_ns,
-            &mut r.response_headers_ns,
-            &mut r.first_event_ns,
-            &mut r.first_token_ns,
-            &mut r.last_token_ns,
-            &mut r.end_ns,
-        ] {
-            *v = v.map(at);
-        }
-    }};
-}
-pub(super) use shift_instants;
 
 /// The merged CSV files being written.
 pub(super) struct Writers {

@@ -38,6 +38,7 @@
 
 mod baseline;
 mod calibration;
+mod csv_out;
 mod hlog;
 mod manifest;
 pub mod merge;

@@ -210,7 +210,7 @@ impl LoadedRun {
             chunks
                 .entry(row.request_id)
                 .or_default()
-                .push((row.index, row.chunk()));
+                .push((row.index, row.into_record()));
         }
         let mut out = Vec::new();
         let torn = torn_tail(&self.dir.join(REQUESTS_FILE));

@@ -1,7 +1,11 @@
-//! CSV row types: `requests.csv`, `chunks.csv`, `sessions.csv`. The field docs are the
-//! column docs.
+//! CSV row types: `requests.csv`, `chunks.csv`, `sessions.csv`, each declared once with
+//! `csv_row!`: one line per column gives its name, type, doc (the column doc), serde
+//! attributes and how it is written from the record; the row type, the column list and both
+//! conversions are generated from that line.
 //!
-//! Owns: the columns and their order, and the conversions between records and rows.
+//! Owns: the columns and their order, the conversions between records and rows, and
+//! `shift_instants!` (the instant columns moved onto another time axis).
+//! Does not own: the files (see `writer`, `reader`, `merge_rows`).
 
 use serde::{Deserialize, Serialize};
 
@@ -10,412 +14,349 @@ use crate::vocab::{
     SessionRecord, TokenSource, TransportKind, WireProtocol,
 };
 
-/// The columns of `requests.csv`, in order (the fields of [`RequestRow`]).
-pub const REQUEST_COLUMNS: &[&str] = &[
-    "id",
-    "target",
-    "transport",
-    "session",
-    "turn",
-    "request",
-    "step",
-    "kind",
-    "warmup",
-    "chaining",
-    "response_id",
-    "intended_ns",
-    "dispatch_ns",
-    "dns_ns",
-    "tcp_connect_ns",
-    "proxy_connect_ns",
-    "tls_handshake_ns",
-    "ws_upgrade_ns",
-    "request_written_ns",
-    "response_headers_ns",
-    "first_event_ns",
-    "first_token_ns",
-    "last_token_ns",
-    "end_ns",
-    "connection_reused",
-    "connection_id",
-    "reconnects",
-    "protocol",
-    "alpn",
-    "bytes_sent",
-    "bytes_received",
-    "input_tokens",
-    "cached_input_tokens",
-    "output_tokens",
-    "token_source",
-    "tool_calls",
-    "server_timing_source",
-    "server_ttft_ms",
-    "server_total_ms",
-    "server_api_overhead_ms",
-    "server_queue_ms",
-    "outcome",
-    "http_status",
-    "error",
-    "ttft_ns",
-    "e2e_ns",
-    "tpot_ns",
-    "overhead_ns",
-    "overhead_source",
-    "chunk_count",
-    "shard",
-];
+/// Declares one CSV file's row type from a single list of its columns, and generates:
+///
+/// * the row struct (each column a field, with its doc and serde attributes, in order),
+/// * the column-name constant (the header, in the same order),
+/// * the record → row conversion: `impl From<&Record> for Row` (`write |r| …`), or a named
+///   constructor with extra arguments (`write new |c, extra: T| …`),
+/// * the row → record conversion `Row::into_record` (`read |row, extra: T| …`).
+///
+/// Each column is `name: Type = how,` where `how` is `copy` (the record's field of the same
+/// name, cloned on write and moved back on read) or `(expr)` (derived: written from `expr`,
+/// which may use the `write` block's bindings; not read back). `record_only` gives the
+/// record's fields that are not `copy` columns, built from the row's fields (moved out of
+/// the `read` binding) and the `read` block's bindings. The record is built with a struct
+/// literal, so a record field that is neither a `copy` column nor in `record_only` is a
+/// compile error.
+///
+/// Adding a scalar column to `requests.csv`: the field in `RequestRecord` and one
+/// `name: Type = copy,` line here (plus its row in the README's column table, which a test
+/// checks).
+macro_rules! csv_row {
+    (
+        $(#[$meta:meta])*
+        $vis:vis struct $row:ident;
+        $(#[$cmeta:meta])*
+        $cvis:vis const $columns:ident;
+        record $record:ident;
+        $(#[$wmeta:meta])*
+        write $($wfn:ident)? |$r:ident $(, $warg:ident : $wty:ty)*| { $($wpre:tt)* }
+        $(#[$rmeta:meta])*
+        read |$s:ident $(, $rarg:ident : $rty:ty)*| { $($rpre:tt)* }
+        columns {
+            $( $(#[$fmeta:meta])* $col:ident : $ty:ty = $how:tt, )+
+        }
+        record_only { $( $extra:ident : $eexpr:expr, )* }
+    ) => {
+        $(#[$meta])*
+        $vis struct $row {
+            $( $(#[$fmeta])* pub $col: $ty, )+
+        }
 
-/// The columns of `chunks.csv`, in order (the fields of [`ChunkRow`]).
-pub const CHUNK_COLUMNS: &[&str] = &["request_id", "index", "at_ns", "tokens", "text_bytes"];
+        $(#[$cmeta])*
+        $cvis const $columns: &[&str] = &[$(stringify!($col)),+];
 
-/// The columns of `sessions.csv`, in order (the fields of [`SessionRow`]).
-pub const SESSION_COLUMNS: &[&str] = &[
-    "target",
-    "transport",
-    "session",
-    "warmup",
-    "start_ns",
-    "end_ns",
-    "requests",
-    "failed",
-    "interrupted",
-    "wall_ns",
-    "shard",
-];
+        csv_row! {
+            @write [$($wfn)?] $(#[$wmeta])* $row $record |$r $(, $warg: $wty)*| { $($wpre)* }
+            { $($col $how)+ }
+        }
 
-/// One row of `requests.csv`: every scalar field of [`RequestRecord`] (times in ns since run
-/// start, durations in ns; empty cells for "none"), the flattened server timing, and derived
-/// columns. Chunks are in `chunks.csv`.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct RequestRow {
-    /// Sequence number in the run (dispatch order).
-    pub id: u64,
-    /// Target name.
-    pub target: String,
-    /// Transport name.
-    pub transport: TransportKind,
-    /// Session index within its cell.
-    pub session: u32,
-    /// The scenario turn the request belongs to (the same on every transport).
-    pub turn: u32,
-    /// Request index within its session (every request counted; absent in older runs).
-    #[serde(default)]
-    pub request: u32,
-    /// Request index within its turn (0 = the user's request or a warm-up; absent in older
-    /// runs).
-    #[serde(default)]
-    pub step: u32,
-    /// `user`, `tool-result` or `warmup`.
-    pub kind: RequestKind,
-    /// True for warm-up sessions (excluded from statistics).
-    pub warmup: bool,
-    /// `full-history` or `previous-response-id`.
-    pub chaining: Chaining,
-    /// Server response id.
-    pub response_id: Option<String>,
-    /// Intended send time (coordinated-omission origin), ns.
-    pub intended_ns: u64,
-    /// Dispatch time, ns.
-    pub dispatch_ns: u64,
-    /// DNS duration, ns.
-    pub dns_ns: Option<u64>,
-    /// TCP connect duration, ns (empty on a reused connection).
-    pub tcp_connect_ns: Option<u64>,
-    /// Proxy `CONNECT` tunnel duration, ns (empty without a proxy or on a reused connection;
-    /// absent in older runs).
-    #[serde(default)]
-    pub proxy_connect_ns: Option<u64>,
-    /// TLS handshake duration, ns.
-    pub tls_handshake_ns: Option<u64>,
-    /// WebSocket upgrade duration, ns.
-    pub ws_upgrade_ns: Option<u64>,
-    /// Request fully written, ns.
-    pub request_written_ns: Option<u64>,
-    /// Response headers received, ns.
-    pub response_headers_ns: Option<u64>,
-    /// First protocol event, ns.
-    pub first_event_ns: Option<u64>,
-    /// First content token, ns.
-    pub first_token_ns: Option<u64>,
-    /// Last content token, ns.
-    pub last_token_ns: Option<u64>,
-    /// Terminal event or close, ns.
-    pub end_ns: Option<u64>,
-    /// Ran on a connection opened earlier.
-    pub connection_reused: bool,
-    /// Connection id within the run.
-    pub connection_id: u64,
-    /// Times the request was re-sent on a fresh connection (absent in older runs).
-    #[serde(default)]
-    pub reconnects: u32,
-    /// `HTTP/1.1`, `HTTP/2` or `WebSocket`.
-    pub protocol: WireProtocol,
-    /// Negotiated ALPN.
-    pub alpn: Option<String>,
-    /// Request bytes written.
-    pub bytes_sent: u64,
-    /// Response bytes read.
-    pub bytes_received: u64,
-    /// Input tokens (server usage).
-    pub input_tokens: Option<u32>,
-    /// Cached input tokens (server usage).
-    pub cached_input_tokens: Option<u32>,
-    /// Output tokens.
-    pub output_tokens: u32,
-    /// `server-usage` or `chunk-count`.
-    pub token_source: TokenSource,
-    /// Tool calls the model made.
-    pub tool_calls: u32,
-    /// Server timing source (`websocket-timing`, `openai-processing-ms`, …); empty when the
-    /// server reported none.
-    pub server_timing_source: Option<String>,
-    /// Server TTFT, ms.
-    pub server_ttft_ms: Option<f64>,
-    /// Server total time, ms.
-    pub server_total_ms: Option<f64>,
-    /// Server API overhead outside the engine, ms.
-    pub server_api_overhead_ms: Option<f64>,
-    /// Server queueing, ms.
-    pub server_queue_ms: Option<f64>,
-    /// `ok`, `http-status`, `connect-error`, `tls-error`, `upgrade-error`, `timeout`,
-    /// `truncated`, `stale-connection`, `server-error`, `protocol-error`, `cancelled`.
-    pub outcome: OutcomeKind,
-    /// HTTP status when not 2xx.
-    pub http_status: Option<u16>,
-    /// Failure detail.
-    pub error: Option<String>,
-    /// Derived: TTFT from the intended start, ns.
-    pub ttft_ns: Option<u64>,
-    /// Derived: end-to-end latency from the intended start, ns.
-    pub e2e_ns: Option<u64>,
-    /// Derived: time per output token after the first, ns (fractional).
-    pub tpot_ns: Option<f64>,
-    /// Derived: round-trip overhead, ns.
-    pub overhead_ns: Option<u64>,
-    /// Derived: `server-timing` or `first-event-estimate`.
-    pub overhead_source: Option<OverheadSource>,
-    /// Derived: number of content chunks (rows in `chunks.csv`).
-    pub chunk_count: u32,
-    /// The shard (`run --shard I/N`) that sent the request; empty for an unsharded run
-    /// (and in older runs). After `merge`, every row names its shard.
-    #[serde(default)]
-    pub shard: Option<u32>,
+        impl $row {
+            $(#[$rmeta])*
+            pub fn into_record(self $(, $rarg: $rty)*) -> $record {
+                let $s = self;
+                $($rpre)*
+                csv_row!(@into $record $s [] [$($extra: $eexpr,)*] $($col $how)+)
+            }
+        }
+    };
+
+    // The record → row conversion: `From` without a name, a constructor with one.
+    (
+        @write [] $(#[$wmeta:meta])* $row:ident $record:ident |$r:ident| { $($wpre:tt)* }
+        { $($col:ident $how:tt)+ }
+    ) => {
+        impl From<&$record> for $row {
+            $(#[$wmeta])*
+            fn from($r: &$record) -> Self {
+                $($wpre)*
+                $row { $( $col: csv_row!(@get $r $col $how), )+ }
+            }
+        }
+    };
+    (
+        @write [$wfn:ident] $(#[$wmeta:meta])* $row:ident $record:ident
+        |$r:ident $(, $warg:ident : $wty:ty)*| { $($wpre:tt)* }
+        { $($col:ident $how:tt)+ }
+    ) => {
+        impl $row {
+            $(#[$wmeta])*
+            pub fn $wfn($r: &$record $(, $warg: $wty)*) -> Self {
+                $($wpre)*
+                $row { $( $col: csv_row!(@get $r $col $how), )+ }
+            }
+        }
+    };
+
+    // One column's value on write.
+    (@get $r:ident $col:ident copy) => { ::std::clone::Clone::clone(&$r.$col) };
+    (@get $r:ident $col:ident ($e:expr)) => { $e };
+
+    // The record on read: `copy` columns moved back, derived ones dropped, then `record_only`.
+    (@into $record:ident $s:ident [$($done:tt)*] [$($extra:tt)*]) => {
+        $record { $($done)* $($extra)* }
+    };
+    (@into $record:ident $s:ident [$($done:tt)*] [$($extra:tt)*] $col:ident copy $($rest:tt)*) => {
+        csv_row!(@into $record $s [$($done)* $col: $s.$col,] [$($extra)*] $($rest)*)
+    };
+    (@into $record:ident $s:ident [$($done:tt)*] [$($extra:tt)*] $col:ident ($($e:tt)*) $($rest:tt)*) => {
+        csv_row!(@into $record $s [$($done)*] [$($extra)*] $($rest)*)
+    };
 }
 
-impl From<&RequestRecord> for RequestRow {
-    fn from(r: &RequestRecord) -> Self {
+/// Moves a request's instants (ns since its run started) `offset_ns` later, onto another
+/// axis (the merged one of `merge`): `intended_ns`, `dispatch_ns` and the optional phase
+/// instants from `request_written_ns` to `end_ns`. A macro because two types with these
+/// fields are moved alike: a [`RequestRow`] streamed into the merged `requests.csv` and a
+/// [`RequestRecord`] of a sampled session's timeline.
+macro_rules! shift_instants {
+    ($request:expr, $offset_ns:expr) => {{
+        let offset_ns: u64 = $offset_ns;
+        let r = &mut $request;
+        let at = |v: u64| v + offset_ns;
+        r.intended_ns = at(r.intended_ns);
+        r.dispatch_ns = at(r.dispatch_ns);
+        for v in [
+            &mut r.request_written_ns,
+            &mut r.response_headers_ns,
+            &mut r.first_event_ns,
+            &mut r.first_token_ns,
+            &mut r.last_token_ns,
+            &mut r.end_ns,
+        ] {
+            *v = v.map(at);
+        }
+    }};
+}
+pub(super) use shift_instants;
+
+csv_row! {
+    /// One row of `requests.csv`: every scalar field of [`RequestRecord`] (times in ns since
+    /// run start, durations in ns; empty cells for "none"), the flattened server timing, and
+    /// derived columns. Chunks are in `chunks.csv`.
+    #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+    pub struct RequestRow;
+    /// The columns of `requests.csv`, in order (the fields of [`RequestRow`]).
+    pub const REQUEST_COLUMNS;
+    record RequestRecord;
+    write |r| {
         let st = r.server_timing.as_ref();
         let overhead = r.overhead_ns();
-        RequestRow {
-            id: r.id,
-            target: r.target.clone(),
-            transport: r.transport,
-            session: r.session,
-            turn: r.turn,
-            request: r.request,
-            step: r.step,
-            kind: r.kind,
-            warmup: r.warmup,
-            chaining: r.chaining,
-            response_id: r.response_id.clone(),
-            intended_ns: r.intended_ns,
-            dispatch_ns: r.dispatch_ns,
-            dns_ns: r.dns_ns,
-            tcp_connect_ns: r.tcp_connect_ns,
-            proxy_connect_ns: r.proxy_connect_ns,
-            tls_handshake_ns: r.tls_handshake_ns,
-            ws_upgrade_ns: r.ws_upgrade_ns,
-            request_written_ns: r.request_written_ns,
-            response_headers_ns: r.response_headers_ns,
-            first_event_ns: r.first_event_ns,
-            first_token_ns: r.first_token_ns,
-            last_token_ns: r.last_token_ns,
-            end_ns: r.end_ns,
-            connection_reused: r.connection_reused,
-            connection_id: r.connection_id,
-            reconnects: r.reconnects,
-            protocol: r.protocol,
-            alpn: r.alpn.clone(),
-            bytes_sent: r.bytes_sent,
-            bytes_received: r.bytes_received,
-            input_tokens: r.input_tokens,
-            cached_input_tokens: r.cached_input_tokens,
-            output_tokens: r.output_tokens,
-            token_source: r.token_source,
-            tool_calls: r.tool_calls,
-            server_timing_source: st.map(|s| s.source.clone()),
-            server_ttft_ms: st.and_then(|s| s.ttft_ms),
-            server_total_ms: st.and_then(|s| s.total_ms),
-            server_api_overhead_ms: st.and_then(|s| s.api_overhead_ms),
-            server_queue_ms: st.and_then(|s| s.queue_ms),
-            outcome: r.outcome,
-            http_status: r.http_status,
-            error: r.error.clone(),
-            ttft_ns: r.ttft_ns(),
-            e2e_ns: r.e2e_ns(),
-            tpot_ns: r.tpot_ns(),
-            overhead_ns: overhead.map(|(o, _)| o),
-            overhead_source: overhead.map(|(_, s)| s),
-            chunk_count: u32::try_from(r.chunks.len() as u64 + r.chunks_dropped)
-                .unwrap_or(u32::MAX),
-            shard: None,
-        }
     }
-}
-
-impl RequestRow {
     /// Rebuilds the record from this row and its chunks (from `chunks.csv`), dropping the
     /// derived columns. A server timing with an empty source and no values reads back as
     /// `None` (CSV cannot tell them apart).
-    pub fn into_record(self, chunks: Vec<Chunk>) -> RequestRecord {
-        let any_timing = self.server_timing_source.is_some()
-            || self.server_ttft_ms.is_some()
-            || self.server_total_ms.is_some()
-            || self.server_api_overhead_ms.is_some()
-            || self.server_queue_ms.is_some();
-        RequestRecord {
-            id: self.id,
-            target: self.target,
-            transport: self.transport,
-            session: self.session,
-            turn: self.turn,
-            request: self.request,
-            step: self.step,
-            kind: self.kind,
-            warmup: self.warmup,
-            chaining: self.chaining,
-            response_id: self.response_id,
-            intended_ns: self.intended_ns,
-            dispatch_ns: self.dispatch_ns,
-            dns_ns: self.dns_ns,
-            tcp_connect_ns: self.tcp_connect_ns,
-            proxy_connect_ns: self.proxy_connect_ns,
-            tls_handshake_ns: self.tls_handshake_ns,
-            ws_upgrade_ns: self.ws_upgrade_ns,
-            request_written_ns: self.request_written_ns,
-            response_headers_ns: self.response_headers_ns,
-            first_event_ns: self.first_event_ns,
-            first_token_ns: self.first_token_ns,
-            last_token_ns: self.last_token_ns,
-            end_ns: self.end_ns,
-            chunks,
-            connection_reused: self.connection_reused,
-            connection_id: self.connection_id,
-            reconnects: self.reconnects,
-            protocol: self.protocol,
-            alpn: self.alpn,
-            bytes_sent: self.bytes_sent,
-            bytes_received: self.bytes_received,
-            input_tokens: self.input_tokens,
-            cached_input_tokens: self.cached_input_tokens,
-            output_tokens: self.output_tokens,
-            token_source: self.token_source,
-            tool_calls: self.tool_calls,
-            server_timing: any_timing.then(|| ServerTiming {
-                source: self.server_timing_source.unwrap_or_default(),
-                ttft_ms: self.server_ttft_ms,
-                total_ms: self.server_total_ms,
-                api_overhead_ms: self.server_api_overhead_ms,
-                queue_ms: self.server_queue_ms,
-            }),
-            outcome: self.outcome,
-            http_status: self.http_status,
-            error: self.error,
-            // Not a column: the run's `harness` section in `summary.json` keeps what it meant.
-            slot_wait_ns: None,
-            chunks_dropped: 0,
-        }
+    read |row, chunks: Vec<Chunk>| {
+        let any_timing = row.server_timing_source.is_some()
+            || row.server_ttft_ms.is_some()
+            || row.server_total_ms.is_some()
+            || row.server_api_overhead_ms.is_some()
+            || row.server_queue_ms.is_some();
+    }
+    columns {
+        /// Sequence number in the run (dispatch order).
+        id: u64 = copy,
+        /// Target name.
+        target: String = copy,
+        /// Transport name.
+        transport: TransportKind = copy,
+        /// Session index within its cell.
+        session: u32 = copy,
+        /// The scenario turn the request belongs to (the same on every transport).
+        turn: u32 = copy,
+        /// Request index within its session (every request counted; absent in older runs).
+        #[serde(default)]
+        request: u32 = copy,
+        /// Request index within its turn (0 = the user's request or a warm-up; absent in
+        /// older runs).
+        #[serde(default)]
+        step: u32 = copy,
+        /// `user`, `tool-result` or `warmup`.
+        kind: RequestKind = copy,
+        /// True for warm-up sessions (excluded from statistics).
+        warmup: bool = copy,
+        /// `full-history` or `previous-response-id`.
+        chaining: Chaining = copy,
+        /// Server response id.
+        response_id: Option<String> = copy,
+        /// Intended send time (coordinated-omission origin), ns.
+        intended_ns: u64 = copy,
+        /// Dispatch time, ns.
+        dispatch_ns: u64 = copy,
+        /// DNS duration, ns.
+        dns_ns: Option<u64> = copy,
+        /// TCP connect duration, ns (empty on a reused connection).
+        tcp_connect_ns: Option<u64> = copy,
+        /// Proxy `CONNECT` tunnel duration, ns (empty without a proxy or on a reused
+        /// connection; absent in older runs).
+        #[serde(default)]
+        proxy_connect_ns: Option<u64> = copy,
+        /// TLS handshake duration, ns.
+        tls_handshake_ns: Option<u64> = copy,
+        /// WebSocket upgrade duration, ns.
+        ws_upgrade_ns: Option<u64> = copy,
+        /// Request fully written, ns.
+        request_written_ns: Option<u64> = copy,
+        /// Response headers received, ns.
+        response_headers_ns: Option<u64> = copy,
+        /// First protocol event, ns.
+        first_event_ns: Option<u64> = copy,
+        /// First content token, ns.
+        first_token_ns: Option<u64> = copy,
+        /// Last content token, ns.
+        last_token_ns: Option<u64> = copy,
+        /// Terminal event or close, ns.
+        end_ns: Option<u64> = copy,
+        /// Ran on a connection opened earlier.
+        connection_reused: bool = copy,
+        /// Connection id within the run.
+        connection_id: u64 = copy,
+        /// Times the request was re-sent on a fresh connection (absent in older runs).
+        #[serde(default)]
+        reconnects: u32 = copy,
+        /// `HTTP/1.1`, `HTTP/2` or `WebSocket`.
+        protocol: WireProtocol = copy,
+        /// Negotiated ALPN.
+        alpn: Option<String> = copy,
+        /// Request bytes written.
+        bytes_sent: u64 = copy,
+        /// Response bytes read.
+        bytes_received: u64 = copy,
+        /// Input tokens (server usage).
+        input_tokens: Option<u32> = copy,
+        /// Cached input tokens (server usage).
+        cached_input_tokens: Option<u32> = copy,
+        /// Output tokens.
+        output_tokens: u32 = copy,
+        /// `server-usage` or `chunk-count`.
+        token_source: TokenSource = copy,
+        /// Tool calls the model made.
+        tool_calls: u32 = copy,
+        /// Server timing source (`websocket-timing`, `openai-processing-ms`, …); empty when
+        /// the server reported none.
+        server_timing_source: Option<String> = (st.map(|s| s.source.clone())),
+        /// Server TTFT, ms.
+        server_ttft_ms: Option<f64> = (st.and_then(|s| s.ttft_ms)),
+        /// Server total time, ms.
+        server_total_ms: Option<f64> = (st.and_then(|s| s.total_ms)),
+        /// Server API overhead outside the engine, ms.
+        server_api_overhead_ms: Option<f64> = (st.and_then(|s| s.api_overhead_ms)),
+        /// Server queueing, ms.
+        server_queue_ms: Option<f64> = (st.and_then(|s| s.queue_ms)),
+        /// `ok`, `http-status`, `connect-error`, `tls-error`, `upgrade-error`, `timeout`,
+        /// `truncated`, `stale-connection`, `server-error`, `protocol-error`, `cancelled`.
+        outcome: OutcomeKind = copy,
+        /// HTTP status when not 2xx.
+        http_status: Option<u16> = copy,
+        /// Failure detail.
+        error: Option<String> = copy,
+        /// Derived: TTFT from the intended start, ns.
+        ttft_ns: Option<u64> = (r.ttft_ns()),
+        /// Derived: end-to-end latency from the intended start, ns.
+        e2e_ns: Option<u64> = (r.e2e_ns()),
+        /// Derived: time per output token after the first, ns (fractional).
+        tpot_ns: Option<f64> = (r.tpot_ns()),
+        /// Derived: round-trip overhead, ns.
+        overhead_ns: Option<u64> = (overhead.map(|(o, _)| o)),
+        /// Derived: `server-timing` or `first-event-estimate`.
+        overhead_source: Option<OverheadSource> = (overhead.map(|(_, s)| s)),
+        /// Derived: number of content chunks (rows in `chunks.csv`).
+        chunk_count: u32 =
+            (u32::try_from(r.chunks.len() as u64 + r.chunks_dropped).unwrap_or(u32::MAX)),
+        /// The shard (`run --shard I/N`) that sent the request; empty for an unsharded run
+        /// (and in older runs). After `merge`, every row names its shard.
+        #[serde(default)]
+        shard: Option<u32> = (None),
+    }
+    record_only {
+        chunks: chunks,
+        server_timing: any_timing.then(|| ServerTiming {
+            source: row.server_timing_source.unwrap_or_default(),
+            ttft_ms: row.server_ttft_ms,
+            total_ms: row.server_total_ms,
+            api_overhead_ms: row.server_api_overhead_ms,
+            queue_ms: row.server_queue_ms,
+        }),
+        // Not a column: the run's `harness` section in `summary.json` keeps what it meant.
+        slot_wait_ns: None,
+        chunks_dropped: 0,
     }
 }
 
-/// One row of `chunks.csv`: one content chunk of one request.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
-pub struct ChunkRow {
-    /// `requests.csv` `id`.
-    pub request_id: u64,
-    /// Position within the request (0-based).
-    pub index: u32,
-    /// Arrival, ns since run start.
-    pub at_ns: u64,
-    /// Tokens in the chunk.
-    pub tokens: u32,
-    /// UTF-8 bytes of the chunk's text.
-    pub text_bytes: u32,
-}
-
-impl ChunkRow {
+csv_row! {
+    /// One row of `chunks.csv`: one content chunk of one request.
+    #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+    pub struct ChunkRow;
+    /// The columns of `chunks.csv`, in order (the fields of [`ChunkRow`]).
+    pub const CHUNK_COLUMNS;
+    record Chunk;
+    /// The row of chunk `c`, the `index`th (0-based) of request `request_id`.
+    write new |c, request_id: u64, index: u32| {}
     /// The chunk.
-    pub fn chunk(&self) -> Chunk {
-        Chunk {
-            at_ns: self.at_ns,
-            tokens: self.tokens,
-            text_bytes: self.text_bytes,
-        }
+    read |row| {}
+    columns {
+        /// `requests.csv` `id`.
+        request_id: u64 = (request_id),
+        /// Position within the request (0-based).
+        index: u32 = (index),
+        /// Arrival, ns since run start.
+        at_ns: u64 = copy,
+        /// Tokens in the chunk.
+        tokens: u32 = copy,
+        /// UTF-8 bytes of the chunk's text.
+        text_bytes: u32 = copy,
     }
+    record_only {}
 }
 
-/// One row of `sessions.csv`: a [`SessionRecord`] plus its wall time.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-pub struct SessionRow {
-    /// Target name.
-    pub target: String,
-    /// Transport name.
-    pub transport: TransportKind,
-    /// Session index within its cell.
-    pub session: u32,
-    /// Warm-up session (excluded from statistics).
-    pub warmup: bool,
-    /// Intended start of the first request, ns since run start.
-    pub start_ns: u64,
-    /// End of the last request, ns since run start.
-    pub end_ns: u64,
-    /// Requests sent.
-    pub requests: u32,
-    /// Requests that did not end `ok`.
-    pub failed: u32,
-    /// Stopped by Ctrl-C before its last turn (excluded from session wall time).
-    #[serde(default)]
-    pub interrupted: bool,
-    /// Derived: `end_ns − start_ns`.
-    pub wall_ns: u64,
-    /// The shard that ran the session (see [`RequestRow::shard`]).
-    #[serde(default)]
-    pub shard: Option<u32>,
-}
-
-impl From<&SessionRecord> for SessionRow {
-    fn from(s: &SessionRecord) -> Self {
-        SessionRow {
-            target: s.target.clone(),
-            transport: s.transport,
-            session: s.session,
-            warmup: s.warmup,
-            start_ns: s.start_ns,
-            end_ns: s.end_ns,
-            requests: s.requests,
-            failed: s.failed,
-            interrupted: s.interrupted,
-            wall_ns: s.end_ns.saturating_sub(s.start_ns),
-            shard: None,
-        }
-    }
-}
-
-impl SessionRow {
+csv_row! {
+    /// One row of `sessions.csv`: a [`SessionRecord`] plus its wall time.
+    #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+    pub struct SessionRow;
+    /// The columns of `sessions.csv`, in order (the fields of [`SessionRow`]).
+    pub const SESSION_COLUMNS;
+    record SessionRecord;
+    write |s| {}
     /// The record.
-    pub fn into_record(self) -> SessionRecord {
-        SessionRecord {
-            target: self.target,
-            transport: self.transport,
-            session: self.session,
-            warmup: self.warmup,
-            start_ns: self.start_ns,
-            end_ns: self.end_ns,
-            requests: self.requests,
-            failed: self.failed,
-            interrupted: self.interrupted,
-        }
+    read |row| {}
+    columns {
+        /// Target name.
+        target: String = copy,
+        /// Transport name.
+        transport: TransportKind = copy,
+        /// Session index within its cell.
+        session: u32 = copy,
+        /// Warm-up session (excluded from statistics).
+        warmup: bool = copy,
+        /// Intended start of the first request, ns since run start.
+        start_ns: u64 = copy,
+        /// End of the last request, ns since run start.
+        end_ns: u64 = copy,
+        /// Requests sent.
+        requests: u32 = copy,
+        /// Requests that did not end `ok`.
+        failed: u32 = copy,
+        /// Stopped by Ctrl-C before its last turn (excluded from session wall time).
+        #[serde(default)]
+        interrupted: bool = copy,
+        /// Derived: `end_ns − start_ns`.
+        wall_ns: u64 = (s.end_ns.saturating_sub(s.start_ns)),
+        /// The shard that ran the session (see [`RequestRow::shard`]).
+        #[serde(default)]
+        shard: Option<u32> = (None),
     }
+    record_only {}
 }
 
 #[cfg(test)]
@@ -461,13 +402,15 @@ mod tests {
             REQUEST_COLUMNS.join(",")
         );
         assert_eq!(
-            header_of(ChunkRow {
-                request_id: 0,
-                index: 0,
-                at_ns: 0,
-                tokens: 0,
-                text_bytes: 0
-            }),
+            header_of(ChunkRow::new(
+                &Chunk {
+                    at_ns: 0,
+                    tokens: 0,
+                    text_bytes: 0
+                },
+                0,
+                0
+            )),
             CHUNK_COLUMNS.join(",")
         );
         assert_eq!(

@@ -7,6 +7,7 @@ use std::io::BufWriter;
 use std::path::{Path, PathBuf};
 use std::time::{SystemTime, UNIX_EPOCH};
 
+use super::csv_out::{flush_csvs, CsvOut};
 use super::manifest::{rfc3339, run_id, Manifest, RunStatus};
 use super::reader::{TimelineFile, TIMELINE_SCHEMA_VERSION};
 use super::rows::{
@@ -24,28 +25,6 @@ use crate::vocab::{RequestRecord, SessionRecord};
 /// CSV files are flushed to the OS after this many rows (and at [`RunWriter::flush`] and
 /// [`RunWriter::finish`]), so a killed process loses at most this many rows.
 pub const FLUSH_EVERY: usize = 16;
-
-type CsvOut = csv::Writer<BufWriter<File>>;
-
-/// Flushes a results directory's three CSV writers to the OS; an error names the file.
-pub(super) fn flush_csvs(
-    dir: &Path,
-    requests: &mut CsvOut,
-    chunks: &mut CsvOut,
-    sessions: &mut CsvOut,
-) -> Result<()> {
-    for (w, name) in [
-        (requests, REQUESTS_FILE),
-        (chunks, CHUNKS_FILE),
-        (sessions, SESSIONS_FILE),
-    ] {
-        w.flush().map_err(|source| StoreError::Write {
-            path: dir.join(name),
-            source,
-        })?;
-    }
-    Ok(())
-}
 
 /// An open results directory being written.
 pub struct RunWriter {
@@ -162,13 +141,7 @@ impl RunWriter {
             .map_err(|e| csv_err(&path, e))?;
         let cpath = self.dir.join(CHUNKS_FILE);
         for (i, c) in r.chunks.iter().enumerate() {
-            let row = ChunkRow {
-                request_id: r.id,
-                index: i as u32,
-                at_ns: c.at_ns,
-                tokens: c.tokens,
-                text_bytes: c.text_bytes,
-            };
+            let row = ChunkRow::new(c, r.id, i as u32);
             self.chunks.serialize(row).map_err(|e| csv_err(&cpath, e))?;
         }
         self.count_row()
