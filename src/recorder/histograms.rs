@@ -51,7 +51,7 @@ impl std::fmt::Display for CellKey {
 }
 
 /// Everything recorded for one cell.
-#[derive(Debug, Clone, Default)]
+#[derive(Debug, Clone, Default, PartialEq)]
 pub struct CellStats {
     /// One histogram per metric that received at least one sample (stored units, see
     /// [`Metric::storage`]). Only measured (non-warm-up), successful requests and measured
@@ -102,6 +102,11 @@ pub struct CellStats {
     /// Output tokens (as the request recorded them: server-reported usage, or the chunk
     /// count when the server reported none) of those good requests.
     pub good_output_tokens: u64,
+    /// Successful measured requests that ran on a connection opened for them.
+    pub fresh_connection_requests: u64,
+    /// Successful measured requests that ran on a connection opened for an earlier one
+    /// (a pooled HTTP/1.1 connection, the cell's HTTP/2 connection, the session's WebSocket).
+    pub reused_connection_requests: u64,
 }
 
 impl CellStats {
@@ -172,6 +177,10 @@ impl CellStats {
         self.chunks += other.chunks;
         self.input_tokens += other.input_tokens;
         self.input_token_requests += other.input_token_requests;
+        self.cache_input_tokens += other.cache_input_tokens;
+        self.cached_input_tokens += other.cached_input_tokens;
+        self.fresh_connection_requests += other.fresh_connection_requests;
+        self.reused_connection_requests += other.reused_connection_requests;
         self.good_requests += other.good_requests;
         self.good_output_tokens += other.good_output_tokens;
         if let Some(s) = other.first_intended_ns {
@@ -354,6 +363,11 @@ impl Recorder {
         }
         cell.extend_span(r.intended_ns, r.end_ns.or(r.last_token_ns));
         cell.output_tokens += u64::from(r.output_tokens);
+        if r.connection_reused {
+            cell.reused_connection_requests += 1;
+        } else {
+            cell.fresh_connection_requests += 1;
+        }
         if !self.slo.is_empty() && self.slo.request_is_good(r) {
             cell.good_requests += 1;
             cell.good_output_tokens += u64::from(r.output_tokens);
@@ -621,8 +635,19 @@ mod tests {
 
     #[test]
     fn merge_equals_recording_everything_in_one() {
-        let reqs: Vec<RequestRecord> = (1..=20)
-            .map(|i| ok_request("a", if i % 2 == 0 { "http" } else { "ws" }, i * 7, 5))
+        let reqs: Vec<RequestRecord> = (1..=20u32)
+            .map(|i| {
+                let mut r = ok_request(
+                    "a",
+                    if i % 2 == 0 { "http" } else { "ws" },
+                    u64::from(i) * 7,
+                    5,
+                );
+                r.input_tokens = Some(100 + i);
+                r.cached_input_tokens = Some(i * 3);
+                r.connection_reused = i % 3 != 0;
+                r
+            })
             .collect();
         let mut whole = Recorder::new();
         reqs.iter().for_each(|r| whole.add_request(r));
@@ -630,16 +655,11 @@ mod tests {
         reqs[..7].iter().for_each(|r| left.add_request(r));
         reqs[7..].iter().for_each(|r| right.add_request(r));
         left.merge(&right);
+        // Every field, so a counter added later that `merge` forgets fails here (the
+        // prefix-cache counters were once left out, and merged shards lost `cached in`).
         for (k, c) in whole.cells() {
-            let m = left.cell(k).unwrap();
-            assert_eq!(c.requests, m.requests);
-            assert_eq!(c.by_outcome, m.by_outcome);
-            assert_eq!(c.histograms, m.histograms);
-            assert_eq!(c.output_tokens, m.output_tokens);
-            assert_eq!(
-                (c.first_intended_ns, c.last_end_ns),
-                (m.first_intended_ns, m.last_end_ns)
-            );
+            assert_eq!(c, left.cell(k).unwrap(), "cell {k:?}");
+            assert!(c.cached_input_tokens > 0 && c.reused_connection_requests > 0);
         }
     }
 }

@@ -75,6 +75,10 @@ pub struct CellSummary {
     /// reported both; absent when none did.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub cached_input_share: Option<f64>,
+    /// Successful measured requests by the connection they ran on: opened for them
+    /// (`fresh`) or opened earlier (`reused`). Absent in older summaries.
+    #[serde(default)]
+    pub connections: ConnectionUse,
     /// Seconds from the earliest intended start to the latest end of the successful
     /// measured requests (0 when there are none).
     pub span_s: f64,
@@ -104,6 +108,27 @@ pub struct CellSummary {
     /// Goodput under the scenario's `[slo]`; absent when it has none.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub goodput: Option<Goodput>,
+}
+
+/// How a cell's successful measured requests got their connection.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ConnectionUse {
+    /// Requests that ran on a connection opened for them (they paid its set-up).
+    pub fresh: u64,
+    /// Requests that ran on a connection opened for an earlier request.
+    pub reused: u64,
+}
+
+impl ConnectionUse {
+    /// `reused/total` (`7/8`), or `-` without requests.
+    pub fn text(&self) -> String {
+        let total = self.fresh + self.reused;
+        if total == 0 {
+            "-".into()
+        } else {
+            format!("{}/{total}", self.reused)
+        }
+    }
 }
 
 /// Goodput of one cell: what met the scenario's `[slo]`.
@@ -270,6 +295,10 @@ fn cell_summary(target: &str, transport: &str, c: &CellStats) -> CellSummary {
         chunks: c.chunks,
         cached_input_share: (c.cache_input_tokens > 0)
             .then(|| c.cached_input_tokens as f64 / c.cache_input_tokens as f64),
+        connections: ConnectionUse {
+            fresh: c.fresh_connection_requests,
+            reused: c.reused_connection_requests,
+        },
         span_s,
         aggregate_output_tok_s: if span_s > 0.0 {
             c.output_tokens as f64 / span_s
@@ -344,6 +373,7 @@ pub fn table(summary: &Summary) -> String {
         "tok/s p50",
         "session s p50",
         "cached in",
+        "reused",
         "tokens in/out",
         "vs http (p50)",
     ];
@@ -380,6 +410,7 @@ pub fn table(summary: &Summary) -> String {
             p50(Metric::OutputTokS, 1.0),
             p50(Metric::SessionWall, 1000.0),
             cached_share_text(c.cached_input_share),
+            c.connections.text(),
             tokens_in_out_text(c),
             vs_http_text(c),
         ]);

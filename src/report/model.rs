@@ -46,7 +46,7 @@ pub struct Model {
     pub definitions: Vec<(String, String)>,
 }
 
-const DEFINITIONS: [(&str, &str); 8] = [
+const DEFINITIONS: [(&str, &str); 9] = [
     ("overhead", "round-trip overhead: client TTFT minus the server-reported TTFT; when the server reports no timing, dispatch to the first protocol event (an estimate that also contains API work)"),
     ("TTFT", "time to first content token, from the request's intended start (includes client-side queueing)"),
     ("TPOT", "time per output token after the first: (last token − first token) / (tokens − 1)"),
@@ -55,6 +55,7 @@ const DEFINITIONS: [(&str, &str); 8] = [
     ("p50 / p90 / p99", "percentiles over successful measured requests (warm-up excluded), from HdrHistograms with 3 significant digits"),
     ("vs http", "change of the same statistic against the same target's `http` row (new TCP + TLS connection per request); negative is faster. Cells that share a server ran under the run's schedule (see Load below the table): interleaved or sequential cells never added their loads up; parallel ones did"),
     ("cached in", "share of input tokens the server reported as answered from its prefix cache (sum of cached input tokens / sum of input tokens); — when the server reported none"),
+    ("reused", "successful requests that ran on a connection opened for an earlier request, of all successful requests: a pooled cell that reads 0/N never pooled (its server closed each connection after its response, or no request found an idle one), so its difference from `http` is not the pool's"),
 ];
 
 /// Builds the model of a report.
@@ -202,6 +203,7 @@ fn headline(input: &ReportInput) -> Table {
             "session p50",
             "session p90",
             "cached in",
+            "reused",
         ]
         .map(String::from),
     );
@@ -243,6 +245,7 @@ fn headline(input: &ReportInput) -> Table {
                     col(Metric::SessionWall, false, ms),
                     col(Metric::SessionWall, true, ms),
                     cached_share_text(c.cached_input_share),
+                    c.connections.text(),
                 ]);
                 if with_goodput {
                     row.push(c.goodput.as_ref().map_or_else(
