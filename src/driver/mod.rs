@@ -73,8 +73,10 @@ pub struct Stop {
 /// server follow the plan's schedule (see [`crate::plan::schedule`]); all other cells run
 /// side by side. Every cell's warm-up sessions (and, for `cache = "warm"`, its
 /// cache-warming sessions) finish before any measured session starts.
-/// Returns when all cells are done or stopped; events go to `tx`. Every cell's connections
-/// run their delay lines on `emulator` and count into its (the run's) provenance counters.
+/// Returns when all cells are done or stopped, with what the cells' connectors learnt about
+/// their servers (a server that closes every keep-alive connection after its response);
+/// events go to `tx`. Every cell's connections run their delay lines on `emulator` and count
+/// into its (the run's) provenance counters.
 pub async fn run(
     plan: Arc<Plan>,
     endpoints: Vec<Endpoint>,
@@ -82,7 +84,7 @@ pub async fn run(
     clock: Clock,
     stop: Stop,
     tx: mpsc::Sender<Event>,
-) -> anyhow::Result<()> {
+) -> anyhow::Result<Vec<ConnectionNote>> {
     anyhow::ensure!(
         endpoints.len() == plan.cells.len(),
         "internal error: {} endpoints for {} cells",
@@ -135,7 +137,30 @@ pub async fn run(
             joined.map_err(|e| anyhow::anyhow!("a cell task failed: {e}"))?;
         }
     }
-    Ok(())
+    Ok(cells
+        .iter()
+        .filter(|c| c.connector.server_closes_after_response())
+        .map(|c| ConnectionNote {
+            target: c.cell.target.name.clone(),
+            transport: c.cell.transport,
+            note: SERVER_CLOSES.to_string(),
+        })
+        .collect())
+}
+
+/// Why a cell's connections were not reused, when its connector learnt it.
+pub const SERVER_CLOSES: &str =
+    "the server closed each connection after its response, so nothing could be pooled";
+
+/// What a cell's connector learnt about its server's connections, for the summary.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ConnectionNote {
+    /// Target name.
+    pub target: String,
+    /// The cell's transport.
+    pub transport: crate::vocab::TransportKind,
+    /// What it learnt, in words ([`SERVER_CLOSES`]).
+    pub note: String,
 }
 
 #[derive(Clone)]

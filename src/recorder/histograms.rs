@@ -107,6 +107,9 @@ pub struct CellStats {
     /// Successful measured requests that ran on a connection opened for an earlier one
     /// (a pooled HTTP/1.1 connection, the cell's HTTP/2 connection, the session's WebSocket).
     pub reused_connection_requests: u64,
+    /// What the cell's connector learnt about its server's connections (a server that
+    /// closes each one after its response), when it learnt anything.
+    pub connection_note: Option<String>,
 }
 
 impl CellStats {
@@ -181,6 +184,9 @@ impl CellStats {
         self.cached_input_tokens += other.cached_input_tokens;
         self.fresh_connection_requests += other.fresh_connection_requests;
         self.reused_connection_requests += other.reused_connection_requests;
+        if self.connection_note.is_none() {
+            self.connection_note.clone_from(&other.connection_note);
+        }
         self.good_requests += other.good_requests;
         self.good_output_tokens += other.good_output_tokens;
         if let Some(s) = other.first_intended_ns {
@@ -425,6 +431,16 @@ impl Recorder {
         if let Some(v) = session_statistics(s).filter(|_| !counts_only) {
             cell.record(Metric::SessionWall, v);
         }
+    }
+
+    /// Notes what a cell's connector learnt about its server's connections (see
+    /// [`CellStats::connection_note`]).
+    pub fn note_connections(&mut self, target: &str, transport: &str, note: &str) {
+        let cell = self
+            .cells
+            .entry(CellKey::new(target, transport))
+            .or_default();
+        cell.connection_note = Some(note.to_string());
     }
 
     /// Folds another recorder (a shard, or another run of the same plan) into this one.

@@ -111,12 +111,16 @@ pub struct CellSummary {
 }
 
 /// How a cell's successful measured requests got their connection.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct ConnectionUse {
     /// Requests that ran on a connection opened for them (they paid its set-up).
     pub fresh: u64,
     /// Requests that ran on a connection opened for an earlier request.
     pub reused: u64,
+    /// Why connections were not reused, when the cell learnt it from its server (e.g. the
+    /// server closed each connection after its response); absent otherwise.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub note: Option<String>,
 }
 
 impl ConnectionUse {
@@ -127,6 +131,14 @@ impl ConnectionUse {
             "-".into()
         } else {
             format!("{}/{total}", self.reused)
+        }
+    }
+
+    /// [`ConnectionUse::text`], with the reason when one is known (`0/8: the server closed …`).
+    pub fn text_with_note(&self) -> String {
+        match &self.note {
+            Some(n) => format!("{}: {n}", self.text()),
+            None => self.text(),
         }
     }
 }
@@ -298,6 +310,7 @@ fn cell_summary(target: &str, transport: &str, c: &CellStats) -> CellSummary {
         connections: ConnectionUse {
             fresh: c.fresh_connection_requests,
             reused: c.reused_connection_requests,
+            note: c.connection_note.clone(),
         },
         span_s,
         aggregate_output_tok_s: if span_s > 0.0 {
@@ -451,6 +464,18 @@ pub fn table(summary: &Summary) -> String {
             let total: usize = widths.iter().sum::<usize>() + 2 * (widths.len() - 1);
             out.push_str(&"-".repeat(total));
             out.push('\n');
+        }
+    }
+    // Why a cell's connections were not reused, where its server showed it.
+    for c in &summary.cells {
+        if let Some(n) = &c.connections.note {
+            let _ = writeln!(
+                out,
+                "{} × {}: reused {}: {n}",
+                c.target,
+                c.transport,
+                c.connections.text()
+            );
         }
     }
     // The footer: could the harness have been the bottleneck?

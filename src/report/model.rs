@@ -245,7 +245,7 @@ fn headline(input: &ReportInput) -> Table {
                     col(Metric::SessionWall, false, ms),
                     col(Metric::SessionWall, true, ms),
                     cached_share_text(c.cached_input_share),
-                    c.connections.text(),
+                    c.connections.text_with_note(),
                 ]);
                 if with_goodput {
                     row.push(c.goodput.as_ref().map_or_else(

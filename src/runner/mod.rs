@@ -142,7 +142,7 @@ pub async fn run(plan: Arc<Plan>, out: &Path, options: Options) -> anyhow::Resul
         tx,
     )
     .await;
-    let (mut writer, recorder, write_error) = recorder_task
+    let (mut writer, mut recorder, write_error) = recorder_task
         .await
         .map_err(|e| anyhow::anyhow!("the recorder task failed: {e}"))?;
     let probe = probe.finish();
@@ -157,9 +157,12 @@ pub async fn run(plan: Arc<Plan>, out: &Path, options: Options) -> anyhow::Resul
         (Err(_), _) => RunStatus::Failed,
         // Rows could not be written (a full disk): the files are short, the run failed.
         _ if write_error.is_some() => RunStatus::Failed,
-        (Ok(()), true) => RunStatus::Interrupted,
-        (Ok(()), false) => RunStatus::Complete,
+        (Ok(_), true) => RunStatus::Interrupted,
+        (Ok(_), false) => RunStatus::Complete,
     };
+    for n in driven.iter().flatten() {
+        recorder.note_connections(&n.target, n.transport.as_str(), &n.note);
+    }
     let mut summary = crate::recorder::Summary::from_recorder(&recorder);
     let harness = harness_section(&recorder, &probe, options.calibration.as_deref());
     if harness.verdict == Verdict::HarnessBound && options.announce {

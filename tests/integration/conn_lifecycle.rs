@@ -522,3 +522,56 @@ async fn http2_goaway_between_requests_loses_nothing() {
     }
     assert!(conns.load(Ordering::SeqCst) >= 2);
 }
+
+/// A run against a server that closes each keep-alive connection after its response: the
+/// summary counts the pooled cell's reuse (none) and says why, and the table prints it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_pooled_cell_that_never_pooled_says_why() {
+    let srv = server(Close::AfterEach(0)).await;
+    let text = format!(
+        r#"
+name = "closer"
+max_output_tokens = 8
+[load]
+sessions = 1
+[matrix]
+targets = ["peer"]
+transports = ["http-pooled"]
+[targets.peer]
+base_url = "{}"
+api = "chat-completions"
+model = "m"
+[[turns]]
+prompt = "one"
+[[turns]]
+prompt = "two"
+[[turns]]
+prompt = "three"
+"#,
+        srv.base_url
+    );
+    let plan = crate::support::run::plan_of("closer.toml", &text);
+    let tmp = tempfile::tempdir().unwrap();
+    let outcome = spark_bench::runner::run(
+        Arc::new(plan),
+        tmp.path(),
+        spark_bench::runner::Options::quiet(),
+    )
+    .await
+    .unwrap();
+    let cell = &outcome.summary.cells[0];
+    assert_eq!(cell.ok, 3, "{cell:?}");
+    assert_eq!((cell.connections.fresh, cell.connections.reused), (3, 0));
+    assert_eq!(
+        cell.connections.note.as_deref(),
+        Some(spark_bench::driver::SERVER_CLOSES)
+    );
+    let table = spark_bench::recorder::table(&outcome.summary);
+    assert!(
+        table.contains("peer × http-pooled: reused 0/3: the server closed each connection"),
+        "{table}"
+    );
+    // And summary.json says it too.
+    let json = std::fs::read_to_string(outcome.dir.join("summary.json")).unwrap();
+    assert!(json.contains(spark_bench::driver::SERVER_CLOSES), "{json}");
+}
