@@ -110,6 +110,10 @@ pub struct CellStats {
     /// What the cell's connector learnt about its server's connections (a server that
     /// closes each one after its response), when it learnt anything.
     pub connection_note: Option<String>,
+    /// Successful measured requests whose `decode_tok_s` or `output_tok_s` was withheld
+    /// because its span was below `vocab::MIN_RATE_SPAN_NS` (see
+    /// `RequestRecord::rate_span_unresolved`): they are in every other metric, not in those.
+    pub rate_span_unresolved: u64,
 }
 
 impl CellStats {
@@ -189,6 +193,7 @@ impl CellStats {
         }
         self.good_requests += other.good_requests;
         self.good_output_tokens += other.good_output_tokens;
+        self.rate_span_unresolved += other.rate_span_unresolved;
         if let Some(s) = other.first_intended_ns {
             self.extend_span(s, other.last_end_ns);
         }
@@ -379,6 +384,9 @@ impl Recorder {
             cell.good_output_tokens += u64::from(r.output_tokens);
         }
         cell.chunks += chunks;
+        if r.rate_span_unresolved(chunks) {
+            cell.rate_span_unresolved += 1;
+        }
         if let Some(input) = r.input_tokens {
             cell.input_tokens += u64::from(input);
             cell.input_token_requests += 1;

@@ -108,6 +108,12 @@ pub struct CellSummary {
     /// Goodput under the scenario's `[slo]`; absent when it has none.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub goodput: Option<Goodput>,
+    /// Successful measured requests whose `decode_tok_s` or `output_tok_s` was not defined
+    /// because the span it divides by was below `vocab::MIN_RATE_SPAN_NS` (e.g. the whole
+    /// stream arrived in one read): not in those two metrics, counted here. 0 in older
+    /// summaries.
+    #[serde(default)]
+    pub rate_span_unresolved: u64,
 }
 
 /// How a cell's successful measured requests got their connection.
@@ -332,6 +338,7 @@ fn cell_summary(target: &str, transport: &str, c: &CellStats) -> CellSummary {
             .then(|| c.input_tokens as f64 / c.input_token_requests as f64),
         mean_output_tokens: (c.ok() > 0).then(|| c.output_tokens as f64 / c.ok() as f64),
         goodput: None,
+        rate_span_unresolved: c.rate_span_unresolved,
     }
 }
 

@@ -50,7 +50,7 @@ const DEFINITIONS: [(&str, &str); 9] = [
     ("overhead", "round-trip overhead: client TTFT minus the server-reported TTFT; when the server reports no timing, dispatch to the first protocol event (an estimate that also contains API work)"),
     ("TTFT", "time to first content token, from the request's intended start (includes client-side queueing)"),
     ("TPOT", "time per output token after the first: (last token − first token) / (tokens − 1)"),
-    ("tok/s", "output tokens per second over the whole request, from the intended start"),
+    ("tok/s", "output tokens per second over the whole request, from the intended start; not defined for a request whose span is under 50 µs (counted as `rate_span_unresolved` in summary.json)"),
     ("session", "session wall time: the first request's intended start to the last request's end; sessions with a failed request are excluded"),
     ("p50 / p90 / p99", "percentiles over successful measured requests (warm-up excluded), from HdrHistograms with 3 significant digits"),
     ("vs http", "change of the same statistic against the same target's `http` row (new TCP + TLS connection per request); negative is faster. Cells that share a server ran under the run's schedule (see Load below the table): interleaved or sequential cells never added their loads up; parallel ones did"),

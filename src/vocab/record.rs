@@ -2,8 +2,9 @@
 //! timestamps) and everything downstream (histograms, CSV, reports, the gate).
 //!
 //! Owns: the `RequestRecord` and `SessionRecord` types and the metric definitions derived
-//! from a record (TTFT, ITL, TPOT, E2E, overhead); the enums they hold are in
-//! [`kinds`](super::kinds). Pure: no clocks, no I/O.
+//! from a record (TTFT, ITL, TPOT, E2E, overhead, the token rates), with the one rule for
+//! rates over spans too short to resolve ([`MIN_RATE_SPAN_NS`], [`rate_tok_s`]); the enums
+//! they hold are in [`kinds`](super::kinds). Pure: no clocks, no I/O.
 //!
 //! All timestamps are `u64` nanoseconds since the run's monotonic origin (the `Instant`
 //! taken when the run started); they were taken by the transport when the bytes arrived,
@@ -14,6 +15,29 @@ use serde::{Deserialize, Serialize};
 use super::kinds::{
     Chaining, OutcomeKind, OverheadSource, RequestKind, TokenSource, TransportKind, WireProtocol,
 };
+
+/// The shortest span, ns, a per-request token rate (`decode_tok_s`, `output_tok_s`) is
+/// divided by; below it the rate is not defined for that request ([`rate_tok_s`] gives
+/// `None`), so no infinite or 1e9-scale value reaches a histogram, a mean or a gate row.
+///
+/// Why 50 µs: arrival stamps are taken once per read, so every chunk that arrived in the same
+/// read shares one stamp and a span of 0 means "same read", not "infinitely fast". Reads a
+/// few microseconds apart are the kernel and the reader's scheduling splitting one burst, not
+/// the server producing tokens: the fastest decode we simulate (the `fast` simulator
+/// profile, 20 000 tok/s per request, several times the few thousand tok/s that the fastest
+/// published per-request decodes reach) spends 50 µs on one token, so a span under 50 µs cannot hold even one measured token
+/// interval; what it measures is read coalescing and scheduling. Such a request is counted (the cell's
+/// `rate_span_unresolved` in `summary.json`), never silently dropped.
+///
+/// TPOT and ITL are times, not rates: a TPOT or gap of 0 ns is a real measurement ("all at
+/// once") and stays finite, so they keep every sample and this rule does not apply to them.
+pub const MIN_RATE_SPAN_NS: u64 = 50_000;
+
+/// `tokens` per second over `span_ns`: `None` when there are no tokens or the span is below
+/// [`MIN_RATE_SPAN_NS`] (a span exactly at the floor is resolved).
+pub fn rate_tok_s(tokens: u64, span_ns: u64) -> Option<f64> {
+    (tokens > 0 && span_ns >= MIN_RATE_SPAN_NS).then(|| tokens as f64 * 1e9 / span_ns as f64)
+}
 
 /// One content chunk: when its bytes arrived and how many tokens it carried.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
@@ -225,17 +249,32 @@ impl RequestRecord {
     }
 
     /// Decode rate in tokens/s: tokens after the first chunk over the first→last span.
+    /// `None` when no token followed the first chunk, or when the span is below
+    /// [`MIN_RATE_SPAN_NS`] (e.g. the whole stream arrived in one read).
     pub fn decode_tok_s(&self) -> Option<f64> {
         let (f, l) = (self.first_token_ns?, self.last_token_ns?);
         let first_chunk = self.chunks.first()?.tokens;
         let after = self.output_tokens.checked_sub(first_chunk)?;
-        (l > f && after > 0).then(|| after as f64 * 1e9 / (l - f) as f64)
+        rate_tok_s(u64::from(after), l.saturating_sub(f))
     }
 
-    /// Output tokens per second over the whole request (from the intended start).
+    /// Output tokens per second over the whole request (from the intended start to the last
+    /// token). `None` without tokens or when that span is below [`MIN_RATE_SPAN_NS`].
     pub fn output_tok_s(&self) -> Option<f64> {
-        let e2e = self.e2e_ns()?;
-        (e2e > 0 && self.output_tokens > 0).then(|| self.output_tokens as f64 * 1e9 / e2e as f64)
+        rate_tok_s(u64::from(self.output_tokens), self.e2e_ns()?)
+    }
+
+    /// True when [`MIN_RATE_SPAN_NS`] withheld one of this request's rates: it had more than
+    /// one content chunk (`chunks`, counted or listed) but its first→last token span is below
+    /// the floor, or it had output tokens but its E2E is below the floor. Row-only readers
+    /// (which count chunks without listing them) get the same answer as record readers.
+    pub fn rate_span_unresolved(&self, chunks: u64) -> bool {
+        let short = |span: Option<u64>| span.is_some_and(|s| s < MIN_RATE_SPAN_NS);
+        let decode_span = self
+            .first_token_ns
+            .zip(self.last_token_ns)
+            .map(|(f, l)| l.saturating_sub(f));
+        (chunks > 1 && short(decode_span)) || (self.output_tokens > 0 && short(self.e2e_ns()))
     }
 
     /// Connection setup paid by this request (DNS + TCP + proxy tunnel + TLS + WS upgrade), ns.
@@ -331,5 +370,50 @@ mod tests {
             s.overhead_ns(),
             Some((48_000, OverheadSource::ServerTiming))
         );
+    }
+
+    #[test]
+    fn rates_below_the_span_floor_are_not_defined() {
+        let floor = MIN_RATE_SPAN_NS;
+        assert_eq!(rate_tok_s(3, floor - 1), None);
+        assert_eq!(rate_tok_s(3, floor), Some(3.0 * 1e9 / floor as f64));
+        assert_eq!(
+            rate_tok_s(3, floor + 1),
+            Some(3.0 * 1e9 / (floor + 1) as f64)
+        );
+        assert_eq!(rate_tok_s(0, floor), None);
+        assert_eq!(rate_tok_s(3, 0), None);
+        // The decode span of `rec()` set just below / at / above the floor.
+        let at = |span: u64| {
+            let mut r = rec();
+            r.last_token_ns = Some(100_000 + span);
+            r
+        };
+        let below = at(floor - 1);
+        assert_eq!(below.decode_tok_s(), None);
+        assert!(below.rate_span_unresolved(3));
+        assert!(
+            !below.rate_span_unresolved(1),
+            "one chunk: no decode span to resolve"
+        );
+        // TPOT is a time: 0-ish spans stay real, finite measurements.
+        assert_eq!(below.tpot_ns(), Some((floor - 1) as f64 / 3.0));
+        let exact = at(floor);
+        assert_eq!(exact.decode_tok_s(), Some(3.0 * 1e9 / floor as f64));
+        assert!(!exact.rate_span_unresolved(3));
+        let above = at(floor + 1);
+        assert_eq!(above.decode_tok_s(), Some(3.0 * 1e9 / (floor + 1) as f64));
+        // Same read: every chunk shares one stamp.
+        let mut same = rec();
+        same.last_token_ns = same.first_token_ns;
+        assert_eq!(same.decode_tok_s(), None);
+        assert_eq!(same.tpot_ns(), Some(0.0));
+        assert!(same.output_tok_s().is_some_and(f64::is_finite));
+        // E2E below the floor withholds output_tok_s too.
+        let mut quick = rec();
+        quick.intended_ns = 100_000 - (floor - 1);
+        quick.last_token_ns = Some(100_000);
+        assert_eq!(quick.output_tok_s(), None);
+        assert!(quick.rate_span_unresolved(1));
     }
 }
