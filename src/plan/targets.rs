@@ -627,6 +627,71 @@ mod tests {
     }
 
     #[test]
+    fn credential_headers_are_withheld_and_plain_http_keys_warned_about() {
+        for (name, secret) in [
+            ("x-goog-api-key", true),
+            ("OpenAI-Api-Key", true),
+            ("X-Auth-Token", true),
+            ("x-client-secret", true),
+            ("Set-Cookie", true),
+            ("anthropic-version", false),
+            ("x-request-id", false),
+        ] {
+            assert_eq!(is_credential_header(name), secret, "{name}");
+        }
+        let mut headers = BTreeMap::new();
+        headers.insert("x-goog-api-key".to_string(), "AIza-planted".to_string());
+        headers.insert("anthropic-version".to_string(), "2023-06-01".to_string());
+        let spec = |url: &str| TargetSpec {
+            base_url: Some(url.into()),
+            model: Some("m".into()),
+            headers: Some(headers.clone()),
+            ..Default::default()
+        };
+        let t = resolve(
+            "x",
+            &[("t.toml", &spec("http://bob:pw-1@api.corp:8000/v1"))],
+        )
+        .unwrap();
+        assert_eq!(t.base_url.as_deref(), Some("http://api.corp:8000/v1"));
+        assert_eq!(
+            t.net.url_userinfo.as_ref().map(|u| u.0.as_str()),
+            Some("bob:pw-1")
+        );
+        let json = serde_json::to_string(&t).unwrap();
+        assert!(
+            !json.contains("pw-1") && !format!("{t:?}").contains("pw-1"),
+            "{json}"
+        );
+        let w = plain_http_warning(&t).expect("a credential header over plain http warns");
+        assert!(w.contains("api.corp") && w.contains("plain http"), "{w}");
+        for quiet in [
+            "https://api.corp/v1",
+            "http://127.0.0.1:8000/v1",
+            "http://localhost/v1",
+            "http://[::1]:9/v1",
+        ] {
+            let t = resolve("x", &[("t.toml", &spec(quiet))]).unwrap();
+            assert_eq!(plain_http_warning(&t), None, "{quiet}");
+        }
+        // Without any credential there is nothing to warn about.
+        let bare = TargetSpec {
+            base_url: Some("http://api.corp/v1".into()),
+            model: Some("m".into()),
+            ..Default::default()
+        };
+        assert_eq!(
+            plain_http_warning(&resolve("x", &[("t.toml", &bare)]).unwrap()),
+            None
+        );
+        let keyed = TargetSpec {
+            api_key_env: Some("CORP_KEY".into()),
+            ..bare
+        };
+        assert!(plain_http_warning(&resolve("x", &[("t.toml", &keyed)]).unwrap()).is_some());
+    }
+
+    #[test]
     fn refuses_credentials_bad_urls_and_unusable_names() {
         let mut headers = BTreeMap::new();
         headers.insert("Authorization".to_string(), "Bearer sk-123".to_string());

@@ -303,6 +303,44 @@ mod tests {
     }
 
     #[test]
+    fn a_set_redacts_raw_and_trimmed_values_whole_or_cut_off() {
+        let mut set = Secrets::default();
+        set.add("sk-h2probe-SECRET-0123\n");
+        set.add_userinfo("bob:hunter2-pw");
+        set.add("abc"); // too short: ignored
+                        // The trimmed key (what was sent) and the raw value both go.
+        assert_eq!(set.scrub("id=sk-h2probe-SECRET-0123\n!"), "id=[redacted]!");
+        // Cut off at a limit: an 8+ byte start goes as far as it matches.
+        assert_eq!(set.scrub("key sk-h2probe-SECR"), "key [redacted]");
+        assert_eq!(set.scrub("key sk-h2pr"), "key sk-h2pr");
+        // URL userinfo: the whole, the password, its base64.
+        let b64 = base64::engine::general_purpose::STANDARD.encode("bob:hunter2-pw");
+        let r = set.remove(&format!("pw hunter2-pw basic {b64} abc"));
+        assert_eq!(r, "pw [redacted] basic [redacted] abc");
+        assert!(format!("{set:?}").starts_with("Secrets("));
+        assert_eq!(format!("{:?}", Withheld("x".into())), "<withheld>");
+    }
+
+    #[test]
+    fn excerpts_never_end_inside_a_token() {
+        let body = format!("{} sk-0123456789abcdef rest", "x".repeat(10));
+        // A cut at 15 bytes moves to the key's end, so the scrub sees it whole.
+        assert_eq!(
+            excerpt(body.as_bytes(), 15),
+            format!("{} sk-0123456789abcdef", "x".repeat(10))
+        );
+        assert_eq!(excerpt(b"ab cd", 3), "ab ");
+        assert_eq!(excerpt(b"short", 300), "short");
+        // A token longer than the slack is still cut (the 8-byte rule catches it).
+        let long = "k".repeat(1000);
+        assert_eq!(excerpt(long.as_bytes(), 10).len(), 10 + TOKEN_SLACK);
+        assert_eq!(
+            userinfos("a http://u:p@h/x and https://h2/ ws://v@h3"),
+            vec!["u:p".to_string(), "v".to_string()]
+        );
+    }
+
+    #[test]
     fn strip_userinfo_keeps_the_rest() {
         assert_eq!(
             strip_userinfo("https://u:p@api.example.com:8443/v1"),
