@@ -135,7 +135,7 @@ impl ChatDecoder {
                     status: None,
                     message: format!(
                         "unparsable chat chunk ({e}): {}",
-                        String::from_utf8_lossy(&data[..data.len().min(200)])
+                        crate::vocab::redact::excerpt(data, 200)
                     ),
                 });
                 return;

@@ -204,7 +204,7 @@ pub(crate) fn error_from_body(status: u16, data: &[u8]) -> StreamEvent {
         .ok()
         .and_then(|e| e.error)
         .map(|e| error_message(&e))
-        .unwrap_or_else(|| String::from_utf8_lossy(&data[..data.len().min(300)]).into_owned());
+        .unwrap_or_else(|| crate::vocab::redact::excerpt(data, 300));
     // An empty body (or an empty `message`) still gets a readable error.
     let message = if message.trim().is_empty() {
         format!("HTTP status {status} with no error message in the body")

@@ -3,6 +3,7 @@
 //!
 //! Owns: the JSON of each request, tool definitions and `tool_choice`, the API key header
 //! (read from the environment at build time, never stored or logged), extra target headers,
+//! the target's redaction set ([`secrets`]: what of that is secret),
 //! the simulator fault (`x-sim-fault` header on HTTP, `"sim_fault"` field on WebSocket), and
 //! what one turn sends, built when the transport asks ([`TurnRequest`]: the whole history on
 //! a new WebSocket; a `generate:false` warm-up only on WebSocket).
@@ -65,15 +66,40 @@ fn common_headers(target: &Target) -> Result<Vec<(HeaderName, HeaderValue)>, Bui
                 target.name
             ))
         })?;
-        let value = HeaderValue::from_str(v).map_err(|_| {
+        let mut value = HeaderValue::from_str(v).map_err(|_| {
             BuildError(format!(
                 "target {:?}: invalid value for header {k:?}",
                 target.name
             ))
         })?;
+        value.set_sensitive(crate::plan::targets::is_credential_header(k));
         h.push((name, value));
     }
     Ok(h)
+}
+
+/// The target's redaction set: exactly the secrets its requests carry — the API key as
+/// sent (trimmed) and as read from `api_key_env`, every credential-like header value
+/// ([`crate::plan::targets::is_credential_header`]) — and the `user:password` its
+/// `base_url` was written with. The exchange scrubs every server-derived text with it.
+pub fn secrets(target: &Target) -> crate::vocab::redact::Secrets {
+    let mut s = crate::vocab::redact::Secrets::default();
+    if let Some(raw) = target
+        .api_key_env
+        .as_deref()
+        .and_then(|v| std::env::var(v).ok())
+    {
+        s.add(&raw);
+    }
+    for (k, v) in &target.headers {
+        if crate::plan::targets::is_credential_header(k) {
+            s.add(v);
+        }
+    }
+    if let Some(u) = &target.net.url_userinfo {
+        s.add_userinfo(&u.0);
+    }
+    s
 }
 
 /// Checks that requests to `target` can be built: its API key variable (`api_key_env`) is

@@ -120,7 +120,7 @@ impl ResponsesDecoder {
                     status: None,
                     message: format!(
                         "unparsable Responses event ({e}): {}",
-                        String::from_utf8_lossy(&data[..data.len().min(200)])
+                        crate::vocab::redact::excerpt(data, 200)
                     ),
                 });
                 return;

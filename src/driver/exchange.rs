@@ -186,7 +186,7 @@ pub async fn exchange(
 
     fill_ending(&mut rec, exchanged, &acc, target, clock.now_ns());
     fill_tokens(&mut rec, &mut acc);
-    redact_error(&mut rec, target);
+    scrub_server_texts(&mut rec, target);
 
     let reply = Reply {
         ok: rec.outcome == OutcomeKind::Ok,
@@ -307,16 +307,24 @@ fn fill_tokens(rec: &mut RequestRecord, acc: &mut Acc) {
     rec.tool_calls = acc.tool_calls.len() as u32;
 }
 
-/// Removes the target's API key from the record's error: a server may echo it (a 401 body,
-/// a refused upgrade quoting the header).
-fn redact_error(rec: &mut RequestRecord, target: &Target) {
-    if let Some(e) = rec.error.take() {
-        let key = target
-            .api_key_env
-            .as_deref()
-            .and_then(|v| std::env::var(v).ok())
-            .unwrap_or_default();
-        rec.error = Some(crate::vocab::redact::redact(&e, &[key.as_str()]));
+/// Scrubs every text of the record that the server had a say in (error, response id,
+/// ALPN, server-timing source) with the target's one redaction set
+/// ([`crate::backend::request::secrets`]) before it is written: a server may echo a key
+/// (a 401 body, a refused upgrade quoting the header, the key as the response id). The
+/// excerpts in those texts were cut with [`crate::vocab::redact::excerpt`], which never
+/// cuts a key in two; a key cut anyway is caught by its 8+ byte start.
+fn scrub_server_texts(rec: &mut RequestRecord, target: &Target) {
+    let secrets = crate::backend::request::secrets(target);
+    let scrub = |t: &mut Option<String>| {
+        if let Some(v) = t.as_mut() {
+            *v = secrets.scrub(v);
+        }
+    };
+    scrub(&mut rec.error);
+    scrub(&mut rec.response_id);
+    scrub(&mut rec.alpn);
+    if let Some(t) = rec.server_timing.as_mut() {
+        t.source = secrets.scrub(&t.source);
     }
 }
 

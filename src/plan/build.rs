@@ -106,6 +106,11 @@ pub fn build(
     let workload = resolve_workload(s, seed, &src)?;
 
     let (targets, target_from_cli) = resolve_targets(s, overrides, &src)?;
+    warnings.extend(
+        targets
+            .iter()
+            .filter_map(super::targets::plain_http_warning),
+    );
     let transports = resolve_transports(s, overrides, &src)?;
     let mut cells = resolve_cells(
         &targets,

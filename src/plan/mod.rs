@@ -253,7 +253,7 @@ pub struct Target {
 /// How a target is reached on the user's network: extra CA certificates, a client
 /// certificate for mutual TLS, and the proxy choice. Paths are absolute (resolved against
 /// the file that named them); the files are read when the run starts, not by the plan.
-/// Never holds key material or proxy credentials, so it may be written to the manifest.
+/// Never serializes key material or credentials, so it may be written to the manifest.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct TargetNet {
     /// PEM file of CA certificates trusted besides the system store and the bundled roots.
@@ -269,6 +269,10 @@ pub struct TargetNet {
     /// environment decides (`HTTPS_PROXY`, `HTTP_PROXY`, `NO_PROXY`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub proxy: Option<String>,
+    /// The `user:password` that `base_url` was written with (stripped from the URL, never
+    /// sent, never serialized): only for the target's redaction set.
+    #[serde(skip)]
+    pub url_userinfo: Option<crate::vocab::redact::Withheld>,
 }
 
 /// One scripted session (a coding conversation).

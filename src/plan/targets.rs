@@ -2,7 +2,10 @@
 //! scenario and `--targets FILE`) field by field on top of them.
 //!
 //! Owns: target defaults and per-target validation (names, URLs, API flavour vs transports,
-//! no credentials in headers). Pure: no I/O; API keys are referred to by variable name only.
+//! none of the known credential headers in files), which header names count as credentials
+//! ([`is_credential_header`]: their values are secrets, withheld from the manifest by
+//! [`without_secrets`]), and the warning for a key sent over plain http to a host that is
+//! not loopback. Pure: no I/O; API keys are referred to by variable name only.
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -44,6 +47,58 @@ const SECRET_HEADERS: [&str; 5] = [
     "proxy-authorization",
     "cookie",
 ];
+
+/// Parts of a header name that make it a credential (`x-goog-api-key`, `x-auth-token`,
+/// `openai-api-key`, …): its value is a secret, never written to results.
+const CREDENTIAL_PARTS: [&str; 6] = ["key", "token", "secret", "auth", "password", "cookie"];
+
+/// What a withheld header value shows in the manifest.
+pub const WITHHELD: &str = "<redacted>";
+
+/// Whether header `name` carries a credential (its name contains `key`, `token`, `secret`,
+/// `auth`, `password` or `cookie`, in any case).
+pub fn is_credential_header(name: &str) -> bool {
+    let n = name.to_ascii_lowercase();
+    CREDENTIAL_PARTS.iter().any(|p| n.contains(p))
+}
+
+/// `plan` as it may be written: every credential-like header value replaced by
+/// `<redacted>` (the manifest and the plan hash see this form, so shards still merge).
+pub fn without_secrets(plan: &super::Plan) -> super::Plan {
+    let mut p = plan.clone();
+    for c in &mut p.cells {
+        for (k, v) in &mut c.target.headers {
+            if is_credential_header(k) {
+                *v = WITHHELD.to_string();
+            }
+        }
+    }
+    p
+}
+
+/// The warning for a target that would send a credential (its `api_key_env` key or a
+/// credential-like header) over plain `http://` to a host that is not loopback.
+pub fn plain_http_warning(t: &Target) -> Option<String> {
+    let url = t.base_url.as_deref()?;
+    let rest = url.strip_prefix("http://")?;
+    let authority = rest.split(['/', '?', '#']).next().unwrap_or("");
+    let host = match authority.strip_prefix('[') {
+        Some(v6) => v6.split(']').next().unwrap_or(""),
+        None => authority.rsplit_once(':').map_or(authority, |(h, _)| h),
+    };
+    let loopback = host.eq_ignore_ascii_case("localhost")
+        || host
+            .parse::<std::net::IpAddr>()
+            .is_ok_and(|ip| ip.is_loopback());
+    let sends_credential =
+        t.api_key_env.is_some() || t.headers.keys().any(|h| is_credential_header(h));
+    (sends_credential && !loopback).then(|| {
+        format!(
+            "target {}: its API key or credential header goes over plain http to {host}, readable by anyone on the path; use https:// unless the network is trusted",
+            t.name
+        )
+    })
+}
 
 /// The transports an API flavour can use.
 pub fn transports_for(api: ApiFlavour) -> Vec<TransportKind> {
@@ -213,8 +268,13 @@ fn apply_layer(t: &mut Target, explicit: &mut Explicit, layer_origin: &str, s: &
     if let Some(v) = &s.base_url {
         // URL credentials are never sent (keys go in `api_key_env`) and must not reach
         // the manifest: dropped here, where the URL enters the plan.
-        let (url, _had_credentials) = crate::vocab::redact::strip_userinfo(v);
+        // Kept aside (never serialized) for the redaction set.
+        let (url, had_credentials) = crate::vocab::redact::strip_userinfo(v);
         t.base_url = Some(url.trim_end_matches('/').to_string());
+        t.net.url_userinfo = had_credentials
+            .then(|| crate::vocab::redact::userinfos(v).into_iter().next())
+            .flatten()
+            .map(crate::vocab::redact::Withheld);
         t.sim_profile = None;
         t.sim_profile_file = None;
     }
@@ -564,6 +624,71 @@ mod tests {
             .unwrap_err()
             .to_string();
         assert!(e.contains("real endpoints only"), "{e}");
+    }
+
+    #[test]
+    fn credential_headers_are_withheld_and_plain_http_keys_warned_about() {
+        for (name, secret) in [
+            ("x-goog-api-key", true),
+            ("OpenAI-Api-Key", true),
+            ("X-Auth-Token", true),
+            ("x-client-secret", true),
+            ("Set-Cookie", true),
+            ("anthropic-version", false),
+            ("x-request-id", false),
+        ] {
+            assert_eq!(is_credential_header(name), secret, "{name}");
+        }
+        let mut headers = BTreeMap::new();
+        headers.insert("x-goog-api-key".to_string(), "AIza-planted".to_string());
+        headers.insert("anthropic-version".to_string(), "2023-06-01".to_string());
+        let spec = |url: &str| TargetSpec {
+            base_url: Some(url.into()),
+            model: Some("m".into()),
+            headers: Some(headers.clone()),
+            ..Default::default()
+        };
+        let t = resolve(
+            "x",
+            &[("t.toml", &spec("http://bob:pw-1@api.corp:8000/v1"))],
+        )
+        .unwrap();
+        assert_eq!(t.base_url.as_deref(), Some("http://api.corp:8000/v1"));
+        assert_eq!(
+            t.net.url_userinfo.as_ref().map(|u| u.0.as_str()),
+            Some("bob:pw-1")
+        );
+        let json = serde_json::to_string(&t).unwrap();
+        assert!(
+            !json.contains("pw-1") && !format!("{t:?}").contains("pw-1"),
+            "{json}"
+        );
+        let w = plain_http_warning(&t).expect("a credential header over plain http warns");
+        assert!(w.contains("api.corp") && w.contains("plain http"), "{w}");
+        for quiet in [
+            "https://api.corp/v1",
+            "http://127.0.0.1:8000/v1",
+            "http://localhost/v1",
+            "http://[::1]:9/v1",
+        ] {
+            let t = resolve("x", &[("t.toml", &spec(quiet))]).unwrap();
+            assert_eq!(plain_http_warning(&t), None, "{quiet}");
+        }
+        // Without any credential there is nothing to warn about.
+        let bare = TargetSpec {
+            base_url: Some("http://api.corp/v1".into()),
+            model: Some("m".into()),
+            ..Default::default()
+        };
+        assert_eq!(
+            plain_http_warning(&resolve("x", &[("t.toml", &bare)]).unwrap()),
+            None
+        );
+        let keyed = TargetSpec {
+            api_key_env: Some("CORP_KEY".into()),
+            ..bare
+        };
+        assert!(plain_http_warning(&resolve("x", &[("t.toml", &keyed)]).unwrap()).is_some());
     }
 
     #[test]

@@ -1,8 +1,11 @@
 //! `manifest.json`: what ran, where, when, with which plan, and whether it finished.
 //!
 //! Owns: the manifest type and its sections (the `merge` section's types too: `merge`
-//! fills them, readers read them here), run ids, and RFC 3339 UTC timestamps (computed here
-//! from `SystemTime` so no date library is needed).
+//! fills them, readers read them here), run ids, RFC 3339 UTC timestamps (computed here
+//! from `SystemTime` so no date library is needed), and keeping secrets out of the text it
+//! stores: the plan with credential-like header values withheld, and the scenario source,
+//! plan strings and command line scrubbed with every target's redaction set plus any URL
+//! `user:password` in the source.
 
 use std::time::{SystemTime, UNIX_EPOCH};
 
@@ -253,6 +256,10 @@ impl Manifest {
         command_line: &[String],
         started: SystemTime,
     ) -> Manifest {
+        let secrets = stored_secrets(plan);
+        // Plan holds only strings, numbers, maps and lists: serializing cannot fail.
+        let stored_plan = serde_json::to_value(crate::plan::targets::without_secrets(plan))
+            .unwrap_or(serde_json::Value::Null);
         Manifest {
             schema_version: MANIFEST_SCHEMA_VERSION,
             tool: Tool {
@@ -270,11 +277,10 @@ impl Manifest {
                 name: plan.scenario_name.clone(),
                 path: plan.scenario_path.clone(),
                 hash: plan.scenario_hash.clone(),
-                source: plan.scenario_source.clone(),
+                source: secrets.remove(&plan.scenario_source),
             },
-            // Plan holds only strings, numbers, maps and lists: serializing cannot fail.
-            plan: serde_json::to_value(plan).unwrap_or(serde_json::Value::Null),
-            command_line: command_line.to_vec(),
+            plan: scrub_json(stored_plan, &secrets),
+            command_line: command_line.iter().map(|a| secrets.remove(a)).collect(),
             timestamps: None,
             load: Some(LoadRecord::of(plan)),
             network: Default::default(),
@@ -289,6 +295,34 @@ impl Manifest {
         let mut plan: Plan = serde_json::from_value(self.plan.clone())?;
         plan.scenario_source = self.scenario.source.clone();
         Ok(plan)
+    }
+}
+
+/// What the manifest's texts are scrubbed of: every target's redaction set and every URL
+/// `user:password` the scenario source holds.
+fn stored_secrets(plan: &Plan) -> crate::vocab::redact::Secrets {
+    let mut s = crate::vocab::redact::Secrets::default();
+    for c in &plan.cells {
+        s.extend(&crate::backend::request::secrets(&c.target));
+    }
+    for u in crate::vocab::redact::userinfos(&plan.scenario_source) {
+        s.add_userinfo(&u);
+    }
+    s
+}
+
+/// `v` with every string scrubbed.
+fn scrub_json(v: serde_json::Value, secrets: &crate::vocab::redact::Secrets) -> serde_json::Value {
+    use serde_json::Value;
+    match v {
+        Value::String(t) => Value::String(secrets.remove(&t)),
+        Value::Array(a) => Value::Array(a.into_iter().map(|x| scrub_json(x, secrets)).collect()),
+        Value::Object(o) => Value::Object(
+            o.into_iter()
+                .map(|(k, x)| (k, scrub_json(x, secrets)))
+                .collect(),
+        ),
+        other => other,
     }
 }
 

@@ -661,7 +661,7 @@ impl<S: FnMut(WireEvent) -> Flow> Pump<'_, '_, S> {
             self.out.ending = Ending::Protocol(format!(
                 "the server answered {} with content-type {t}, not text/event-stream: {}",
                 b.status,
-                String::from_utf8_lossy(&b.err_body[..b.err_body.len().min(300)])
+                crate::vocab::redact::excerpt(&b.err_body, 300)
             ));
             return;
         }

@@ -124,7 +124,7 @@ pub async fn upgrade(
                 let body = resp
                     .body()
                     .as_deref()
-                    .map(|b| String::from_utf8_lossy(&b[..b.len().min(512)]).into_owned())
+                    .map(|b| crate::vocab::redact::excerpt(b, 512))
                     .unwrap_or_default();
                 Ending::Upgrade(
                     Some(status),

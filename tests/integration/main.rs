@@ -24,6 +24,7 @@ mod run_e2e;
 mod run_faults;
 mod run_net;
 mod run_provenance;
+mod secrets;
 mod shard_merge;
 mod sim_cli;
 mod sim_faults;
