@@ -39,6 +39,7 @@ pub struct Cli {
 #[derive(Debug, Subcommand)]
 pub enum Command {
     /// Replay a scenario against targets over transports and measure every phase.
+    #[command(long_about = RUN_ABOUT)]
     Run(RunArgs),
     /// Start the embedded simulator: an OpenAI-compatible streaming server.
     Serve(ServeArgs),
@@ -63,6 +64,16 @@ pub enum Command {
     /// $GITHUB_STEP_SUMMARY.
     History(HistoryArgs),
 }
+
+const RUN_ABOUT: &str = "\
+Replay a scenario against targets over transports and measure every phase.
+
+Exit codes: 0 success; 1 --baseline found a regression; 2 usage, configuration or runtime \
+error; 3 the results were written but a measured cell's requests all failed, or its error \
+rate passed --max-error-rate (stderr names the error kinds with a sample message each; \
+--json says \"status\": \"failed-requests\"); 130 interrupted (results written, marked \
+interrupted). --json prints one object per run: the summary's keys plus run_id, \
+results_dir, status, exit_code and failed_cells.";
 
 const MERGE_ABOUT: &str = "\
 Merge the results directories that `spark-bench run … --shard I/N` wrote on several machines \

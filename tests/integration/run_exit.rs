@@ -176,3 +176,48 @@ async fn max_error_rate_fails_a_run_only_above_the_limit() {
     assert_eq!(o.status.code(), Some(2));
     assert!(texts(&o).1.contains("5%"), "{}", texts(&o).1);
 }
+
+/// `compare` and `history` take `--json` (their `--format json`) and `-q` like `run` does.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn compare_and_history_take_json_and_quiet() {
+    let tmp = tempfile::tempdir().unwrap();
+    let out = tmp.path().join("results");
+    let o = run_bin(
+        &[
+            "run",
+            "scenarios/smoke.toml",
+            "--out",
+            out.to_str().unwrap(),
+            "--no-report",
+            "-q",
+            "--transport",
+            "ws",
+        ],
+        &[],
+    )
+    .await;
+    assert_eq!(o.status.code(), Some(0), "{}", texts(&o).1);
+    let dir = only_run(&out);
+    let d = dir.to_str().unwrap();
+    let hist = tmp.path().join("history");
+    let h = hist.to_str().unwrap();
+    for quiet in [false, true] {
+        let mut args = vec!["compare", d, d, "--json", "--history", h];
+        if quiet {
+            args.push("-q");
+        }
+        let o = run_bin(&args, &[]).await;
+        let (stdout, stderr) = texts(&o);
+        assert_eq!(o.status.code(), Some(0), "{stdout}\n{stderr}");
+        let v: serde_json::Value = serde_json::from_str(&stdout)
+            .unwrap_or_else(|e| panic!("not the verdict JSON ({e}):\n{stdout}"));
+        assert_eq!(v["schema_version"], 1, "{v}");
+        assert_eq!(stderr.contains("history: "), !quiet, "{stderr}");
+    }
+    let o = run_bin(&["history", h, "--json", "-q"], &[]).await;
+    let (stdout, stderr) = texts(&o);
+    assert_eq!(o.status.code(), Some(0), "{stdout}\n{stderr}");
+    let v: serde_json::Value = serde_json::from_str(&stdout).unwrap();
+    assert_eq!(v["entries"], 2, "{v}");
+    assert!(!stderr.contains("gate runs"), "{stderr}");
+}
