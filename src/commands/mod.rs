@@ -1,4 +1,5 @@
-//! One module per subcommand: glue only (parse → call the library → print → exit code).
+//! One module per subcommand: glue only (parse → call the library → print → exit code);
+//! [`run_status`] is `run`'s verdict on itself (failed cells, status, `--json` object).
 
 use std::process::ExitCode;
 
