@@ -16,8 +16,14 @@ use crate::vocab::TransportKind;
 /// Quick start, offline, against the embedded simulator's GPU-class and wafer-scale
 /// profiles over an emulated 40 ms link: `spark-bench run scenarios/snake.toml`
 ///
-/// Exit codes: 0 success; 1 `compare` found a regression; 2 usage, configuration or
-/// runtime error; 130 interrupted by Ctrl-C (results written, marked interrupted).
+/// Exit codes: 0 success; 1 `compare` (or `run --baseline`) found a regression; 2 usage,
+/// configuration or runtime error; 3 `run` wrote its results but a measured cell's requests
+/// all failed (or its error rate passed --max-error-rate); 130 interrupted by Ctrl-C
+/// (results written, marked interrupted).
+///
+/// Every subcommand that prints results takes --json (one JSON object on stdout) and
+/// -q/--quiet (no progress or status lines on stderr; results, warnings and errors still
+/// print).
 #[derive(Debug, Parser)]
 #[command(name = "spark-bench", version, about, long_about, max_term_width = 100)]
 pub struct Cli {
@@ -27,9 +33,13 @@ pub struct Cli {
 }
 
 /// Subcommands.
+// Built once per process, so `run`'s larger argument set costs nothing worth a `Box` (which
+// would change every `let Command::Run(args) = …` in tests).
+#[allow(clippy::large_enum_variant)]
 #[derive(Debug, Subcommand)]
 pub enum Command {
     /// Replay a scenario against targets over transports and measure every phase.
+    #[command(long_about = RUN_ABOUT)]
     Run(RunArgs),
     /// Start the embedded simulator: an OpenAI-compatible streaming server.
     Serve(ServeArgs),
@@ -54,6 +64,16 @@ pub enum Command {
     /// $GITHUB_STEP_SUMMARY.
     History(HistoryArgs),
 }
+
+const RUN_ABOUT: &str = "\
+Replay a scenario against targets over transports and measure every phase.
+
+Exit codes: 0 success; 1 --baseline found a regression; 2 usage, configuration or runtime \
+error; 3 the results were written but a measured cell's requests all failed, or its error \
+rate passed --max-error-rate (stderr names the error kinds with a sample message each; \
+--json says \"status\": \"failed-requests\"); 130 interrupted (results written, marked \
+interrupted). --json prints one object per run: the summary's keys plus run_id, \
+results_dir, status, exit_code and failed_cells.";
 
 const MERGE_ABOUT: &str = "\
 Merge the results directories that `spark-bench run … --shard I/N` wrote on several machines \
@@ -94,6 +114,9 @@ pub struct MergeArgs {
     /// Print the merged summary as JSON on stdout instead of the table.
     #[arg(long)]
     pub json: bool,
+    /// No status lines on stderr (the `merged …`, `results:` and `report:` lines).
+    #[arg(long, short)]
+    pub quiet: bool,
 }
 
 /// `spark-bench history`.
@@ -109,6 +132,12 @@ pub struct HistoryArgs {
     /// `>> "$GITHUB_STEP_SUMMARY"`; or json (the series and change points).
     #[arg(long, default_value = "md", value_parser = ["md", "json", "none"])]
     pub format: String,
+    /// The same as --format json.
+    #[arg(long, conflicts_with = "format")]
+    pub json: bool,
+    /// No summary line on stderr.
+    #[arg(long, short)]
+    pub quiet: bool,
     /// Only the last N gate runs.
     #[arg(long, value_name = "N")]
     pub last: Option<usize>,
@@ -143,6 +172,9 @@ pub struct CalibrateArgs {
     /// Print the calibration as JSON on stdout.
     #[arg(long)]
     pub json: bool,
+    /// No progress or status lines on stderr.
+    #[arg(long, short)]
+    pub quiet: bool,
     /// Where to save it. Default: $XDG_CACHE_HOME/spark-bench/calibration.json (else
     /// ~/.cache/spark-bench/calibration.json), which every run reads.
     #[arg(long, value_name = "FILE")]
@@ -197,6 +229,13 @@ pub struct RunArgs {
     /// No progress display; only the final table (or JSON).
     #[arg(long, short)]
     pub quiet: bool,
+    /// Exit 3 when a measured cell's error rate (failed / measured requests, cancelled ones
+    /// aside) is above RATE: a fraction 0..1 or a percentage, e.g. 0.05 or 5%. Without it,
+    /// only a cell whose requests all failed exits 3. The results are written in full
+    /// first; stderr names each failing cell's top error kinds with a sample message, and
+    /// --json says `"status": "failed-requests"`.
+    #[arg(long, value_name = "RATE", value_parser = parse_error_rate)]
+    pub max_error_rate: Option<f64>,
     /// Do not render the report (report.md, report.html, charts) at the end.
     #[arg(long)]
     pub no_report: bool,
@@ -302,6 +341,12 @@ pub struct CompareArgs {
     /// comment), json (the verdict JSON; see README "CI regression gate").
     #[arg(long, default_value = "text", value_parser = crate::compare::render::Format::parse)]
     pub format: crate::compare::render::Format,
+    /// The same as --format json.
+    #[arg(long, conflicts_with = "format")]
+    pub json: bool,
+    /// No status lines on stderr (the `history:` line); the verdict still prints.
+    #[arg(long, short)]
+    pub quiet: bool,
     /// Compare even when scenario hash, link model or target sets differ.
     #[arg(long)]
     pub allow_mismatch: bool,
@@ -380,4 +425,70 @@ pub struct RecordArgs {
     /// Print the summary as JSON.
     #[arg(long)]
     pub json: bool,
+    /// No "point your agent at it" hint (the proxy's address and the written files still
+    /// print).
+    #[arg(long, short)]
+    pub quiet: bool,
+}
+
+/// Parses `--max-error-rate`: a fraction `0..=1` (`0.05`) or a percentage `0..=100%`
+/// (`5%`).
+pub fn parse_error_rate(s: &str) -> Result<f64, String> {
+    let t = s.trim();
+    let (number, scale) = match t.strip_suffix('%') {
+        Some(p) => (p.trim(), 100.0),
+        None => (t, 1.0),
+    };
+    let v: f64 = number.parse().map_err(|_| {
+        format!("{s:?} is not a rate; write a fraction (0.05) or a percentage (5%)")
+    })?;
+    let rate = v / scale;
+    if !rate.is_finite() || !(0.0..=1.0).contains(&rate) {
+        return Err(if scale == 1.0 && v > 1.0 && v <= 100.0 {
+            format!("{s:?} is above 1; for a percentage write {v}%")
+        } else {
+            format!("{s:?} is outside 0..1 (0%..100%)")
+        });
+    }
+    Ok(rate)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn parses(argv: &[&str]) -> Result<Cli, clap::Error> {
+        Cli::try_parse_from(std::iter::once("spark-bench").chain(argv.iter().copied()))
+    }
+
+    #[test]
+    fn error_rates_parse_as_fractions_or_percentages() {
+        assert_eq!(parse_error_rate("0.05"), Ok(0.05));
+        assert_eq!(parse_error_rate("5%"), Ok(0.05));
+        assert_eq!(parse_error_rate(" 0 "), Ok(0.0));
+        assert_eq!(parse_error_rate("100%"), Ok(1.0));
+        assert_eq!(parse_error_rate("1"), Ok(1.0));
+        assert!(parse_error_rate("5").unwrap_err().contains("5%"));
+        for bad in ["-1%", "101%", "1.5", "x", "nan", ""] {
+            assert!(parse_error_rate(bad).is_err(), "{bad}");
+        }
+    }
+
+    #[test]
+    fn every_result_printing_subcommand_takes_quiet_and_json() {
+        for argv in [
+            &["run", "s.toml", "-q", "--json", "--max-error-rate", "5%"][..],
+            &["compare", "a", "b", "-q", "--json"],
+            &["compare", "a", "b", "--quiet", "--format", "json"],
+            &["history", "d", "-q", "--json"],
+            &["calibrate", "-q", "--json"],
+            &["merge", "a", "--out", "m", "-q", "--json"],
+            &["record", "--upstream", "http://x/v1", "-q", "--json"],
+        ] {
+            assert!(parses(argv).is_ok(), "{argv:?}: {:?}", parses(argv).err());
+        }
+        // --json and an explicit, different --format contradict each other.
+        assert!(parses(&["compare", "a", "b", "--json", "--format", "md"]).is_err());
+        assert!(parses(&["history", "d", "--json", "--format", "md"]).is_err());
+    }
 }

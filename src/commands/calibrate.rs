@@ -9,12 +9,19 @@ use super::EXIT_OK;
 /// Executes `spark-bench calibrate`; returns the exit code.
 pub async fn execute(args: CalibrateArgs) -> anyhow::Result<u8> {
     let plan = Plan::new(args.quick);
-    errln!(
-        "calibrating this machine ({} cores){}: ingest, then a request-rate ramp",
-        crate::store::Host::current().cpus,
-        if args.quick { ", quick" } else { "" }
-    );
-    let mut say = |line: &str| errln!("  {line}");
+    let quiet = args.quiet;
+    if !quiet {
+        errln!(
+            "calibrating this machine ({} cores){}: ingest, then a request-rate ramp",
+            crate::store::Host::current().cpus,
+            if args.quick { ", quick" } else { "" }
+        );
+    }
+    let mut say = |line: &str| {
+        if !quiet {
+            errln!("  {line}")
+        }
+    };
     let c = calibrate(&plan, &mut say).await?;
     let path = if args.no_save {
         None
@@ -62,6 +69,7 @@ pub async fn execute(args: CalibrateArgs) -> anyhow::Result<u8> {
         outln!("took {:.1} s", c.took_s);
     }
     match &path {
+        Some(_) if quiet => {}
         Some(p) => errln!(
             "saved: {} (every run compares its chunk rate with it)",
             p.display()

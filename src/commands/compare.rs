@@ -16,7 +16,12 @@ use crate::compare::{self, history_file, render, Comparison, Thresholds};
 
 /// Executes `spark-bench compare`; returns the exit code.
 pub async fn execute(args: CompareArgs) -> anyhow::Result<u8> {
-    let format = args.format;
+    // `--json` is `--format json` (clap refuses both with another format).
+    let format = if args.json {
+        render::Format::Json
+    } else {
+        args.format
+    };
     let request = compare::runs::Request {
         thresholds: Thresholds::parse_cli(&args.thresholds)?,
         metrics: args
@@ -38,7 +43,9 @@ pub async fn execute(args: CompareArgs) -> anyhow::Result<u8> {
                 .clone()
                 .or_else(|| std::env::var("GITHUB_SHA").ok().filter(|s| !s.is_empty()));
             let n = history_file::append(h, &c, label, args.history_keep)?;
-            errln!("history: {} ({n} entries)", h.display());
+            if !args.quiet {
+                errln!("history: {} ({n} entries)", h.display());
+            }
         }
         Ok(c)
     })
@@ -49,9 +56,19 @@ pub async fn execute(args: CompareArgs) -> anyhow::Result<u8> {
 }
 
 /// The gate of `spark-bench run --baseline NAME` ([`compare::gate_comparison`]): prints the
-/// text verdict and returns the exit code (0 pass, 1 regression).
-pub fn gate_against_baseline(name: &str, candidate_dir: &Path) -> anyhow::Result<u8> {
+/// text verdict (on stderr with `to_stderr`, for `run --json`, whose stdout is one JSON
+/// object) and returns the exit code (0 pass, 1 regression).
+pub fn gate_against_baseline(
+    name: &str,
+    candidate_dir: &Path,
+    to_stderr: bool,
+) -> anyhow::Result<u8> {
     let comparison = compare::gate_comparison(name, candidate_dir, &[])?;
-    out!("{}", render::text(&comparison));
+    let verdict = render::text(&comparison);
+    if to_stderr {
+        errln!("{}", verdict.trim_end());
+    } else {
+        out!("{verdict}");
+    }
     Ok(compare::exit_code(&comparison))
 }

@@ -12,7 +12,8 @@ use crate::compare::history_file;
 /// Executes `spark-bench history`.
 pub async fn execute(args: HistoryArgs) -> anyhow::Result<u8> {
     let w = history_file::write_report(&args.dir, args.out.as_deref(), args.last)?;
-    errln!(
+    if !args.quiet {
+        errln!(
         "history: {} gate runs, {} series, {} with a change point; {} charts in {}, Markdown in {}",
         w.entries,
         w.series.len(),
@@ -21,7 +22,14 @@ pub async fn execute(args: HistoryArgs) -> anyhow::Result<u8> {
         w.charts_dir.display(),
         w.markdown_path.display()
     );
-    match args.format.as_str() {
+    }
+    // `--json` is `--format json` (clap refuses it beside another --format).
+    let format = if args.json {
+        "json"
+    } else {
+        args.format.as_str()
+    };
+    match format {
         "md" => out!("{}", w.markdown),
         "json" => outln!(
             "{}",

@@ -19,13 +19,16 @@ pub async fn execute(args: MergeArgs) -> anyhow::Result<u8> {
         .map(|s| s.offset_uncertainty_ns)
         .max()
         .unwrap_or(0);
-    errln!(
+    let say = !args.quiet;
+    if say {
+        errln!(
         "merged {} of {} shards of plan {} ({requests} requests); shards placed on one wall-clock axis within ± {:.3} ms",
         r.shards.len(),
         r.shard_count,
         r.plan_hash,
         worst as f64 / 1e6
     );
+    }
     if !r.missing.is_empty() {
         let list: Vec<String> = r
             .missing
@@ -42,7 +45,9 @@ pub async fn execute(args: MergeArgs) -> anyhow::Result<u8> {
     } else {
         outln!("{}", crate::recorder::table(&outcome.summary));
     }
-    errln!("results: {}", outcome.dir.display());
+    if say {
+        errln!("results: {}", outcome.dir.display());
+    }
     if !args.no_report {
         let dir = outcome.dir.clone();
         match tokio::task::spawn_blocking(move || crate::report::render_run(&dir)).await? {
@@ -51,7 +56,9 @@ pub async fn execute(args: MergeArgs) -> anyhow::Result<u8> {
                     .iter()
                     .find(|p| p.extension().is_some_and(|e| e == "html"))
                 {
-                    errln!("report:  {}", html.display());
+                    if say {
+                        errln!("report:  {}", html.display());
+                    }
                 }
             }
             Err(e) => errln!("warning: the report could not be rendered: {e:#}"),

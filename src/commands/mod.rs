@@ -1,4 +1,5 @@
-//! One module per subcommand: glue only (parse → call the library → print → exit code).
+//! One module per subcommand: glue only (parse → call the library → print → exit code);
+//! [`run_status`] is `run`'s verdict on itself (failed cells, status, `--json` object).
 
 use std::process::ExitCode;
 
@@ -11,6 +12,7 @@ pub mod merge;
 pub mod record;
 pub mod report;
 pub mod run;
+pub mod run_status;
 pub mod serve;
 
 /// Exit code: success.
@@ -19,6 +21,9 @@ pub const EXIT_OK: u8 = 0;
 pub const EXIT_REGRESSION: u8 = crate::compare::EXIT_REGRESSION;
 /// Exit code: usage, configuration or runtime error.
 pub const EXIT_ERROR: u8 = 2;
+/// Exit code: `run` finished and wrote its results, but a measured cell's requests all
+/// failed, or a cell's error rate passed `--max-error-rate` ([`run_status`]).
+pub const EXIT_FAILED_REQUESTS: u8 = 3;
 /// Exit code: interrupted by Ctrl-C (results written, marked interrupted).
 pub const EXIT_INTERRUPTED: u8 = 130;
 

@@ -19,11 +19,13 @@ pub async fn execute(args: RecordArgs) -> anyhow::Result<u8> {
         capture::base_url(addr),
         pv.clean(&args.upstream)
     );
-    outln!(
-        "point your agent at it (e.g. OPENAI_BASE_URL={}); Ctrl-C writes {}",
-        capture::base_url(addr),
-        args.out.display()
-    );
+    if !args.quiet {
+        outln!(
+            "point your agent at it (e.g. OPENAI_BASE_URL={}); Ctrl-C writes {}",
+            capture::base_url(addr),
+            args.out.display()
+        );
+    }
     let duration = args.duration;
     let stop = async move {
         let term = async {

@@ -1,13 +1,14 @@
 //! `spark-bench run`: arguments → plan → [`crate::runner`] → table, report, baseline.
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use crate::cli::RunArgs;
 use crate::plan::{self, Plan};
 use crate::runner::{self, Options};
 
-use super::{EXIT_INTERRUPTED, EXIT_OK};
+use super::run_status::{self, FailedCell, Status};
+use super::{EXIT_FAILED_REQUESTS, EXIT_INTERRUPTED, EXIT_OK, EXIT_REGRESSION};
 
 /// Executes `spark-bench run`; returns the exit code.
 pub async fn execute(args: RunArgs) -> anyhow::Result<u8> {
@@ -33,18 +34,57 @@ pub async fn execute(args: RunArgs) -> anyhow::Result<u8> {
     let options = options(&args);
     let outcome = runner::run(plan.clone(), &args.out, options).await?;
     finish_one(&args, &plan, &outcome);
+    let failed = failures(&args, &outcome);
     if let Some(name) = &args.save_baseline {
-        let saved = crate::store::save_baseline(&args.out, &outcome.dir, name)?;
-        errln!("baseline {name:?} saved to {}", saved.display());
+        save_baseline(&args, &outcome.dir, name, failed.is_empty())?;
     }
-    if outcome.interrupted {
+    let status = if outcome.interrupted {
         errln!("interrupted: every completed request was written; the run is marked interrupted");
-        return Ok(EXIT_INTERRUPTED);
+        Status::Interrupted
+    } else {
+        let regressed = match &args.baseline {
+            Some(name) => {
+                super::compare::gate_against_baseline(name, &outcome.dir, args.json)?
+                    == EXIT_REGRESSION
+            }
+            None => false,
+        };
+        if !failed.is_empty() {
+            Status::FailedRequests
+        } else if regressed {
+            Status::Regression
+        } else {
+            Status::Ok
+        }
+    };
+    if args.json {
+        let v = run_status::json(&outcome.summary, &outcome.dir, status, &failed);
+        outln!("{}", serde_json::to_string_pretty(&v)?);
     }
-    if let Some(name) = &args.baseline {
-        return super::compare::gate_against_baseline(name, &outcome.dir);
+    Ok(status.exit_code())
+}
+
+/// The measured cells of this run that fail it (see [`run_status`]), with a sample error
+/// text per kind, reported on stderr.
+fn failures(args: &RunArgs, outcome: &runner::RunOutcome) -> Vec<FailedCell> {
+    let mut failed = run_status::failed_cells(&outcome.summary, args.max_error_rate);
+    if let Err(e) = run_status::add_samples(&outcome.dir, &mut failed) {
+        errln!("warning: the failed requests' error texts could not be read: {e:#}");
     }
-    Ok(EXIT_OK)
+    run_status::print(&failed, args.max_error_rate);
+    failed
+}
+
+/// `--save-baseline NAME`, unless the run failed its requests (a baseline whose requests
+/// failed would pass every later run that fails the same way).
+fn save_baseline(args: &RunArgs, dir: &Path, name: &str, clean: bool) -> anyhow::Result<()> {
+    if !clean {
+        errln!("warning: not saved as baseline {name:?}: the run failed its requests (above)");
+        return Ok(());
+    }
+    let saved = crate::store::save_baseline(&args.out, dir, name)?;
+    errln!("baseline {name:?} saved to {}", saved.display());
+    Ok(())
 }
 
 /// After one run: the stall windows into `stalls.json`, the table, the report.
@@ -60,12 +100,8 @@ fn finish_one(args: &RunArgs, plan: &Plan, outcome: &runner::RunOutcome) {
         }
         Err(e) => errln!("warning: the stall windows could not be found: {e}"),
     }
-    if args.json {
-        outln!(
-            "{}",
-            serde_json::to_string_pretty(&outcome.summary).unwrap_or_default()
-        );
-    } else {
+    // `--json` prints its one object at the end (`run_status::json`), with the status.
+    if !args.json {
         outln!("{}", crate::recorder::table(&outcome.summary));
         outln!("vs http measured under {}", plan.load_line());
         if let Some(w) = &plan.workload {
@@ -119,6 +155,7 @@ async fn repeated(args: RunArgs) -> anyhow::Result<u8> {
     let run_set = |dir: PathBuf| {
         let (args, input) = (&args, &input);
         async move {
+            let mut any_failed = false;
             for i in 0..args.repeat {
                 // The same inputs with this repeat's seed: no file is read again.
                 let mut input = input.clone();
@@ -133,32 +170,51 @@ async fn repeated(args: RunArgs) -> anyhow::Result<u8> {
                 );
                 let outcome = runner::run(plan.clone(), &dir, options(args)).await?;
                 finish_one(args, &plan, &outcome);
+                let failed = failures(args, &outcome);
+                any_failed |= !failed.is_empty();
+                let status = match (outcome.interrupted, failed.is_empty()) {
+                    (true, _) => Status::Interrupted,
+                    (false, false) => Status::FailedRequests,
+                    (false, true) => Status::Ok,
+                };
+                if args.json {
+                    let v = run_status::json(&outcome.summary, &outcome.dir, status, &failed);
+                    outln!("{}", serde_json::to_string_pretty(&v)?);
+                }
                 if outcome.interrupted {
-                    return Ok::<bool, anyhow::Error>(true);
+                    return Ok::<_, anyhow::Error>((true, any_failed));
                 }
             }
-            Ok(false)
+            Ok((false, any_failed))
         }
     };
     let dir = set("");
-    if run_set(dir.clone()).await? {
+    let (interrupted, mut failed) = run_set(dir.clone()).await?;
+    if interrupted {
         errln!("interrupted: every completed request was written; the run is marked interrupted");
         return Ok(EXIT_INTERRUPTED);
     }
     errln!("results: {}", dir.display());
     if let Some(name) = &args.save_baseline {
-        let saved = crate::store::save_baseline(&args.out, &dir, name)?;
-        errln!("baseline {name:?} saved to {}", saved.display());
+        save_baseline(&args, &dir, name, !failed)?;
     }
+    // A repeat whose requests failed fails the set, whatever the gate says.
+    let code = |gate: u8, failed: bool| if failed { EXIT_FAILED_REQUESTS } else { gate };
     let Some(name) = &args.baseline else {
-        return Ok(EXIT_OK);
+        return Ok(code(EXIT_OK, failed));
     };
     let mut reruns: Vec<PathBuf> = Vec::new();
     loop {
         let c = crate::compare::gate_comparison(name, &dir, &reruns)?;
         if !c.fails() || reruns.len() as u32 >= args.confirm || c.counts().regressed == 0 {
-            out!("{}", crate::compare::render::text(&c));
-            return Ok(crate::compare::exit_code(&c));
+            let verdict = crate::compare::render::text(&c);
+            // With --json, stdout holds only the JSON objects.
+            if args.json {
+                errln!("{}", verdict.trim_end());
+            } else {
+                out!("{verdict}");
+            }
+            return Ok(code(crate::compare::exit_code(&c), failed));
         }
         let k = reruns.len() + 1;
         errln!(
@@ -166,9 +222,11 @@ async fn repeated(args: RunArgs) -> anyhow::Result<u8> {
             args.confirm
         );
         let rerun = set(&format!("confirm{k}-"));
-        if run_set(rerun.clone()).await? {
+        let (interrupted, rerun_failed) = run_set(rerun.clone()).await?;
+        if interrupted {
             return Ok(EXIT_INTERRUPTED);
         }
+        failed |= rerun_failed;
         reruns.push(rerun);
     }
 }

@@ -21,6 +21,7 @@ mod rates;
 mod record_proxy;
 mod report;
 mod run_e2e;
+mod run_exit;
 mod run_faults;
 mod run_net;
 mod run_provenance;

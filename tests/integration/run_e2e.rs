@@ -258,6 +258,16 @@ async fn json_prints_a_summary_that_parses_and_nothing_else() {
     let summary: Summary = serde_json::from_str(&stdout)
         .unwrap_or_else(|e| panic!("stdout is not a JSON summary ({e}):\n{stdout}"));
     let dir = only_run(tmp.path());
+    // Beside the summary's keys: what CI needs without scraping stderr.
+    let v: serde_json::Value = serde_json::from_str(&stdout).unwrap();
+    assert_eq!(
+        (&v["status"], &v["exit_code"]),
+        (&"ok".into(), &0.into()),
+        "{v}"
+    );
+    assert_eq!(v["results_dir"].as_str(), dir.to_str());
+    assert_eq!(v["run_id"].as_str(), dir.file_name().unwrap().to_str());
+    assert_eq!(v["failed_cells"], serde_json::json!([]));
     let on_disk: Summary =
         serde_json::from_slice(&std::fs::read(dir.join("summary.json")).unwrap()).unwrap();
     assert_eq!(summary, on_disk);
