@@ -301,6 +301,8 @@ mod tests {
             output_tokens: 0,
             chunks: 0,
             cached_input_share: None,
+            connections: Default::default(),
+            rate_span_unresolved: 0,
             span_s: 0.0,
             aggregate_output_tok_s: 0.0,
             metrics: BTreeMap::new(),

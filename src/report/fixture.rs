@@ -19,8 +19,8 @@ use crate::recorder::Recorder;
 use crate::rng::Rng;
 use crate::store::{RunStatus, RunWriter};
 use crate::vocab::{
-    ApiFlavour, Chaining, Chunk, OutcomeKind, RequestKind, RequestRecord, ServerTiming,
-    SessionRecord, TokenSource, TransportKind,
+    ApiFlavour, Chaining, Chunk, ConnectionScope, OutcomeKind, RequestKind, RequestRecord,
+    ServerTiming, SessionRecord, TokenSource, TransportKind,
 };
 
 /// Knobs of a synthetic run.
@@ -163,13 +163,11 @@ fn write_run(
                 let mut failed = 0;
                 let mut session_conn_open = false;
                 for turn in 0..n {
-                    let pays_setup = match transport {
-                        TransportKind::Http => true,
-                        TransportKind::HttpPooled => {
-                            turn == 0 && (session <= 1 || rng.below(10) == 0)
-                        }
-                        TransportKind::Http2 => !target_conn_open,
-                        TransportKind::Ws => !session_conn_open,
+                    let pays_setup = match transport.connection_scope() {
+                        ConnectionScope::Request => true,
+                        ConnectionScope::Pool => turn == 0 && (session <= 1 || rng.below(10) == 0),
+                        ConnectionScope::Cell => !target_conn_open,
+                        ConnectionScope::Session => !session_conn_open,
                     };
                     target_conn_open = true;
                     session_conn_open = true;

@@ -19,8 +19,8 @@
 //!
 //! How to add a transport (four files, the compiler points at the rest):
 //! 1. `vocab/kinds.rs`: the [`crate::vocab::TransportKind`] variant (its name and doc), its
-//!    arm in `TransportKind::wire_protocol` (a new `WireProtocol` if it is one), and
-//!    `ApiFlavour::speaks` if not every API has it.
+//!    arms in `TransportKind::wire_protocol` (a new `WireProtocol` if it is one) and
+//!    `TransportKind::connection_scope`, and `ApiFlavour::speaks` if not every API has it.
 //! 2. `transport/<name>.rs`: opening the connection over a [`connect::Dialed`] stream and one
 //!    request on it, reporting [`WireEvent`]s (an HTTP-shaped one reuses [`http::pump`]).
 //! 3. this file: its `pub mod` line.
@@ -28,8 +28,8 @@
 //!    session on [`SessionTransport`]), its arm in `turn`'s dispatch, and its attempt fn
 //!    (what proves a turn unread, for the one re-send). TLS ALPN is chosen in `Connector::new`.
 //!
-//! Besides: an exhaustive `match` in `report/fixture.rs` (synthetic records) needs an arm; a
-//! new `WireProtocol` also needs `capture/write.rs`'s mapping back; a body of a new shape
+//! Only if the transport brings more than a connection: a new `WireProtocol` also needs
+//! `capture/write.rs`'s mapping back; a body of a new shape
 //! needs a method on [`Outgoing`] and its impl in `backend/request.rs`; a new kind of
 //! payload a [`WireEvent`] variant and the decoders' arms in `backend/`.
 

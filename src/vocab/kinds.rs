@@ -33,7 +33,31 @@ names! {
     }
 }
 
+/// Who a transport's connections belong to, and so which requests pay for opening one.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ConnectionScope {
+    /// Each request opens its own connection and closes it (`http`).
+    Request,
+    /// A cell's pool of keep-alive connections: a request takes an idle one or opens one
+    /// (`http-pooled`).
+    Pool,
+    /// One connection per cell, shared by its sessions' requests as streams (`http2`).
+    Cell,
+    /// One connection per session, kept across its turns (`ws`).
+    Session,
+}
+
 impl TransportKind {
+    /// Who this transport's connections belong to.
+    pub fn connection_scope(self) -> ConnectionScope {
+        match self {
+            TransportKind::Http => ConnectionScope::Request,
+            TransportKind::HttpPooled => ConnectionScope::Pool,
+            TransportKind::Http2 => ConnectionScope::Cell,
+            TransportKind::Ws => ConnectionScope::Session,
+        }
+    }
+
     /// The wire protocol requests on this transport go over.
     pub fn wire_protocol(self) -> WireProtocol {
         match self {
