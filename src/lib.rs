@@ -38,7 +38,9 @@
 //! A module imports only its own layer and the ones listed above it (shared infrastructure
 //! sits below `plan`), the simulator imports no client code, and no two top-level modules
 //! import each other: `tests/integration/architecture.rs` checks this, and
-//! `scripts/module_graph.py` prints the graph (`docs/architecture/`).
+//! `scripts/module_graph.py` prints the graph; `scripts/arch_check.py` (CI step 06) counts
+//! import circles, upward imports, functions over 120 lines and libc outside [`sys`], and fails
+//! on any; `docs/contributing.md` says where a new transport, column or knob goes.
 //!
 //! Linux only: kernel timestamps, `TCP_INFO`, `SCHED_FIFO` and the rest of [`sys`] are
 //! Linux's, and no other target is built or tested, so none is pretended to: building for
