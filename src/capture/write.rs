@@ -356,9 +356,16 @@ pub fn results_dir(
         v.dedup();
         v
     };
+    // The live session is what the agent sent, nothing salted: its cache mode is `as-is`
+    // (the default for real endpoints, `cold`, would claim salts it never had and warn
+    // about the agent's own conversation being cached).
     let overrides = crate::plan::Overrides {
         targets: vec![AS_RECORDED.to_string()],
         transports,
+        load: crate::scenario::LoadKnobs {
+            cache: Some(crate::vocab::CacheMode::AsIs),
+            ..Default::default()
+        },
         ..Default::default()
     };
     let plan = crate::plan::build(

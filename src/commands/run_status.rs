@@ -79,7 +79,7 @@ pub struct FailedCell {
     pub error_rate: f64,
     /// Why the cell fails the run, in words.
     pub reason: String,
-    /// The top error kinds, most frequent first ([`TOP_KINDS`] at most).
+    /// The top error kinds, most frequent first (`TOP_KINDS` at most).
     pub errors: Vec<ErrorKind>,
     /// Error kinds beyond the top ones.
     pub more_kinds: usize,
@@ -301,6 +301,7 @@ mod tests {
             output_tokens: 0,
             chunks: 0,
             cached_input_share: None,
+            unchained_cached_input_share: None,
             connections: Default::default(),
             rate_span_unresolved: 0,
             span_s: 0.0,

@@ -94,6 +94,25 @@ pub struct Plan {
 }
 
 impl Plan {
+    /// The link emulation as this plan's cells get it, for the run's header, manifest and
+    /// report: the scenario's link covers simulator targets, and real endpoints only when it
+    /// came from `--link`, so a run of real endpoints alone says `none`.
+    pub fn link_line(&self) -> String {
+        let link = self.link.to_string();
+        let real = self
+            .cells
+            .iter()
+            .filter(|c| c.target.base_url.is_some())
+            .count();
+        if real == 0 || self.link_for_real_targets || self.link.is_none() {
+            link
+        } else if real == self.cells.len() {
+            format!("none (real endpoints; the scenario's link {link} applies to simulator targets only)")
+        } else {
+            format!("{link} (simulator targets only)")
+        }
+    }
+
     /// The untimed sessions a `warm` cell runs first: each distinct measured session script
     /// once (agent loops draw their tool order per session, so scripts can differ), marked
     /// warm-up and numbered after the measured sessions. Its prompts then sit in the server's

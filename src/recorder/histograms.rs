@@ -85,6 +85,12 @@ pub struct CellStats {
     pub cache_input_tokens: u64,
     /// Of which the server answered from its prefix cache.
     pub cached_input_tokens: u64,
+    /// The same two counts over requests that re-sent their whole history
+    /// (`full-history`): a `previous-response-id` request sends only its new input, and the
+    /// server's stored conversation it continues counts as cached, salt or not.
+    pub unchained_cache_input_tokens: u64,
+    /// Of which the server answered from its prefix cache.
+    pub unchained_cached_input_tokens: u64,
     /// Input (prompt) tokens of successful measured requests whose server reported them.
     pub input_tokens: u64,
     /// Successful measured requests whose server reported input tokens.
@@ -186,6 +192,8 @@ impl CellStats {
         self.input_token_requests += other.input_token_requests;
         self.cache_input_tokens += other.cache_input_tokens;
         self.cached_input_tokens += other.cached_input_tokens;
+        self.unchained_cache_input_tokens += other.unchained_cache_input_tokens;
+        self.unchained_cached_input_tokens += other.unchained_cached_input_tokens;
         self.fresh_connection_requests += other.fresh_connection_requests;
         self.reused_connection_requests += other.reused_connection_requests;
         if self.connection_note.is_none() {
@@ -394,6 +402,10 @@ impl Recorder {
         if let (Some(input), Some(cached)) = (r.input_tokens, r.cached_input_tokens) {
             cell.cache_input_tokens += u64::from(input);
             cell.cached_input_tokens += u64::from(cached.min(input));
+            if r.chaining == crate::vocab::Chaining::FullHistory {
+                cell.unchained_cache_input_tokens += u64::from(input);
+                cell.unchained_cached_input_tokens += u64::from(cached.min(input));
+            }
         }
         *cell
             .token_sources

@@ -75,6 +75,11 @@ pub struct CellSummary {
     /// reported both; absent when none did.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub cached_input_share: Option<f64>,
+    /// The same share over the requests that re-sent their whole history (not
+    /// `previous-response-id` continuations, whose stored conversation the server counts as
+    /// cached): what a `cold` cell is judged by. Absent when none reported both counts.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub unchained_cached_input_share: Option<f64>,
     /// Successful measured requests by the connection they ran on: opened for them
     /// (`fresh`) or opened earlier (`reused`). Absent in older summaries.
     #[serde(default)]
@@ -313,6 +318,9 @@ fn cell_summary(target: &str, transport: &str, c: &CellStats) -> CellSummary {
         chunks: c.chunks,
         cached_input_share: (c.cache_input_tokens > 0)
             .then(|| c.cached_input_tokens as f64 / c.cache_input_tokens as f64),
+        unchained_cached_input_share: (c.unchained_cache_input_tokens > 0).then(|| {
+            c.unchained_cached_input_tokens as f64 / c.unchained_cache_input_tokens as f64
+        }),
         connections: ConnectionUse {
             fresh: c.fresh_connection_requests,
             reused: c.reused_connection_requests,
@@ -514,17 +522,19 @@ pub fn cached_share_text(share: Option<f64>) -> String {
 pub const COLD_CACHE_WARN_SHARE: f64 = 0.10;
 
 /// Warnings for cells that asked for `cache = "cold"` and got a cached share of input
-/// tokens above [`COLD_CACHE_WARN_SHARE`].
+/// tokens above [`COLD_CACHE_WARN_SHARE`] on the requests that re-sent their whole history.
 pub fn cold_cache_warnings(plan: &crate::plan::Plan, summary: &Summary) -> Vec<String> {
     plan.cells
         .iter()
         .filter(|c| c.cache == crate::vocab::CacheMode::Cold)
         .filter_map(|c| {
             let s = summary.cell(&c.target.name, c.transport.as_str())?;
-            let share = s.cached_input_share?;
+            // Continuations (`previous-response-id`) are left out: the conversation the server
+            // stored for them is cached by design. Older summaries have only the whole share.
+            let share = s.unchained_cached_input_share.or(s.cached_input_share)?;
             (share > COLD_CACHE_WARN_SHARE).then(|| {
                 format!(
-                    "{} × {} asked for a cold prefix cache but the server reported {} of its input tokens cached: its latencies are not cold (a chained conversation or a cache that ignores the salt?)",
+                    "{} × {} asked for a cold prefix cache but the server reported {} of the input tokens of its full-history requests cached: its latencies are not cold (a cache that ignores the salt?)",
                     c.target.name,
                     c.transport,
                     cached_share_text(Some(share))
@@ -789,5 +799,28 @@ mod tests {
         let w = cold_cache_warnings(&plan, &s);
         assert_eq!(w.len(), 1, "{w:?}");
         assert!(w[0].contains("sim × ws") && w[0].contains("30%"), "{w:?}");
+
+        // A chained WebSocket conversation: the first request (full history, salted) finds
+        // nothing cached; the continuations' stored conversation is cached by design. The
+        // whole share is high, the share a cold cell is judged by is 0: no warning.
+        let mut chained = Recorder::new();
+        chained.add_request(&RequestRecord {
+            input_tokens: Some(400),
+            cached_input_tokens: Some(0),
+            ..req("ws", 10, 20, 3, 1)
+        });
+        for _ in 0..3 {
+            chained.add_request(&RequestRecord {
+                input_tokens: Some(1000),
+                cached_input_tokens: Some(900),
+                chaining: crate::vocab::Chaining::PreviousResponseId,
+                ..req("ws", 10, 20, 3, 1)
+            });
+        }
+        let cs = Summary::from_recorder(&chained);
+        let ws = cs.cell("sim", "ws").unwrap();
+        assert!(ws.cached_input_share.unwrap() > 0.75);
+        assert_eq!(ws.unchained_cached_input_share, Some(0.0));
+        assert!(cold_cache_warnings(&plan, &cs).is_empty());
     }
 }

@@ -223,7 +223,7 @@ fn announce(plan: &Plan, fd_limit: resources::FdLimit, dir: &Path) {
         plan.scenario_name,
         plan.cells.len(),
         plan.load.sessions,
-        plan.link,
+        plan.link_line(),
         plan.load_line(),
         dir.display()
     );

@@ -272,7 +272,7 @@ impl Manifest {
             ended_at: None,
             host: Host::current(),
             seed: plan.seed,
-            link: plan.link.to_string(),
+            link: plan.link_line(),
             scenario: ScenarioInfo {
                 name: plan.scenario_name.clone(),
                 path: plan.scenario_path.clone(),

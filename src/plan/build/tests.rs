@@ -527,3 +527,25 @@ fn the_scenario_readme_example_builds() {
     assert_eq!(plan.cells.len(), 6);
     assert_eq!(plan.sessions.len(), 5);
 }
+
+/// The link a run reports is the link its cells get: the scenario's link covers simulator
+/// targets, and real endpoints only when `--link` asked for it.
+#[test]
+fn link_line_says_what_the_cells_get() {
+    let scenario = |targets: &str| {
+        format!(
+            "name = \"l\"\nlink = \"rtt=40ms\"\n[matrix]\ntargets = [{targets}]\ntransports = [\"http\"]\n\
+             [targets.real]\nbase_url = \"http://127.0.0.1:9/v1\"\nmodel = \"m\"\n[[turns]]\nprompt = \"hi\"\n"
+        )
+    };
+    let o = Overrides::default();
+    let sim = plan_of(&scenario("\"sim-wafer\""), &o).unwrap();
+    assert_eq!(sim.link_line(), "rtt=40ms");
+    let real = plan_of(&scenario("\"real\""), &o).unwrap();
+    assert_eq!(
+        real.link_line(),
+        "none (real endpoints; the scenario's link rtt=40ms applies to simulator targets only)"
+    );
+    let both = plan_of(&scenario("\"real\", \"sim-wafer\""), &o).unwrap();
+    assert_eq!(both.link_line(), "rtt=40ms (simulator targets only)");
+}
