@@ -56,8 +56,15 @@ struct Server {
 const DELTAS: usize = 5;
 
 fn chat_sse() -> String {
+    chat_sse_body(DELTAS)
+}
+
+/// A chat-completions SSE body: a role chunk, `deltas` one-token content chunks (`tok0 `,
+/// `tok1 `, …), a stop chunk, a usage chunk (9 prompt tokens) and `[DONE]`. Shared with
+/// `rates.rs`.
+pub(crate) fn chat_sse_body(deltas: usize) -> String {
     let mut events = vec![r#"{"id":"chatcmpl-1","choices":[{"index":0,"delta":{"role":"assistant","content":""},"finish_reason":null}]}"#.to_string()];
-    for i in 0..DELTAS {
+    for i in 0..deltas {
         events.push(format!(
             r#"{{"id":"chatcmpl-1","choices":[{{"index":0,"delta":{{"content":"tok{i} "}},"finish_reason":null}}]}}"#
         ));
@@ -66,8 +73,9 @@ fn chat_sse() -> String {
         r#"{"id":"chatcmpl-1","choices":[{"index":0,"delta":{},"finish_reason":"stop"}]}"#
             .to_string(),
     );
+    let total = 9 + deltas;
     events.push(format!(
-        r#"{{"id":"chatcmpl-1","choices":[],"usage":{{"prompt_tokens":9,"completion_tokens":{DELTAS},"total_tokens":14}}}}"#
+        r#"{{"id":"chatcmpl-1","choices":[],"usage":{{"prompt_tokens":9,"completion_tokens":{deltas},"total_tokens":{total}}}}}"#
     ));
     events.push("[DONE]".into());
     events.iter().map(|e| format!("data: {e}\n\n")).collect()

@@ -24,21 +24,7 @@ const DELTAS: u32 = 6;
 
 /// The whole response (head and chat-completions SSE body) as one buffer.
 fn whole_response() -> Vec<u8> {
-    let mut events = vec![r#"{"id":"chatcmpl-1","choices":[{"index":0,"delta":{"role":"assistant","content":""},"finish_reason":null}]}"#.to_string()];
-    for i in 0..DELTAS {
-        events.push(format!(
-            r#"{{"id":"chatcmpl-1","choices":[{{"index":0,"delta":{{"content":"tok{i} "}},"finish_reason":null}}]}}"#
-        ));
-    }
-    events.push(
-        r#"{"id":"chatcmpl-1","choices":[{"index":0,"delta":{},"finish_reason":"stop"}]}"#
-            .to_string(),
-    );
-    events.push(format!(
-        r#"{{"id":"chatcmpl-1","choices":[],"usage":{{"prompt_tokens":9,"completion_tokens":{DELTAS},"total_tokens":15}}}}"#
-    ));
-    events.push("[DONE]".into());
-    let body: String = events.iter().map(|e| format!("data: {e}\n\n")).collect();
+    let body = crate::conn_lifecycle::chat_sse_body(DELTAS as usize);
     let mut out = format!(
         "HTTP/1.1 200 OK\r\ncontent-type: text/event-stream\r\ncontent-length: {}\r\n\r\n",
         body.len()
