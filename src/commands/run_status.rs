@@ -304,6 +304,7 @@ mod tests {
             unchained_cached_input_share: None,
             connections: Default::default(),
             rate_span_unresolved: 0,
+            buffering: None,
             span_s: 0.0,
             aggregate_output_tok_s: 0.0,
             metrics: BTreeMap::new(),

@@ -120,6 +120,14 @@ pub struct CellStats {
     /// because its span was below `vocab::MIN_RATE_SPAN_NS` (see
     /// `RequestRecord::rate_span_unresolved`): they are in every other metric, not in those.
     pub rate_span_unresolved: u64,
+    /// Successful measured requests with enough chunks for the buffering check, and of them
+    /// those that arrived in bursts (see `buffering`).
+    pub burst_checked_requests: u64,
+    /// Of [`CellStats::burst_checked_requests`], the bursty ones.
+    pub bursty_requests: u64,
+    /// The server's documented chunks per write (a simulator profile's `chunks_per_write`);
+    /// 0 or 1: one chunk per write.
+    pub chunks_per_write: u32,
 }
 
 impl CellStats {
@@ -202,6 +210,9 @@ impl CellStats {
         self.good_requests += other.good_requests;
         self.good_output_tokens += other.good_output_tokens;
         self.rate_span_unresolved += other.rate_span_unresolved;
+        self.burst_checked_requests += other.burst_checked_requests;
+        self.bursty_requests += other.bursty_requests;
+        self.chunks_per_write = self.chunks_per_write.max(other.chunks_per_write);
         if let Some(s) = other.first_intended_ns {
             self.extend_span(s, other.last_end_ns);
         }
@@ -252,6 +263,9 @@ pub struct Recorder {
     /// Counters only: no histogram samples (`merge` takes the histograms from the shards'
     /// logs and counts from their rows).
     counts_only: bool,
+    /// Targets whose server writes several chunks at once by design (target → chunks per
+    /// write), for the buffering check.
+    write_groups: BTreeMap<String, u32>,
 }
 
 /// A snapshot for the progress display.
@@ -290,6 +304,14 @@ impl Recorder {
             counts_only: true,
             ..Self::default()
         }
+    }
+
+    /// Tells the buffering check that `target`'s server writes `chunks_per_write` chunks at
+    /// once by design (a simulator profile's `chunks_per_write`), so reads of up to two such
+    /// writes are its cadence, not a middlebox's (see `buffering`).
+    pub fn expect_write_groups(&mut self, target: &str, chunks_per_write: u32) {
+        self.write_groups
+            .insert(target.to_string(), chunks_per_write.max(1));
     }
 
     /// Adds `h` (stored units) to the histogram of `metric` in cell `key`.
@@ -392,6 +414,12 @@ impl Recorder {
             cell.good_output_tokens += u64::from(r.output_tokens);
         }
         cell.chunks += chunks;
+        let group = self.write_groups.get(&r.target).copied().unwrap_or(1);
+        cell.chunks_per_write = cell.chunks_per_write.max(group);
+        if let Some(bursty) = super::buffering::classify(r, group) {
+            cell.burst_checked_requests += 1;
+            cell.bursty_requests += u64::from(bursty);
+        }
         if r.rate_span_unresolved(chunks) {
             cell.rate_span_unresolved += 1;
         }

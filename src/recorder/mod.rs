@@ -6,10 +6,13 @@
 //! * [`harness`]: could the harness have been the bottleneck? The run's `harness` section
 //!   and its verdict.
 //! * [`timeline`]: the bounded per-cell sample of one session's full records, for reports.
+//! * [`buffering`]: does a cell's stream arrive in bursts its server's cadence does not
+//!   explain (a buffering proxy)? The per-request rule, the cell's verdict and its warning.
 //! * [`stalls`]: stall windows (every stream silent together), for `stalls.json`, the
 //!   report and the gate.
 //! * [`sweep`]: a sweep's load points folded into curves, the knee, the sweep table.
 
+pub mod buffering;
 pub mod harness;
 pub mod histograms;
 pub mod metrics;

@@ -119,6 +119,11 @@ pub struct CellSummary {
     /// summaries.
     #[serde(default)]
     pub rate_span_unresolved: u64,
+    /// Did the stream arrive in bursts its server's cadence does not explain (a buffering
+    /// proxy)? See `recorder::buffering`. Absent when no request was checked (none had
+    /// enough chunks, a merged run whose chunks were not re-read, older summaries).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub buffering: Option<super::buffering::Buffering>,
 }
 
 /// How a cell's successful measured requests got their connection.
@@ -347,6 +352,11 @@ fn cell_summary(target: &str, transport: &str, c: &CellStats) -> CellSummary {
         mean_output_tokens: (c.ok() > 0).then(|| c.output_tokens as f64 / c.ok() as f64),
         goodput: None,
         rate_span_unresolved: c.rate_span_unresolved,
+        buffering: super::buffering::Buffering::of(
+            c.bursty_requests,
+            c.burst_checked_requests,
+            super::buffering::burst_read_chunks(c.chunks_per_write),
+        ),
     }
 }
 

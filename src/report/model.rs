@@ -620,6 +620,9 @@ fn notices(input: &ReportInput) -> Vec<String> {
                 out.push(format!("{who}: {w}."));
             }
         }
+        for w in crate::recorder::buffering::warnings(&r.summary) {
+            out.push(format!("{who}: {w}."));
+        }
         for w in &r.warnings {
             out.push(format!("{who}: plan warning: {w}"));
         }

@@ -128,7 +128,11 @@ pub async fn run(plan: Arc<Plan>, out: &Path, options: Options) -> anyhow::Resul
     ));
 
     // The recorder task owns the measurements and the incremental files.
-    let recorder_task = recorder_task::spawn(plan.slo, writer, rx, live_tx);
+    let mut recorder = crate::recorder::Recorder::with_slo(plan.slo);
+    for (target, group) in targets::write_groups(&plan)? {
+        recorder.expect_write_groups(&target, group);
+    }
+    let recorder_task = recorder_task::spawn(recorder, writer, rx, live_tx);
     // The harness watching itself: timer lateness and CPU use while the driver runs.
     let probe = crate::clock::selfwatch::Probe::start();
     let (rss_before_kib, _) = resources::rss_kib();
@@ -177,6 +181,9 @@ pub async fn run(plan: Arc<Plan>, out: &Path, options: Options) -> anyhow::Resul
     let provenance = counters.snapshot();
     writer.set_timestamps(provenance.timestamps());
     for w in crate::recorder::cold_cache_warnings(&plan, &summary) {
+        errln!("warning: {w}");
+    }
+    for w in crate::recorder::buffering::warnings(&summary) {
         errln!("warning: {w}");
     }
     writer.finish(status, &recorder)?;

@@ -19,16 +19,15 @@ const FLUSH_INTERVAL: std::time::Duration = std::time::Duration::from_secs(1);
 /// the first error writing the files, if any.
 pub type Recorded = (RunWriter, Recorder, Option<anyhow::Error>);
 
-/// Starts the task: it reads events from `rx` until every sender is gone, and sends
-/// (sessions done, live figures) to `live_tx` after each.
+/// Starts the task: it folds events from `rx` into `recorder` (empty, configured by the run)
+/// until every sender is gone, and sends (sessions done, live figures) to `live_tx` after each.
 pub fn spawn(
-    slo: crate::plan::Slo,
+    mut recorder: Recorder,
     mut writer: RunWriter,
     mut rx: mpsc::Receiver<Event>,
     live_tx: watch::Sender<(u64, LiveStats)>,
 ) -> JoinHandle<Recorded> {
     tokio::spawn(async move {
-        let mut recorder = Recorder::with_slo(slo);
         let mut sessions_done = 0u64;
         let mut write_error: Option<anyhow::Error> = None;
         // Rows also reach the files at least once a second, so a killed run loses at most

@@ -3,7 +3,8 @@
 //!
 //! Owns: reading certificate files and the environment's proxy variables (once per target,
 //! before any request), the simulators' seeds and certificates, and the notes the manifest
-//! keeps about each target's network.
+//! keeps about each target's network, and the simulator profiles' write groups the buffering
+//! check expects.
 //! Does not own: the simulators' shutdown (the run does it when the driver is done).
 
 use std::collections::BTreeMap;
@@ -58,6 +59,21 @@ pub fn reach(plan: &Plan) -> anyhow::Result<Reach<'_>> {
         reach.insert(t.name.as_str(), (trust, proxy));
     }
     Ok(reach)
+}
+
+/// The simulator targets whose profile writes several chunks at once by design
+/// (`chunks_per_write` > 1), with that group size: the buffering check's expected cadence.
+pub fn write_groups(plan: &Plan) -> anyhow::Result<Vec<(String, u32)>> {
+    let mut out = Vec::new();
+    for cell in &plan.cells {
+        if let (None, Some(name)) = (&cell.target.base_url, &cell.target.sim_profile) {
+            let group = sim_profile(&cell.target, name)?.chunks_per_write;
+            if group > 1 {
+                out.push((cell.target.name.clone(), group));
+            }
+        }
+    }
+    Ok(out)
 }
 
 /// One endpoint per cell of the plan, in order: real targets as reached, and for each

@@ -6,6 +6,7 @@ mod support;
 
 mod architecture;
 mod binary;
+mod buffering;
 mod client_interop;
 mod client_peer;
 mod compare_synthetic;
