@@ -128,10 +128,7 @@ pub async fn run(plan: Arc<Plan>, out: &Path, options: Options) -> anyhow::Resul
     ));
 
     // The recorder task owns the measurements and the incremental files.
-    let mut recorder = crate::recorder::Recorder::with_slo(plan.slo);
-    for (target, group) in targets::write_groups(&plan)? {
-        recorder.expect_write_groups(&target, group);
-    }
+    let recorder = recorder_task::recorder(&plan)?;
     let recorder_task = recorder_task::spawn(recorder, writer, rx, live_tx);
     // The harness watching itself: timer lateness and CPU use while the driver runs.
     let probe = crate::clock::selfwatch::Probe::start();
@@ -180,10 +177,11 @@ pub async fn run(plan: Arc<Plan>, out: &Path, options: Options) -> anyhow::Resul
     summary.harness = Some(harness);
     let provenance = counters.snapshot();
     writer.set_timestamps(provenance.timestamps());
-    for w in crate::recorder::cold_cache_warnings(&plan, &summary) {
-        errln!("warning: {w}");
-    }
-    for w in crate::recorder::buffering::warnings(&summary) {
+    let buffering = crate::recorder::buffering::warnings(&summary);
+    for w in crate::recorder::cold_cache_warnings(&plan, &summary)
+        .into_iter()
+        .chain(buffering)
+    {
         errln!("warning: {w}");
     }
     writer.finish(status, &recorder)?;

@@ -1,7 +1,8 @@
 //! The run's recorder task: the one owner of the measurements and the incremental files
 //! while the driver runs.
 //!
-//! Owns: folding each driver event into the [`Recorder`] and the results files, flushing
+//! Owns: the run's empty [`Recorder`] (its SLOs and expected write groups), folding each
+//! driver event into it and the results files, flushing
 //! them at least once a second, and the live figures the progress display shows.
 //! Does not own: the final summary and manifest (the run writes them when the task ends).
 
@@ -18,6 +19,16 @@ const FLUSH_INTERVAL: std::time::Duration = std::time::Duration::from_secs(1);
 /// What the task hands back when the driver's events end: the writer, the recorder, and
 /// the first error writing the files, if any.
 pub type Recorded = (RunWriter, Recorder, Option<anyhow::Error>);
+
+/// The run's empty recorder: goodput against the plan's `[slo]`, and the buffering check told
+/// which simulator targets write several chunks at once by design.
+pub fn recorder(plan: &crate::plan::Plan) -> anyhow::Result<Recorder> {
+    let mut recorder = Recorder::with_slo(plan.slo);
+    for (target, group) in super::targets::write_groups(plan)? {
+        recorder.expect_write_groups(&target, group);
+    }
+    Ok(recorder)
+}
 
 /// Starts the task: it folds events from `rx` into `recorder` (empty, configured by the run)
 /// until every sender is gone, and sends (sessions done, live figures) to `live_tx` after each.

@@ -36,8 +36,9 @@ async fn paced_sim() -> SimHandle {
     sim::spawn(SimConfig::new(profile)).await.unwrap()
 }
 
-/// Runs `spark-bench run` (the binary) with `targets` (TOML of one `[targets.NAME]`) and
-/// returns the cell's `summary.json` entry and the run's stderr.
+/// Runs `spark-bench run` (the binary, report included) with `targets` (TOML of one
+/// `[targets.NAME]`) and returns the cell's `summary.json` entry and the run's stderr followed
+/// by its `report.md`.
 async fn run(dir: &Path, name: &str, targets: &str) -> (Value, String) {
     let text = format!(
         r#"name = "buffering"
@@ -63,7 +64,6 @@ repeat = 8
         "--out",
         out.to_str().unwrap(),
         "--quiet",
-        "--no-report",
     ];
     let o = run_bin(&args, &[]).await;
     let (stdout, stderr) = texts(&o);
@@ -83,7 +83,8 @@ repeat = 8
         .unwrap_or_else(|| panic!("no cell {name} in {summary}"))
         .clone();
     assert_eq!(cell["ok"], 8, "{cell}");
-    (cell, stderr)
+    let report = std::fs::read_to_string(run.join("report.md")).unwrap();
+    (cell, format!("{stderr}\n--- report.md ---\n{report}"))
 }
 
 /// A target at `base_url` (chat completions, the simulator's model name).
@@ -284,6 +285,14 @@ async fn nginx_proxy_buffering_on_is_flagged() {
             "{warning}"
         );
         assert!(warning.contains("buffering proxy"), "{warning}");
+        // The report says it too, in its notes.
+        let (_, report) = stderr.split_once("--- report.md ---").unwrap();
+        assert!(
+            report
+                .lines()
+                .any(|l| l.contains("via-nginx × http-pooled: ") && l.contains("arrived in bursts")),
+            "{report}"
+        );
     }
 }
 
