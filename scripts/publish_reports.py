@@ -199,10 +199,18 @@ def loaded_note(runs, m):
     )
     if not (busy_load or busy_harness):
         return ""
+    lag = max(
+        [(r["harness"].get("dispatch_lag") or {}).get("p99_ms", 0) for r in runs.values() if r] or [0]
+    )
+    late = max(
+        [(r["harness"].get("timer_late_us") or {}).get("p99", 0) / 1000 for r in runs.values() if r]
+        or [0]
+    )
     return (
         f"**Taken on a loaded {m['nproc']}-core VM** shared with other jobs (the load averages "
-        "above; the harness's own notes per run in the table below): timer lateness and "
-        "dispatch lag of a few ms enter every figure, so the timing-sensitive rows (the "
+        "above; the harness's own notes per run in the table below): timer lateness (p99 up to "
+        f"{late:.1f} ms) and dispatch lag (p99 up to {lag:.1f} ms) enter the figures, so the "
+        "timing-sensitive rows (the "
         "overhead's remainder, `tpot`, llama-server's) are noisier than on a quiet machine. "
         "Rerun the same command on a quiet one before quoting a figure to the millisecond."
     )
@@ -566,8 +574,15 @@ def glance(out, runs):
         if not llama:
             return "not run"
         a = metric(llama["cells"].get(("llamacpp", "http")), m)
-        b = metric(llama["cells"].get(("llamacpp", "http-pooled")), m)
-        return f"http-pooled vs http {fmt_pct(pct(b, a))} (no WS mode)"
+        pooled = llama["cells"].get(("llamacpp", "http-pooled"))
+        b = metric(pooled, m)
+        text = f"http-pooled vs http {fmt_pct(pct(b, a))} (no WS mode"
+        if pooled is not None:
+            cu = pooled["connections"]
+            text += f"; pooled reused {cu['reused']}/{cu['fresh'] + cu['reused']}"
+            if cu["reused"] == 0:
+                text += ": the same path as http, so the difference is noise"
+        return text + ")"
 
     out.append("## At a glance\n")
     out.append(
@@ -594,9 +609,13 @@ def glance(out, runs):
         fw, fg = first_turn(snake, "sim-wafer", "ws"), first_turn(snake, "sim-gpu", "ws")
         ew = median_of([e for e, _ in fw])
         eg = median_of([e for e, _ in fg])
+        sw = median_of([e * 2800 / n for e, n in fw if n])
+        sg = median_of([e * 2800 / n for e, n in fg if n])
         snake_text = (
             f"sim-wafer {fmt(ew, ' s', 1)} vs sim-gpu {fmt(eg, ' s', 1)} over ws "
-            f"({fmt(eg / ew if ew and eg else None, '×', 1)}; different answer lengths, see claim 2)"
+            f"({fmt(eg / ew if ew and eg else None, '×', 1)}, answers of different lengths); "
+            f"scaled to 2,800 tokens each: {fmt(sw, ' s', 1)} vs {fmt(sg, ' s', 1)} "
+            f"({fmt(sg / sw if sw and sg else None, '×', 1)})"
         )
     else:
         snake_text = "–"
@@ -619,7 +638,10 @@ def glance(out, runs):
 def provenance(out, runs, m, args):
     out.append("## How these figures were taken\n")
     out.append(f"* Regenerate: `{args.command}` (one command; it runs everything below and rewrites this folder).")
-    out.append(f"* Date: {m['date']}. spark-bench commit `{m['commit']}`, binary: {args.bin_version}.")
+    out.append(
+        f"* Date: {m['date']}. spark-bench commit `{m['commit']}` (the checkout that ran the "
+        f"script), binary: {args.bin_version}."
+    )
     out.append(
         f"* Machine: {m['nproc']} CPUs, {m['cpu']}, Linux {m['kernel']}; load average "
         f"(1/5/15 min) {m['load_before']} before the runs, {m['load_after']} after."

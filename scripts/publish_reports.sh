@@ -135,8 +135,8 @@ EOF
 }
 
 if [ "$QUICK" = 1 ]; then
-  SNAKE=(scenarios/smoke.toml --sessions 1 --concurrency 1)
-  AGENT=(scenarios/smoke.toml --sessions 2 --concurrency 2)
+  SNAKE=(scenarios/smoke.toml --target sim-gpu --target sim-wafer --sessions 1 --concurrency 1)
+  AGENT=(scenarios/smoke.toml --target sim-gpu --target sim-wafer --sessions 2 --concurrency 2)
   LLAMA=(--sessions 1 --concurrency 1)
 else
   SNAKE=(scenarios/snake.toml --sessions 4 --concurrency 4)
