@@ -17,6 +17,7 @@ mod hostile;
 mod llama;
 mod load_rate;
 mod load_schedule;
+mod probe;
 mod rates;
 mod record_proxy;
 mod report;
