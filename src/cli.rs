@@ -202,6 +202,12 @@ pub struct RunArgs {
     /// Default: the scenario's matrix, or all four.
     #[arg(long = "transport", value_enum, value_name = "KIND")]
     pub transports: Vec<TransportKind>,
+    /// Run the cells the transport probe skips: before the run, each real target is asked
+    /// once per transport whether it speaks it (HTTP/2 preface, WebSocket upgrade), and a
+    /// cell whose server does not is skipped with a line saying so. With this flag it runs,
+    /// and its failed requests are recorded as `unsupported-transport`, quoting the answer.
+    #[arg(long)]
+    pub force_transports: bool,
     /// The load knobs (--sessions, --concurrency, --schedule, --cache, --rate, --arrival,
     /// --burstiness, --duration, --warmup, --max-in-flight), shared with `[load]`.
     #[command(flatten)]

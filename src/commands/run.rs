@@ -239,6 +239,7 @@ fn options(args: &RunArgs) -> Options {
         realtime: args.realtime,
         calibration: crate::store::default_calibration_path(),
         announce: true,
+        force_transports: args.force_transports,
     }
 }
 

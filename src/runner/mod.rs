@@ -4,7 +4,8 @@
 //! Owns: one run end to end. It checks what the plan cannot (endpoint configuration, trust,
 //! proxies), starts a simulator per simulator cell ([`targets`]), creates the run's link
 //! emulator and provenance counters (handed down to every connection, so two runs in one
-//! process keep their own counts), drives the cells, records and writes the results
+//! process keep their own counts), probes each real target's transports ([`probes`]),
+//! drives the cells, records and writes the results
 //! ([`recorder_task`]), stops the simulators, and returns what it did as a [`RunOutcome`] value,
 //! provenance included. What a run can hold open: [`resources`] (the open-file limit,
 //! memory) and [`fd_budget`] (whether a plan's connections fit in that limit).
@@ -27,6 +28,7 @@ use crate::store::{RunStatus, RunWriter};
 
 pub mod calibrate;
 pub mod fd_budget;
+pub mod probes;
 pub mod recorder_task;
 pub mod resources;
 pub mod sweep;
@@ -46,6 +48,10 @@ pub struct Options {
     /// Print the run's header line and its harness warning on stderr (off inside
     /// `spark-bench calibrate`, which reports its runs itself).
     pub announce: bool,
+    /// Run the cells whose server the transport probe found not to speak their transport
+    /// (`--force-transports`), recording their failed requests as `unsupported-transport`,
+    /// instead of skipping them (see [`probes`]).
+    pub force_transports: bool,
 }
 
 impl Options {
@@ -56,6 +62,7 @@ impl Options {
             realtime: false,
             calibration: None,
             announce: true,
+            force_transports: false,
         }
     }
 }
@@ -98,10 +105,16 @@ pub async fn run(plan: Arc<Plan>, out: &Path, options: Options) -> anyhow::Resul
     // resend an earlier run's salts (the manifest's plan keeps it).
     let plan = with_salt_key(plan);
     let reach = targets::reach(&plan)?;
-    let (endpoints, sims) = targets::endpoints(&plan, &reach).await?;
+    // Each real target × transport asked once: cells on a transport the server does not
+    // speak are skipped (or forced), before any results directory exists.
+    let probed = probes::probe(&plan, &reach).await?;
+    let (kept, forced) = probed.apply(&plan, options.force_transports)?;
+    let (endpoints, sims) = targets::endpoints(&kept, &reach).await?;
+    let plan = kept;
 
     let command_line: Vec<String> = std::env::args().collect();
     let mut writer = RunWriter::create(out, &plan, &command_line)?;
+    writer.set_transport_probes(probed.records);
     for (name, how) in targets::network_notes(&plan, &reach) {
         writer.set_network(&name, how);
     }
@@ -129,7 +142,7 @@ pub async fn run(plan: Arc<Plan>, out: &Path, options: Options) -> anyhow::Resul
 
     // The recorder task owns the measurements and the incremental files.
     let recorder = recorder_task::recorder(&plan)?;
-    let recorder_task = recorder_task::spawn(recorder, writer, rx, live_tx);
+    let recorder_task = recorder_task::spawn(recorder, writer, rx, live_tx, forced);
     // The harness watching itself: timer lateness and CPU use while the driver runs.
     let probe = crate::clock::selfwatch::Probe::start();
     let (rss_before_kib, _) = resources::rss_kib();

@@ -2,7 +2,8 @@
 //! while the driver runs.
 //!
 //! Owns: the run's empty [`Recorder`] (its SLOs and expected write groups), folding each
-//! driver event into it and the results files, flushing
+//! driver event into it and the results files (a forced unsupported cell's failed requests
+//! relabelled first, see [`super::probes::Forced`]), flushing
 //! them at least once a second, and the live figures the progress display shows.
 //! Does not own: the final summary and manifest (the run writes them when the task ends).
 
@@ -37,6 +38,7 @@ pub fn spawn(
     mut writer: RunWriter,
     mut rx: mpsc::Receiver<Event>,
     live_tx: watch::Sender<(u64, LiveStats)>,
+    forced: super::probes::Forced,
 ) -> JoinHandle<Recorded> {
     tokio::spawn(async move {
         let mut sessions_done = 0u64;
@@ -46,7 +48,7 @@ pub fn spawn(
         let mut flush_tick = tokio::time::interval(FLUSH_INTERVAL);
         flush_tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
         loop {
-            let event = tokio::select! {
+            let mut event = tokio::select! {
                 event = rx.recv() => match event {
                     Some(event) => event,
                     None => break,
@@ -58,8 +60,9 @@ pub fn spawn(
                     continue;
                 }
             };
-            let written = match &event {
+            let written = match &mut event {
                 Event::Request(r) => {
+                    forced.relabel(r);
                     recorder.add_request(r);
                     writer.write_request(r)
                 }

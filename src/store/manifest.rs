@@ -119,6 +119,10 @@ pub struct Manifest {
     /// no proxy credentials.
     #[serde(default, skip_serializing_if = "std::collections::BTreeMap::is_empty")]
     pub network: std::collections::BTreeMap<String, String>,
+    /// What the transport probe found before the run, per real target × transport (absent
+    /// for runs of simulator targets only, and in older runs).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub transport_probes: Vec<TransportProbe>,
     /// Where the run's monotonic origin sits on the wall clock, ± how much (absent in older
     /// runs): what `merge` puts shards on one axis with.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -131,6 +135,25 @@ pub struct Manifest {
     /// otherwise).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub merge: Option<MergeRecord>,
+}
+
+/// `manifest.json` → `transport_probes`: whether one real target speaks one transport,
+/// asked once before the run (`transport::probe`).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct TransportProbe {
+    /// Target name.
+    pub target: String,
+    /// Transport name.
+    pub transport: crate::vocab::TransportKind,
+    /// `true`: it answered in the transport's protocol; `false`: it answered otherwise (the
+    /// cell was skipped, or ran with `--force-transports`); `null`: the probe could not tell
+    /// (unreachable, no answer in time), and the cell ran.
+    pub supported: Option<bool>,
+    /// What the server answered (`HTTP/1.1 400 Bad Request`, `SETTINGS`, `HTTP/1.1 101
+    /// Switching Protocols`), or why the probe could not tell; scrubbed, cut short.
+    pub answer: String,
+    /// How long the probe took, ms.
+    pub elapsed_ms: f64,
 }
 
 /// `manifest.json` → `merge`: what a merged directory was made of.
@@ -284,6 +307,7 @@ impl Manifest {
             timestamps: None,
             load: Some(LoadRecord::of(plan)),
             network: Default::default(),
+            transport_probes: Vec::new(),
             clock: None,
             resources: None,
             merge: None,

@@ -59,7 +59,7 @@ pub use calibration::{
 pub use hlog::{read_hlog, write_hlog};
 pub use manifest::{
     rfc3339, run_id, Host, LoadRecord, Manifest, Resources, RunStatus, ScenarioInfo, Tool,
-    MANIFEST_SCHEMA_VERSION,
+    TransportProbe, MANIFEST_SCHEMA_VERSION,
 };
 pub use reader::{ChunkRows, LoadedRun, RequestRows, TimelineFile, TIMELINE_SCHEMA_VERSION};
 pub use rows::{ChunkRow, RequestRow, SessionRow, CHUNK_COLUMNS, REQUEST_COLUMNS, SESSION_COLUMNS};

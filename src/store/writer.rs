@@ -158,6 +158,11 @@ impl RunWriter {
         self.manifest.network.insert(target.to_string(), how);
     }
 
+    /// Records what the transport probe found (written with every manifest from now on).
+    pub fn set_transport_probes(&mut self, probes: Vec<super::TransportProbe>) {
+        self.manifest.transport_probes = probes;
+    }
+
     /// Records where the run's monotonic origin sits on the wall clock (written with the
     /// final manifest).
     pub fn set_clock(&mut self, anchor: crate::clock::Anchor) {

@@ -141,6 +141,10 @@ names! {
         /// This machine failed the request, not the server: out of file descriptors or
         /// ephemeral ports (`EMFILE`, `EADDRNOTAVAIL`, …).
         LocalError = "local-error",
+        /// The transport probe found, before the run, that the server does not speak this
+        /// transport (it answered the HTTP/2 preface or the WebSocket upgrade otherwise), and
+        /// the cell ran anyway (`run --force-transports`): the error quotes the server's answer.
+        UnsupportedTransport = "unsupported-transport",
     }
 }
 

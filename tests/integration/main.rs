@@ -18,6 +18,7 @@ mod hostile;
 mod llama;
 mod load_rate;
 mod load_schedule;
+mod probe;
 mod rates;
 mod record_proxy;
 mod report;
