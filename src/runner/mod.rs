@@ -96,14 +96,7 @@ pub async fn run(plan: Arc<Plan>, out: &Path, options: Options) -> anyhow::Resul
             Err(why) => errln!("warning: --realtime: {why}"),
         }
     }
-    // Configuration the plan cannot check (it reads no environment): fail before any
-    // results directory or request exists.
-    for cell in &plan.cells {
-        crate::backend::request::check_target(&cell.target)?;
-    }
-    // A new key for the cold-cache salts of this run, so a run with the same seed does not
-    // resend an earlier run's salts (the manifest's plan keeps it).
-    let plan = with_salt_key(plan);
+    let plan = checked_and_salted(plan)?;
     let reach = targets::reach(&plan)?;
     // Each real target × transport asked once: cells on a transport the server does not
     // speak are skipped (or forced), before any results directory exists.
@@ -208,6 +201,17 @@ pub async fn run(plan: Arc<Plan>, out: &Path, options: Options) -> anyhow::Resul
         interrupted,
         provenance,
     })
+}
+
+/// Configuration the plan cannot check (it reads no environment), checked before any
+/// results directory or request exists; then the plan with a new key for the cold-cache
+/// salts of this run, so a run with the same seed does not resend an earlier run's salts
+/// (the manifest's plan keeps it).
+fn checked_and_salted(plan: Arc<Plan>) -> anyhow::Result<Arc<Plan>> {
+    for cell in &plan.cells {
+        crate::backend::request::check_target(&cell.target)?;
+    }
+    Ok(with_salt_key(plan))
 }
 
 /// The plan with a fresh key for its cold-cache salts when it has none, so a run with the
