@@ -5,6 +5,7 @@
 mod support;
 
 mod architecture;
+mod attribution;
 mod binary;
 mod client_interop;
 mod client_peer;
