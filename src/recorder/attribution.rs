@@ -121,7 +121,8 @@ pub fn sentence(label: &str, change: &str, cell: Option<Split>, http: Option<Spl
 
 /// A cell's attribution: its splits (`own`), and, for a non-`http` cell (`http`: its
 /// target's `http` cell's splits), the change of each part and one sentence per end-to-end
-/// change (`ttft_change`, `tpot_change`: the printed percent, when there is one). `None` when
+/// change (`ttft_change`, `tpot_change`: the printed percent, when there is one; `summary`
+/// passes none for a change that prints as ±0%). `None` when
 /// there is nothing to say.
 pub fn attribute(
     own: Splits,
