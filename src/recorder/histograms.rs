@@ -99,6 +99,9 @@ pub struct CellStats {
     pub first_intended_ns: Option<u64>,
     /// Latest end (or last token) of any measured request, ns since run start.
     pub last_end_ns: Option<u64>,
+    /// The union of the successful measured requests' `[intended start, end]` intervals:
+    /// the time the cell itself was working (see `busy`).
+    pub busy: super::busy::BusyTime,
     /// Samples a histogram refused (cannot happen with auto-resize unless a value
     /// overflows `u64`); reported so nothing is dropped silently.
     pub unrecordable: u64,
@@ -216,6 +219,7 @@ impl CellStats {
         if let Some(s) = other.first_intended_ns {
             self.extend_span(s, other.last_end_ns);
         }
+        self.busy.merge(&other.busy);
         self.unrecordable += other.unrecordable;
     }
 }
@@ -403,6 +407,9 @@ impl Recorder {
             return;
         }
         cell.extend_span(r.intended_ns, r.end_ns.or(r.last_token_ns));
+        if let Some(end) = r.end_ns.or(r.last_token_ns) {
+            cell.busy.add(r.intended_ns, end);
+        }
         cell.output_tokens += u64::from(r.output_tokens);
         if r.connection_reused {
             cell.reused_connection_requests += 1;

@@ -62,6 +62,15 @@ pub enum Metric {
     PhaseFirstToken,
     /// Waterfall phase: first to last content token, ns.
     PhaseDecode,
+    /// The server's own TTFT as it reported it in-band (`RequestRecord::server_ttft_ns`), ns;
+    /// only requests whose server reported one.
+    ServerTtft,
+    /// The server's own decode time per output token after the first
+    /// (`RequestRecord::server_tpot_ns`), ns; only requests whose server reported it.
+    ServerTpot,
+    /// Per-token transport/client time: client TPOT minus server TPOT
+    /// (`RequestRecord::tpot_overhead_ns`, clamped at 0), ns.
+    TpotOverhead,
 }
 
 /// How a metric's `u64` histogram values relate to its natural unit.
@@ -78,7 +87,7 @@ pub enum Storage {
 
 impl Metric {
     /// Every metric, in the order tables and files list them.
-    pub const ALL: [Metric; 23] = [
+    pub const ALL: [Metric; 26] = [
         Metric::Ttft,
         Metric::TtftDispatch,
         Metric::Itl,
@@ -102,6 +111,9 @@ impl Metric {
         Metric::PhaseTtfb,
         Metric::PhaseFirstToken,
         Metric::PhaseDecode,
+        Metric::ServerTtft,
+        Metric::ServerTpot,
+        Metric::TpotOverhead,
     ];
 
     /// The waterfall phases, in wire order. Every successful request contributes exactly one
@@ -144,6 +156,9 @@ impl Metric {
             Metric::PhaseTtfb => "phase_ttfb",
             Metric::PhaseFirstToken => "phase_first_token",
             Metric::PhaseDecode => "phase_decode",
+            Metric::ServerTtft => "server_ttft",
+            Metric::ServerTpot => "server_tpot",
+            Metric::TpotOverhead => "tpot_overhead",
         }
     }
 
@@ -226,6 +241,9 @@ impl Metric {
             Metric::PhaseTtfb => "waterfall phase: request written to the first response byte (headers or first WebSocket frame)",
             Metric::PhaseFirstToken => "waterfall phase: first response byte to the first content token",
             Metric::PhaseDecode => "waterfall phase: first to last content token",
+            Metric::ServerTtft => "server part of TTFT: the server's own TTFT as it reported it in-band (requests whose server reported timing)",
+            Metric::ServerTpot => "server part of TPOT: (server total − server TTFT) / (tokens − 1), as the server reported them",
+            Metric::TpotOverhead => "transport/client part of TPOT: client TPOT minus server TPOT, clamped at 0",
         }
     }
 
@@ -264,6 +282,9 @@ impl Metric {
             Metric::BytesSent => vec![r.bytes_sent],
             Metric::BytesReceived => vec![r.bytes_received],
             Metric::SessionWall => Vec::new(),
+            Metric::ServerTtft => one(r.server_ttft_ns()),
+            Metric::ServerTpot => one(r.server_tpot_ns().map(|x| x.round() as u64)),
+            Metric::TpotOverhead => one(r.tpot_overhead_ns()),
             Metric::PhaseDns
             | Metric::PhaseTcp
             | Metric::PhaseTls

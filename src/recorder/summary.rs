@@ -17,10 +17,13 @@ use super::metrics::Metric;
 /// Version of the `summary.json` shape; bumped on any incompatible change.
 pub const SUMMARY_SCHEMA_VERSION: u32 = 1;
 
-/// Metrics whose p50 is compared against the same target's `http` cell.
-pub const VS_HTTP_METRICS: [Metric; 5] = [
+/// Metrics whose p50 is compared against the same target's `http` cell: the transport parts
+/// (`overhead`, `tpot_overhead`) and the end-to-end figures (see `attribution` for whose an
+/// end-to-end change is).
+pub const VS_HTTP_METRICS: [Metric; 6] = [
     Metric::Ttft,
     Metric::Overhead,
+    Metric::TpotOverhead,
     Metric::Tpot,
     Metric::E2e,
     Metric::SessionWall,
@@ -87,8 +90,16 @@ pub struct CellSummary {
     /// Seconds from the earliest intended start to the latest end of the successful
     /// measured requests (0 when there are none).
     pub span_s: f64,
-    /// Aggregate output rate: `output_tokens / span_s` (0 when the span is 0). Unlike the
-    /// per-request `output_tok_s` metric, this counts concurrent sessions together.
+    /// Seconds the cell was busy: the length of the union of its successful measured
+    /// requests' `[intended start, end]` intervals (see `busy`); at most `span_s`, less when
+    /// the cell took turns with others (the interleaved schedule) or sat idle. 0 in older
+    /// summaries.
+    #[serde(default)]
+    pub busy_s: f64,
+    /// Aggregate output rate over the cell's own busy time: `output_tokens / busy_s` (0 when
+    /// it is 0). Unlike the per-request `output_tok_s` metric, this counts concurrent
+    /// sessions together; unlike `output_tokens / span_s`, it does not count the time other
+    /// cells had the server.
     pub aggregate_output_tok_s: f64,
     /// Per metric name (`ttft`, `tpot`, …): statistics in natural units. Metrics without
     /// samples are absent.
@@ -103,6 +114,10 @@ pub struct CellSummary {
     /// faster), for `ttft`, `overhead`, `tpot`, `e2e`, `session_wall`. Empty for the `http`
     /// cell itself or when there is none.
     pub vs_http: BTreeMap<String, f64>,
+    /// TTFT and per-token time split into the server's part and the transport's, and whose
+    /// each change against `http` is (see `attribution`); absent when there is nothing to say.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub attribution: Option<super::attribution::Attribution>,
     /// Mean input (prompt) tokens per successful measured request, as the server reported
     /// them; absent when no server reported any (and in older summaries).
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -163,7 +178,7 @@ impl ConnectionUse {
 ///
 /// A request is good when it succeeded and meets every per-request SLO (see `plan::slo`).
 /// Rates are over the cell's measured window, `span_s` (earliest intended start to latest
-/// end of its successful measured requests), the same window as `aggregate_output_tok_s`.
+/// end of its successful measured requests).
 /// Tokens are the output tokens each good request recorded: the server's usage report, or
 /// the chunk count when the server sent none (`token_sources` says which).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -270,6 +285,7 @@ impl Summary {
                 }
             }
         }
+        attribute_cells(&mut cells);
         Summary {
             schema_version: SUMMARY_SCHEMA_VERSION,
             cells,
@@ -298,6 +314,7 @@ fn cell_summary(target: &str, transport: &str, c: &CellStats) -> CellSummary {
         (Some(f), Some(l)) if l > f => (l - f) as f64 / 1e9,
         _ => 0.0,
     };
+    let busy_s = c.busy.total_ns() as f64 / 1e9;
     CellSummary {
         target: target.to_string(),
         transport: transport.to_string(),
@@ -332,8 +349,9 @@ fn cell_summary(target: &str, transport: &str, c: &CellStats) -> CellSummary {
             note: c.connection_note.clone(),
         },
         span_s,
-        aggregate_output_tok_s: if span_s > 0.0 {
-            c.output_tokens as f64 / span_s
+        busy_s,
+        aggregate_output_tok_s: if busy_s > 0.0 {
+            c.output_tokens as f64 / busy_s
         } else {
             0.0
         },
@@ -347,6 +365,7 @@ fn cell_summary(target: &str, transport: &str, c: &CellStats) -> CellSummary {
         overhead_sources: c.overhead_sources.clone(),
         token_sources: c.token_sources.clone(),
         vs_http: BTreeMap::new(),
+        attribution: None,
         mean_input_tokens: (c.input_token_requests > 0)
             .then(|| c.input_tokens as f64 / c.input_token_requests as f64),
         mean_output_tokens: (c.ok() > 0).then(|| c.output_tokens as f64 / c.ok() as f64),
@@ -503,12 +522,47 @@ pub fn table(summary: &Summary) -> String {
             );
         }
     }
+    // Whose each change against http is (server or transport).
+    for c in &summary.cells {
+        for n in c.attribution.iter().flat_map(|a| a.notes.iter()) {
+            let _ = writeln!(out, "{} × {}: {n}", c.target, c.transport);
+        }
+    }
     // The footer: could the harness have been the bottleneck?
     for line in summary.harness.iter().flat_map(|h| h.lines()) {
         out.push_str(&line);
         out.push('\n');
     }
     out
+}
+
+/// Fills each cell's `attribution` (see [`super::attribution`]), once `vs_http` is known.
+fn attribute_cells(cells: &mut [CellSummary]) {
+    use super::attribution::{attribute, splits, Splits};
+    let split = |c: &CellSummary| {
+        let timed = c.overhead_sources.contains_key("server-timing");
+        splits(|m| c.metric(m).map(|s| s.p50), timed)
+    };
+    let http: BTreeMap<String, Splits> = cells
+        .iter()
+        .filter(|c| c.transport == "http")
+        .map(|c| (c.target.clone(), split(c)))
+        .collect();
+    for c in cells.iter_mut() {
+        let base = http.get(&c.target).filter(|_| c.transport != "http");
+        // A change that prints as ±0% has nothing to attribute.
+        let change = |m: Metric| {
+            let p = c.vs_http.get(m.name()).filter(|p| p.round() != 0.0);
+            p.map(|p| percent(*p))
+        };
+        let a = attribute(
+            split(c),
+            base.copied(),
+            change(Metric::Ttft),
+            change(Metric::Tpot),
+        );
+        c.attribution = a;
+    }
 }
 
 /// Mean input and output tokens per successful request, `2003/298` (`-` where unknown).
@@ -554,28 +608,32 @@ pub fn cold_cache_warnings(plan: &crate::plan::Plan, summary: &Summary) -> Vec<S
         .collect()
 }
 
-/// `overhead −81%, TTFT −47%, session −12%` (or `baseline` for the http row, `-` when there
-/// is nothing to compare).
+/// `overhead −81%; end to end: TTFT −47%, session −12%` (or `baseline` for the http row,
+/// `-` when there is nothing to compare): the transport part first, then the end-to-end
+/// figures, whose cause the lines under the table attribute.
 fn vs_http_text(c: &CellSummary) -> String {
     if c.transport == "http" {
         return "baseline".to_string();
     }
-    let parts: Vec<String> = [
+    let part = |ms: &[(Metric, &str)]| -> Vec<String> {
+        ms.iter()
+            .filter_map(|(m, label)| {
+                c.vs_http
+                    .get(m.name())
+                    .map(|p| format!("{label} {}", percent(*p)))
+            })
+            .collect()
+    };
+    let transport = part(&[
         (Metric::Overhead, "overhead"),
-        (Metric::Ttft, "TTFT"),
-        (Metric::SessionWall, "session"),
-    ]
-    .iter()
-    .filter_map(|(m, label)| {
-        c.vs_http
-            .get(m.name())
-            .map(|p| format!("{label} {}", percent(*p)))
-    })
-    .collect();
-    if parts.is_empty() {
-        "-".to_string()
-    } else {
-        parts.join(", ")
+        (Metric::TpotOverhead, "per-token overhead"),
+    ]);
+    let e2e = part(&[(Metric::Ttft, "TTFT"), (Metric::SessionWall, "session")]);
+    match (transport.is_empty(), e2e.is_empty()) {
+        (true, true) => "-".to_string(),
+        (false, true) => transport.join(", "),
+        (true, false) => format!("end to end: {}", e2e.join(", ")),
+        (false, false) => format!("{}; end to end: {}", transport.join(", "), e2e.join(", ")),
     }
 }
 
@@ -723,7 +781,18 @@ mod tests {
 
         let t = table(&s);
         println!("{t}");
-        assert!(t.contains("overhead \u{2212}80%, TTFT \u{2212}50%"), "{t}");
+        assert!(
+            t.contains("overhead \u{2212}80%; end to end: TTFT \u{2212}50%"),
+            "{t}"
+        );
+        // No server timing on either side: the TTFT and TPOT changes cannot be attributed.
+        let notes = &ws.attribution.as_ref().unwrap().notes;
+        assert_eq!(notes.len(), 1, "TPOT did not change: {notes:?}");
+        assert!(notes[0].starts_with("TTFT \u{2212}50% vs http: the delta cannot be attributed (the server reported no timing)"), "{notes:?}");
+        assert!(
+            t.contains("sim × ws: TTFT \u{2212}50% vs http: the delta cannot"),
+            "{t}"
+        );
         assert!(
             t.lines().nth(2).unwrap().starts_with("sim     http "),
             "{t}"
@@ -732,6 +801,62 @@ mod tests {
         // JSON round trip keeps everything.
         let back: Summary = serde_json::from_str(&serde_json::to_string(&s).unwrap()).unwrap();
         assert_eq!(back, s);
+    }
+
+    #[test]
+    fn server_timing_splits_ttft_and_tpot_and_busy_time_is_the_cells_own() {
+        // http: the server took 40 ms to the first token and 10 ms/token; the client saw
+        // 41 ms and 11 ms. http-pooled: the server 10 ms and 2 ms/token; the client 10.5 and 2.5.
+        let timed = |transport: &str, server: (f64, f64), client: (u64, u64), start_ms: u64| {
+            let mut r = req(transport, client.0, client.0, 11, client.1);
+            r.server_timing = Some(crate::vocab::ServerTiming {
+                source: "llamacpp-timings".into(),
+                ttft_ms: Some(server.0),
+                total_ms: Some(server.0 + 10.0 * server.1),
+                ..Default::default()
+            });
+            let shift = |t: &mut u64| *t += start_ms * 1_000_000;
+            shift(&mut r.intended_ns);
+            shift(&mut r.dispatch_ns);
+            r.first_token_ns.as_mut().map(shift);
+            r.last_token_ns.as_mut().map(shift);
+            r.end_ns.as_mut().map(shift);
+            r
+        };
+        let mut rec = Recorder::new();
+        rec.add_request(&timed("http", (40.0, 10.0), (41, 11), 0));
+        rec.add_request(&timed("http-pooled", (10.0, 2.0), (11, 3), 1_000));
+        rec.add_request(&timed("http-pooled", (10.0, 2.0), (11, 3), 3_000));
+        let s = Summary::from_recorder(&rec);
+        let http = s.cell("sim", "http").unwrap();
+        let pooled = s.cell("sim", "http-pooled").unwrap();
+        let a = pooled.attribution.as_ref().unwrap();
+        let (ttft, tpot) = (a.ttft.unwrap(), a.tpot.unwrap());
+        assert!(
+            close(ttft.server_ms, 10.0) && close(ttft.transport_ms, 1.0),
+            "{a:?}"
+        );
+        assert!(
+            close(tpot.server_ms, 2.0) && close(tpot.transport_ms, 1.0),
+            "{a:?}"
+        );
+        let d = a.ttft_vs_http.unwrap();
+        assert!(
+            (d.server_ms + 30.0).abs() < 0.05 && d.transport_ms.abs() < 0.01,
+            "{d:?}"
+        );
+        assert!(a.notes[0].ends_with("the difference is the server's, not the transport's"));
+        assert!(
+            a.notes[1].starts_with("TPOT \u{2212}73% vs http: server part \u{2212}8.00 ms"),
+            "{:?}",
+            a.notes
+        );
+        assert!(pooled.vs_http.contains_key("tpot_overhead"));
+        assert!(http.attribution.as_ref().unwrap().notes.is_empty());
+        // Busy time: two 41 ms requests 2 s apart are busy 82 ms of a 2.041 s span.
+        assert!((pooled.span_s - 2.041).abs() < 1e-9, "{}", pooled.span_s);
+        assert!((pooled.busy_s - 0.082).abs() < 1e-9, "{}", pooled.busy_s);
+        assert!((pooled.aggregate_output_tok_s - 22.0 / 0.082).abs() < 1e-6);
     }
 
     #[test]

@@ -144,7 +144,8 @@ impl CurvePoint {
             ok: cell.ok,
             error_rate: cell.error_rate,
             achieved_req_s: per_s(cell.ok),
-            output_tok_s: cell.aggregate_output_tok_s,
+            // Over the window, like `achieved_req_s` (not the cell's busy time).
+            output_tok_s: per_s(cell.output_tokens),
             ttft_ms: triple(Metric::Ttft),
             tpot_ms: triple(Metric::Tpot),
             e2e_ms: triple(Metric::E2e),

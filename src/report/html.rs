@@ -71,6 +71,17 @@ pub fn render(model: &Model, svgs: &[(ChartKind, String)]) -> String {
     out.push_str("<h2 id=\"results\">Results</h2>\n");
     table(&mut out, &model.headline, "results", true);
     let _ = writeln!(out, "<p class=\"note\">{}</p>", esc(&model.headline_note));
+    if let Some(t) = &model.attribution {
+        out.push_str("<h3>Server and transport (p50)</h3>\n");
+        table(&mut out, t, "attribution", true);
+    }
+    if !model.attribution_notes.is_empty() {
+        out.push_str("<ul class=\"attribution\">\n");
+        for n in &model.attribution_notes {
+            let _ = writeln!(out, "<li>{}</li>", esc(n));
+        }
+        out.push_str("</ul>\n");
+    }
     if let Some(t) = &model.versus_first {
         out.push_str("<h3>Change against the first run (p50)</h3>\n");
         table(&mut out, t, "versus-first", true);

@@ -20,6 +20,17 @@ pub fn render(model: &Model, charts: &[(ChartKind, Option<String>)]) -> String {
     out.push_str("## Results\n\n");
     table(&mut out, &model.headline);
     let _ = writeln!(out, "\n{}\n", md_escape(&model.headline_note));
+    if let Some(t) = &model.attribution {
+        out.push_str("### Server and transport (p50)\n\n");
+        table(&mut out, t);
+        out.push('\n');
+    }
+    for n in &model.attribution_notes {
+        let _ = writeln!(out, "- {}", md_escape(n));
+    }
+    if !model.attribution_notes.is_empty() {
+        out.push('\n');
+    }
     if let Some(t) = &model.versus_first {
         out.push_str("### Change against the first run (p50)\n\n");
         table(&mut out, t);

@@ -35,6 +35,7 @@
 //! 2026-11-22 (2 shared cores): 1,000,040 requests (426 MB of CSV) render every format in
 //! 0.08–0.14 s with a peak RSS of 31 MB.
 
+pub mod attribution;
 pub mod charts;
 pub mod data;
 #[cfg(any(test, feature = "test-support"))]

@@ -36,6 +36,10 @@ pub struct Model {
     pub headline: Table,
     /// Note under the headline table.
     pub headline_note: String,
+    /// Server / transport split of TTFT and TPOT per cell, when a server reported timing.
+    pub attribution: Option<Table>,
+    /// Whose each change against `http` is (the server's or the transport's), per cell.
+    pub attribution_notes: Vec<String>,
     /// With several runs: each cell's p50 change against the first run.
     pub versus_first: Option<Table>,
     /// Failed requests by kind; `None` when nothing failed.
@@ -46,14 +50,15 @@ pub struct Model {
     pub definitions: Vec<(String, String)>,
 }
 
-const DEFINITIONS: [(&str, &str); 9] = [
+const DEFINITIONS: [(&str, &str); 10] = [
     ("overhead", "round-trip overhead: client TTFT minus the server-reported TTFT; when the server reports no timing, dispatch to the first protocol event (an estimate that also contains API work)"),
     ("TTFT", "time to first content token, from the request's intended start (includes client-side queueing)"),
     ("TPOT", "time per output token after the first: (last token − first token) / (tokens − 1)"),
     ("tok/s", "output tokens per second over the whole request, from the intended start; not defined for a request whose span is under 50 µs (counted as `rate_span_unresolved` in summary.json)"),
     ("session", "session wall time: the first request's intended start to the last request's end; sessions with a failed request are excluded"),
     ("p50 / p90 / p99", "percentiles over successful measured requests (warm-up excluded), from HdrHistograms with 3 significant digits"),
-    ("vs http", "change of the same statistic against the same target's `http` row (new TCP + TLS connection per request); negative is faster. Cells that share a server ran under the run's schedule (see Load below the table): interleaved or sequential cells never added their loads up; parallel ones did"),
+    ("vs http", "change of the same statistic against the same target's `http` row (new TCP + TLS connection per request); negative is faster. The overhead column's change is the transport's; TTFT, TPOT, tok/s and session changes are end to end, and the attribution lines under the table say whether the server or the transport made them. Cells that share a server ran under the run's schedule (see Load below the table): interleaved or sequential cells never added their loads up; parallel ones did"),
+    ("server / transport", "where the server reported timing in-band: TTFT's server part is its reported TTFT and its transport part the overhead; TPOT's server part is (server total − server TTFT) / (tokens − 1) and its transport part client TPOT minus that (clamped at 0); each part is its own p50, so the parts need not add up to the p50 of the whole; brackets give the change against the `http` row in ms"),
     ("cached in", "share of input tokens the server reported as answered from its prefix cache (sum of cached input tokens / sum of input tokens); — when the server reported none"),
     ("reused", "successful requests that ran on a connection opened for an earlier request, of all successful requests: a pooled cell that reads 0/N never pooled (its server closed each connection after its response, or no request found an idle one), so its difference from `http` is not the pool's"),
 ];
@@ -95,6 +100,15 @@ pub fn build(input: &ReportInput) -> Model {
         notices: notices(input),
         headline: headline(input),
         headline_note: headline_note(input),
+        attribution: super::attribution::table(input).map(|(header, rows)| Table {
+            numeric: header
+                .iter()
+                .map(|h| !matches!(h.as_str(), "run" | "target" | "transport"))
+                .collect(),
+            header,
+            rows,
+        }),
+        attribution_notes: super::attribution::notes(input),
         versus_first: several.then(|| versus_first(input)),
         failures: failures(input),
         provenance: provenance(input),

@@ -2,7 +2,8 @@
 //! timestamps) and everything downstream (histograms, CSV, reports, the gate).
 //!
 //! Owns: the `RequestRecord` and `SessionRecord` types and the metric definitions derived
-//! from a record (TTFT, ITL, TPOT, E2E, overhead, the token rates), with the one rule for
+//! from a record (TTFT, ITL, TPOT, E2E, overhead, the server's and the transport's parts of
+//! TTFT and TPOT, the token rates), with the one rule for
 //! rates over spans too short to resolve ([`MIN_RATE_SPAN_NS`], [`rate_tok_s`]); the enums
 //! they hold are in [`kinds`](super::kinds). Pure: no clocks, no I/O.
 //!
@@ -308,6 +309,35 @@ impl RequestRecord {
         ))
     }
 
+    /// The server's TTFT as it reported it in-band (`server_timing.ttft_ms`), ns; `None`
+    /// when it reported none (or a negative or non-finite one).
+    pub fn server_ttft_ns(&self) -> Option<u64> {
+        let ms = self.server_timing.as_ref()?.ttft_ms?;
+        (ms.is_finite() && ms >= 0.0).then(|| (ms * 1e6).round() as u64)
+    }
+
+    /// The server's decode time per output token after the first, ns:
+    /// `(total_ms − ttft_ms) / (output_tokens − 1)` when the server reported both and the
+    /// request had at least two tokens.
+    pub fn server_tpot_ns(&self) -> Option<f64> {
+        let t = self.server_timing.as_ref()?;
+        let (ttft, total) = (t.ttft_ms?, t.total_ms?);
+        let decode_ms = total - ttft;
+        (self.output_tokens > 1 && decode_ms.is_finite() && decode_ms >= 0.0)
+            .then(|| decode_ms * 1e6 / f64::from(self.output_tokens - 1))
+    }
+
+    /// Per-token transport/client time, ns: client TPOT ([`RequestRecord::tpot_ns`]) minus
+    /// the server's ([`RequestRecord::server_tpot_ns`]). Clamped at 0 like
+    /// [`RequestRecord::overhead_ns`]: histograms hold `u64`, and a client that saw the
+    /// tokens closer together than the server timed them (the server stamped its writes
+    /// before they were flushed) has no per-token transport time to report.
+    pub fn tpot_overhead_ns(&self) -> Option<u64> {
+        let (client, server) = (self.tpot_ns()?, self.server_tpot_ns()?);
+        let d = client - server;
+        d.is_finite().then(|| d.max(0.0).round() as u64)
+    }
+
     /// Mean tokens per content chunk (a batching / speculative-decoding signature).
     pub fn tokens_per_chunk(&self) -> Option<f64> {
         let n = self.chunks.len() as u64 + self.chunks_dropped;
@@ -370,6 +400,16 @@ mod tests {
             s.overhead_ns(),
             Some((48_000, OverheadSource::ServerTiming))
         );
+        // Without a total, no server TPOT; with one: (0.26 − 0.05) ms / 3 tokens = 70 µs.
+        assert_eq!(s.server_ttft_ns(), Some(50_000));
+        assert_eq!((s.server_tpot_ns(), s.tpot_overhead_ns()), (None, None));
+        s.server_timing.as_mut().unwrap().total_ms = Some(0.26);
+        assert_eq!(s.server_tpot_ns().map(|v| v.round()), Some(70_000.0));
+        assert_eq!(s.tpot_overhead_ns(), Some(30_000));
+        // A server slower than the client saw: clamped at 0.
+        s.server_timing.as_mut().unwrap().total_ms = Some(0.5);
+        assert_eq!(s.tpot_overhead_ns(), Some(0));
+        assert_eq!(r.server_ttft_ns(), None);
     }
 
     #[test]

@@ -253,6 +253,44 @@ async fn interleaved_shares_one_slot_alternates_sessions_and_salts_every_prompt(
     );
     assert!(load.cache.values().all(|m| m == "cold"));
     assert!(load.salt_form.is_some());
+    // Each cell's aggregate rate is over its own busy time, not the shared span: the cells
+    // took turns, so each was busy about half of it.
+    let recs = run.records().unwrap();
+    for c in &summary.cells {
+        let own: Vec<_> = recs
+            .iter()
+            .filter(|r| r.transport.as_str() == c.transport && !r.warmup && r.is_ok())
+            .collect();
+        let busy: u64 = own
+            .iter()
+            .map(|r| r.end_ns.or(r.last_token_ns).unwrap() - r.intended_ns)
+            .sum();
+        let (busy_s, tokens) = (busy as f64 / 1e9, c.output_tokens as f64);
+        assert!(
+            c.busy_s <= busy_s * 1.0001 && c.busy_s >= busy_s * 0.95,
+            "{}: busy {} s, requests' own time {busy_s} s",
+            c.transport,
+            c.busy_s
+        );
+        assert!(
+            c.busy_s < 0.75 * c.span_s,
+            "{}: busy {} of span {}",
+            c.transport,
+            c.busy_s,
+            c.span_s
+        );
+        let own_rate = tokens / busy_s;
+        assert!(
+            (c.aggregate_output_tok_s - own_rate).abs() <= 0.05 * own_rate,
+            "{}: aggregate {} tok/s, own rate {own_rate}",
+            c.transport,
+            c.aggregate_output_tok_s
+        );
+        assert!(
+            c.aggregate_output_tok_s > 1.5 * tokens / c.span_s,
+            "halved by the shared span"
+        );
+    }
 }
 
 #[tokio::test]

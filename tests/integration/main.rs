@@ -5,6 +5,7 @@
 mod support;
 
 mod architecture;
+mod attribution;
 mod binary;
 mod buffering;
 mod client_interop;
