@@ -8,7 +8,8 @@
 
 use std::path::Path;
 
-use super::{read_json, write_json, LoadedRun, Result, STALLS_FILE};
+use super::rows::RequestRow;
+use super::{read_json, write_json, LoadedRun, Result, REQUESTS_FILE, STALLS_FILE};
 use crate::recorder::stalls::{count_late, StallDetector, Stalls};
 
 /// Writes `stalls.json` into a run directory.
@@ -21,11 +22,28 @@ pub fn write_stalls(dir: &Path, stalls: &Stalls) -> Result<()> {
 /// window). Returns the windows written.
 pub fn write_run_stalls(dir: &Path, mut stalls: Stalls) -> Result<Stalls> {
     if !stalls.windows.is_empty() {
-        let run = LoadedRun::open(dir)?;
-        count_late(&mut stalls, run.dispatch_times()?);
+        count_late(&mut stalls, dispatch_times(dir)?);
     }
     write_stalls(dir, &stalls)?;
     Ok(stalls)
+}
+
+/// The run's `stalls.json`, when it has one (without loading the rest of the run).
+pub fn read_stalls(dir: &Path) -> Result<Option<Stalls>> {
+    let path = dir.join(STALLS_FILE);
+    if path.is_file() {
+        return read_json(&path).map(Some);
+    }
+    Ok(None)
+}
+
+/// Every request's (intended, dispatch) times, ns, streamed from `requests.csv` (rows after
+/// one that cannot be read, such as a torn last row, are left out).
+fn dispatch_times(dir: &Path) -> Result<impl Iterator<Item = (u64, u64)>> {
+    Ok(super::reader::open_csv(&dir.join(REQUESTS_FILE))?
+        .into_deserialize::<RequestRow>()
+        .map_while(|r| r.ok())
+        .map(|r| (r.intended_ns, r.dispatch_ns)))
 }
 
 impl LoadedRun {
@@ -33,9 +51,8 @@ impl LoadedRun {
     /// `chunks.csv` when the file is absent (older, unfinished or merged runs), reading
     /// one request's chunks at a time.
     pub fn stalls(&self) -> Result<Stalls> {
-        let path = self.dir.join(STALLS_FILE);
-        if path.is_file() {
-            return read_json(&path);
+        if let Some(stalls) = read_stalls(&self.dir)? {
+            return Ok(stalls);
         }
         let mut detector = StallDetector::default();
         // `chunks.csv` holds each request's chunks together, in order.
@@ -57,17 +74,8 @@ impl LoadedRun {
         detector.add_stream(times.drain(..));
         let mut stalls = detector.stalls();
         if !stalls.windows.is_empty() {
-            count_late(&mut stalls, self.dispatch_times()?);
+            count_late(&mut stalls, dispatch_times(&self.dir)?);
         }
         Ok(stalls)
-    }
-
-    /// Every request's (intended, dispatch) times, ns, streamed from `requests.csv` (a torn
-    /// last row is skipped).
-    fn dispatch_times(&self) -> Result<impl Iterator<Item = (u64, u64)>> {
-        Ok(self
-            .request_rows()?
-            .map_while(|r| r.ok())
-            .map(|r| (r.intended_ns, r.dispatch_ns)))
     }
 }
