@@ -89,11 +89,14 @@ fn save_baseline(args: &RunArgs, dir: &Path, name: &str, clean: bool) -> anyhow:
 
 /// After one run: the stall windows into `stalls.json`, the table, the report.
 fn finish_one(args: &RunArgs, plan: &Plan, outcome: &runner::RunOutcome) {
-    match crate::store::LoadedRun::open(&outcome.dir).and_then(|r| r.stalls()) {
+    // The runner wrote `stalls.json`; detected from the rows only when it could not.
+    let written = crate::store::read_stalls(&outcome.dir).ok().flatten();
+    let found = written.map(Ok).unwrap_or_else(|| {
+        let stalls = crate::store::LoadedRun::open(&outcome.dir).and_then(|r| r.stalls())?;
+        crate::store::write_stalls(&outcome.dir, &stalls).map(|()| stalls)
+    });
+    match found {
         Ok(stalls) => {
-            if let Err(e) = crate::store::write_stalls(&outcome.dir, &stalls) {
-                errln!("warning: stalls.json could not be written: {e}");
-            }
             if !stalls.windows.is_empty() {
                 errln!("stalls: {}", stalls.line());
             }

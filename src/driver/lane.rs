@@ -130,6 +130,11 @@ impl Dispatch {
         intended: u64,
         (slot, slot_wait): Taken,
     ) {
+        // A finished task stays in the set until joined: reap them as we go, so the set
+        // holds the sessions in progress, not every session of the run.
+        while let Some(joined) = self.sessions.try_join_next() {
+            resume_panic(joined);
+        }
         let (ctx, lane) = (ctx.clone(), self.lane.clone());
         self.sessions.spawn(async move {
             run_session(&ctx, &lane, &session, intended, slot_wait).await;
@@ -300,12 +305,16 @@ pub(super) async fn run_lane(cells: &[CellContext], lane: Vec<Slot>, phase: Phas
         }
     }
     while let Some(joined) = d.sessions.join_next().await {
-        // A session that panicked is a bug: fail the cell (and the run) loudly rather
-        // than lose the session's requests without a word.
-        if let Err(e) = joined {
-            if e.is_panic() {
-                std::panic::resume_unwind(e.into_panic());
-            }
+        resume_panic(joined);
+    }
+}
+
+/// A session that panicked is a bug: fail the cell (and the run) loudly rather than lose
+/// the session's requests without a word.
+fn resume_panic(joined: Result<(), tokio::task::JoinError>) {
+    if let Err(e) = joined {
+        if e.is_panic() {
+            std::panic::resume_unwind(e.into_panic());
         }
     }
 }

@@ -47,6 +47,40 @@ pub enum Event {
     Session(SessionRecord),
 }
 
+/// Sessions in progress over the whole run, counted as each begins and ends, and the most
+/// at once (the manifest's `peak_sessions`): two counters, nothing per session.
+#[derive(Debug, Default)]
+pub struct SessionGauge {
+    now: std::sync::atomic::AtomicU64,
+    peak: std::sync::atomic::AtomicU64,
+}
+
+impl SessionGauge {
+    /// Counts one session in until the guard drops.
+    fn enter(self: &Arc<Self>) -> InProgress {
+        use std::sync::atomic::Ordering::Relaxed;
+        let now = self.now.fetch_add(1, Relaxed) + 1;
+        self.peak.fetch_max(now, Relaxed);
+        InProgress(self.clone())
+    }
+
+    /// The most sessions in progress at once so far.
+    pub fn peak(&self) -> u64 {
+        self.peak.load(std::sync::atomic::Ordering::Relaxed)
+    }
+}
+
+/// One session counted in a [`SessionGauge`].
+struct InProgress(Arc<SessionGauge>);
+
+impl Drop for InProgress {
+    fn drop(&mut self) {
+        self.0
+            .now
+            .fetch_sub(1, std::sync::atomic::Ordering::Relaxed);
+    }
+}
+
 /// How to reach each cell's target: the base URL and what to trust.
 #[derive(Clone)]
 pub struct Endpoint {
@@ -76,7 +110,7 @@ pub struct Stop {
 /// Returns when all cells are done or stopped, with what the cells' connectors learnt about
 /// their servers (a server that closes every keep-alive connection after its response);
 /// events go to `tx`. Every cell's connections run their delay lines on `emulator` and count
-/// into its (the run's) provenance counters.
+/// into its (the run's) provenance counters; every session counts into `sessions`.
 pub async fn run(
     plan: Arc<Plan>,
     endpoints: Vec<Endpoint>,
@@ -84,6 +118,7 @@ pub async fn run(
     clock: Clock,
     stop: Stop,
     tx: mpsc::Sender<Event>,
+    sessions: Arc<SessionGauge>,
 ) -> anyhow::Result<Vec<ConnectionNote>> {
     anyhow::ensure!(
         endpoints.len() == plan.cells.len(),
@@ -120,6 +155,7 @@ pub async fn run(
             stop: stop.clone(),
             tx: tx.clone(),
             ids: ids.clone(),
+            sessions: sessions.clone(),
         });
     }
     drop(tx);
@@ -174,6 +210,7 @@ struct CellContext {
     stop: Stop,
     tx: mpsc::Sender<Event>,
     ids: Arc<std::sync::atomic::AtomicU64>,
+    sessions: Arc<SessionGauge>,
 }
 
 impl CellContext {
@@ -384,6 +421,7 @@ async fn run_session(
     intended_start: u64,
     slot_wait: u64,
 ) {
+    let _in_progress = ctx.sessions.enter();
     let target: &Target = &ctx.cell.target;
     let mut run = SessionRun {
         ctx,
@@ -500,4 +538,23 @@ pub fn tool_output(tool: &str, bytes: u32) -> String {
     }
     out.truncate(bytes.max(1) as usize);
     out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_session_gauge_keeps_the_most_in_progress_at_once() {
+        let g = Arc::new(SessionGauge::default());
+        let a = g.enter();
+        let b = g.enter();
+        drop(a);
+        let c = g.enter();
+        drop((b, c));
+        let d = g.enter();
+        drop(d);
+        assert_eq!(g.peak(), 2);
+        assert_eq!(g.now.load(std::sync::atomic::Ordering::Relaxed), 0);
+    }
 }

@@ -2,8 +2,9 @@
 //! plus counters by outcome, token source and overhead source.
 //!
 //! Owns: what goes into which histogram (warm-up and failed requests never do), the
-//! counters, merging recorders (shards, repeated runs), and the live snapshot for the
-//! progress display.
+//! counters, feeding every request to the stall detector, merging recorders (shards,
+//! repeated runs), and the live snapshot for the progress display. Holds nothing per
+//! request, nor per session outside `merge` (see docs/measurements.md, "Memory").
 //! Does not own: clocks or I/O (every time arrives on a record), percentiles for people
 //! (see `summary`), or files (see `store`).
 
@@ -262,8 +263,13 @@ pub struct Recorder {
     slo: crate::plan::Slo,
     /// Every measured request's send times, for the run's `harness` section.
     dispatch: super::harness::DispatchStats,
-    /// Every session's (start, end), ns: for the most sessions in progress at once.
+    /// Every session's (start, end), ns, for the most sessions in progress at once: kept
+    /// only by a [`Recorder::counts_only`] recorder (`merge`, offline); a run's recorder
+    /// keeps nothing per session (the driver counts the sessions in progress).
     session_spans: Vec<(u64, u64)>,
+    /// The stall rule fed every request's chunk arrivals, in bounded memory (see
+    /// [`super::stalls::StallDetector`]).
+    stalls: super::stalls::StallDetector,
     /// Counters only: no histogram samples (`merge` takes the histograms from the shards'
     /// logs and counts from their rows).
     counts_only: bool,
@@ -328,7 +334,8 @@ impl Recorder {
     }
 
     /// Most sessions in progress at once (from each session's start to its end), over
-    /// every cell, warm-up sessions included.
+    /// every cell, warm-up sessions included; only a [`Recorder::counts_only`] recorder
+    /// keeps the sessions' spans (0 otherwise).
     pub fn peak_sessions(&self) -> u64 {
         let mut edges: Vec<(u64, i8)> = Vec::with_capacity(self.session_spans.len() * 2);
         for &(s, e) in &self.session_spans {
@@ -350,6 +357,17 @@ impl Recorder {
         &self.slo
     }
 
+    /// The stall windows of every request added so far (see [`super::stalls`]), without
+    /// their late dispatches: [`super::stalls::count_late`] counts those from the rows.
+    pub fn stalls(&self) -> super::stalls::Stalls {
+        self.stalls.stalls()
+    }
+
+    /// The stall detector (its size, for tests and docs).
+    pub fn stall_detector(&self) -> &super::stalls::StallDetector {
+        &self.stalls
+    }
+
     /// The measured requests' send times (see [`super::harness`]).
     pub fn dispatch(&self) -> &super::harness::DispatchStats {
         &self.dispatch
@@ -369,6 +387,7 @@ impl Recorder {
     /// `chunk_count` column); for a [`Recorder::counts_only`] recorder reading rows.
     pub fn add_request_with(&mut self, r: &RequestRecord, chunks: u64) {
         self.dispatch.add_with(r, chunks);
+        self.stalls.add_request(r);
         let counts_only = self.counts_only;
         let cell = self
             .cells
@@ -461,8 +480,10 @@ impl Recorder {
 
     /// Adds one finished session.
     pub fn add_session(&mut self, s: &SessionRecord) {
-        self.session_spans.push((s.start_ns, s.end_ns));
         let counts_only = self.counts_only;
+        if counts_only {
+            self.session_spans.push((s.start_ns, s.end_ns));
+        }
         let cell = self
             .cells
             .entry(CellKey::new(&s.target, s.transport.as_str()))
@@ -507,6 +528,7 @@ impl Recorder {
             self.timelines.entry(k.clone()).or_insert_with(|| t.clone());
         }
         self.session_spans.extend_from_slice(&other.session_spans);
+        self.stalls.merge(&other.stalls);
     }
 
     /// The sampled session of every cell that has one, in key order.
@@ -732,5 +754,55 @@ mod tests {
             assert_eq!(c, left.cell(k).unwrap(), "cell {k:?}");
             assert!(c.cached_input_tokens > 0 && c.reused_connection_requests > 0);
         }
+    }
+
+    #[test]
+    fn a_run_recorder_keeps_nothing_per_request_or_session() {
+        // 20,000 requests and sessions over the same 10 s of run clock: what the recorder
+        // retains depends on the run's span, not on how many finished.
+        let mut rec = Recorder::new();
+        let ms = 1_000_000u64;
+        for i in 0..20_000u64 {
+            let mut r = ok_request("t", "http", 5 + i % 7, 8);
+            let shift = (i % 9_000) * ms;
+            r.intended_ns += shift;
+            r.session = i as u32;
+            for c in &mut r.chunks {
+                c.at_ns += shift;
+            }
+            rec.add_request(&r);
+            rec.add_session(&SessionRecord {
+                target: "t".into(),
+                transport: crate::vocab::TransportKind::Http,
+                session: i as u32,
+                start_ns: shift,
+                end_ns: shift + 100 * ms,
+                requests: 1,
+                ..Default::default()
+            });
+        }
+        assert!(rec.session_spans.is_empty(), "{}", rec.session_spans.len());
+        assert!(
+            rec.stall_detector().buckets() <= 10_000 / 50 + 1,
+            "{}",
+            rec.stall_detector().buckets()
+        );
+        assert_eq!(
+            rec.cell(&CellKey::new("t", "http")).unwrap().requests,
+            20_000
+        );
+        // `merge`'s counts-only recorder still has every span, for its peak.
+        let mut merged = Recorder::counts_only(crate::plan::Slo::default());
+        merged.add_session(&SessionRecord {
+            start_ns: 0,
+            end_ns: 10,
+            ..Default::default()
+        });
+        merged.add_session(&SessionRecord {
+            start_ns: 5,
+            end_ns: 20,
+            ..Default::default()
+        });
+        assert_eq!(merged.peak_sessions(), 2);
     }
 }

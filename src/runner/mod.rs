@@ -140,6 +140,7 @@ pub async fn run(plan: Arc<Plan>, out: &Path, options: Options) -> anyhow::Resul
     let probe = crate::clock::selfwatch::Probe::start();
     let (rss_before_kib, _) = resources::rss_kib();
 
+    let sessions = Arc::new(driver::SessionGauge::default());
     let driven = driver::run(
         plan.clone(),
         endpoints,
@@ -147,6 +148,7 @@ pub async fn run(plan: Arc<Plan>, out: &Path, options: Options) -> anyhow::Resul
         clock,
         stop.clone(),
         tx,
+        sessions.clone(),
     )
     .await;
     let (mut writer, mut recorder, write_error) = recorder_task
@@ -179,7 +181,7 @@ pub async fn run(plan: Arc<Plan>, out: &Path, options: Options) -> anyhow::Resul
         );
     }
     writer.set_harness(harness.clone());
-    writer.set_resources(resources_used(fd_limit, &recorder, rss_before_kib));
+    writer.set_resources(resources_used(fd_limit, sessions.peak(), rss_before_kib));
     summary.harness = Some(harness);
     let provenance = counters.snapshot();
     writer.set_timestamps(provenance.timestamps());
@@ -191,6 +193,10 @@ pub async fn run(plan: Arc<Plan>, out: &Path, options: Options) -> anyhow::Resul
         errln!("warning: {w}");
     }
     writer.finish(status, &recorder)?;
+    // The windows from the recorder's bounded detector; late dispatches from the rows.
+    if let Err(e) = crate::store::write_run_stalls(&dir, recorder.stalls()) {
+        errln!("warning: stalls.json could not be written: {e}");
+    }
     driven?;
     if let Some(e) = write_error {
         return Err(e.context("writing the results"));
@@ -251,14 +257,13 @@ fn announce(plan: &Plan, fd_limit: resources::FdLimit, dir: &Path) {
     );
 }
 
-/// The manifest's `resources` section: the open-file limit, peak sessions, and resident
-/// memory before the driver and at the peak (per session when any ran).
+/// The manifest's `resources` section: the open-file limit, peak sessions (the driver's
+/// count), and resident memory before the driver and at the peak (per session when any ran).
 fn resources_used(
     fd_limit: resources::FdLimit,
-    recorder: &crate::recorder::Recorder,
+    peak_sessions: u64,
     rss_before_kib: u64,
 ) -> crate::store::Resources {
-    let peak_sessions = recorder.peak_sessions();
     let (_, rss_peak_kib) = resources::rss_kib();
     crate::store::Resources {
         nofile_before: fd_limit.before,

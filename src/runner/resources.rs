@@ -4,7 +4,7 @@
 //!
 //! Owns: how far `RLIMIT_NOFILE` is raised or lowered, and the memory reads. Does not own:
 //! the `getrlimit`/`setrlimit` calls ([`crate::sys::rlimit`]), counting sessions (the
-//! recorder's [`crate::recorder::Recorder::peak_sessions`]).
+//! driver's [`crate::driver::SessionGauge`]).
 
 use crate::sys::rlimit::{get_nofile, set_nofile};
 

@@ -63,7 +63,7 @@ pub use manifest::{
 };
 pub use reader::{ChunkRows, LoadedRun, RequestRows, TimelineFile, TIMELINE_SCHEMA_VERSION};
 pub use rows::{ChunkRow, RequestRow, SessionRow, CHUNK_COLUMNS, REQUEST_COLUMNS, SESSION_COLUMNS};
-pub use stalls::write_stalls;
+pub use stalls::{read_stalls, write_run_stalls, write_stalls};
 pub use sweep::{new_sweep_dir, read_sweep, write_sweep, SWEEP_FILE};
 pub use writer::{RunWriter, FLUSH_EVERY};
 

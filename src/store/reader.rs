@@ -349,7 +349,7 @@ fn torn_tail(path: &Path) -> bool {
     f.seek(SeekFrom::End(-1)).is_ok() && f.read_exact(&mut last).is_ok() && last[0] != b'\n'
 }
 
-fn open_csv(path: &Path) -> Result<csv::Reader<File>> {
+pub(super) fn open_csv(path: &Path) -> Result<csv::Reader<File>> {
     let f = File::open(path).map_err(|source| StoreError::Read {
         path: path.to_path_buf(),
         source,
