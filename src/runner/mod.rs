@@ -174,24 +174,12 @@ pub async fn run(plan: Arc<Plan>, out: &Path, options: Options) -> anyhow::Resul
     }
     let mut summary = crate::recorder::Summary::from_recorder(&recorder);
     let harness = harness_section(&recorder, &probe, options.calibration.as_deref());
-    if harness.verdict == Verdict::HarnessBound && options.announce {
-        errln!(
-            "warning: the harness could not keep up with this load, so these figures may be the harness's, not the target's: {}",
-            harness.reasons.join("; ")
-        );
-    }
+    warn(&plan, &summary, &harness, options.announce);
     writer.set_harness(harness.clone());
     writer.set_resources(resources_used(fd_limit, sessions.peak(), rss_before_kib));
     summary.harness = Some(harness);
     let provenance = counters.snapshot();
     writer.set_timestamps(provenance.timestamps());
-    let buffering = crate::recorder::buffering::warnings(&summary);
-    for w in crate::recorder::cold_cache_warnings(&plan, &summary)
-        .into_iter()
-        .chain(buffering)
-    {
-        errln!("warning: {w}");
-    }
     writer.finish(status, &recorder)?;
     // The windows from the recorder's bounded detector; late dispatches from the rows.
     if let Err(e) = crate::store::write_run_stalls(&dir, recorder.stalls()) {
@@ -207,6 +195,24 @@ pub async fn run(plan: Arc<Plan>, out: &Path, options: Options) -> anyhow::Resul
         interrupted,
         provenance,
     })
+}
+
+/// The run's warnings on stderr: a harness that could not keep up (when the run announces
+/// itself), a cold cache that was not cold, a stream that arrived in bursts.
+fn warn(plan: &Plan, summary: &crate::recorder::Summary, harness: &Harness, announce: bool) {
+    if harness.verdict == Verdict::HarnessBound && announce {
+        errln!(
+            "warning: the harness could not keep up with this load, so these figures may be the harness's, not the target's: {}",
+            harness.reasons.join("; ")
+        );
+    }
+    let buffering = crate::recorder::buffering::warnings(summary);
+    for w in crate::recorder::cold_cache_warnings(plan, summary)
+        .into_iter()
+        .chain(buffering)
+    {
+        errln!("warning: {w}");
+    }
 }
 
 /// Configuration the plan cannot check (it reads no environment), checked before any
