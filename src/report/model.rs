@@ -198,10 +198,10 @@ pub fn at_max(n: u64) -> Option<&'static str> {
     }
 }
 
-/// One line per cell whose percentiles rest on few samples: `sim · http: n = 8 requests,
-/// so p90 = p99 = max; 3 sessions, so session p90 = max`.
+/// One line per distinct small-sample statement, naming the cells it holds for:
+/// `n = 8 requests, so p90 = p99 = max; 3 sessions, so session p90 = max: sim · http, …`.
 fn sample_notes(input: &ReportInput) -> Vec<String> {
-    let mut out = Vec::new();
+    let mut groups: Vec<(String, Vec<String>)> = Vec::new();
     for run in &input.runs {
         for c in &run.summary.cells {
             let mut parts = Vec::new();
@@ -213,7 +213,8 @@ fn sample_notes(input: &ReportInput) -> Vec<String> {
             // The table shows session p50 and p90.
             if let Some(n) = c.metric(Metric::SessionWall).map(|m| m.count) {
                 if (0.9 * n as f64).ceil() as u64 >= n {
-                    parts.push(format!("{n} sessions, so session p90 = max"));
+                    let s = if n == 1 { "session" } else { "sessions" };
+                    parts.push(format!("{n} {s}, so session p90 = max"));
                 }
             }
             if parts.is_empty() {
@@ -224,10 +225,17 @@ fn sample_notes(input: &ReportInput) -> Vec<String> {
             } else {
                 format!("{} · {}", c.target, c.transport)
             };
-            out.push(format!("{who}: {}", parts.join("; ")));
+            let what = parts.join("; ");
+            match groups.iter_mut().find(|(w, _)| *w == what) {
+                Some((_, cells)) => cells.push(who),
+                None => groups.push((what, vec![who])),
+            }
         }
     }
-    out
+    groups
+        .into_iter()
+        .map(|(what, cells)| format!("{what}: {}", cells.join(", ")))
+        .collect()
 }
 
 /// Most bars per Mermaid chart (more do not read).
