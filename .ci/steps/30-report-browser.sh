@@ -44,4 +44,15 @@ chrome --hide-scrollbars --window-size=1280,2400 --screenshot="$out/laptop-1280.
 for f in phone-390 laptop-1280; do
   test -s "$out/$f.png" || { echo "no screenshot $f.png"; exit 1; }
 done
+# 3. The percentile method against numpy on the same samples: spark-bench's p50/p90/p99 are
+# numpy.percentile(method="inverted_cdf") within the histogram's 0.1 % (and not numpy's
+# default linear method: the script prints both). Needs numpy in a venv.
+NUMPY_VERSION="2.4.6"
+venv=target/report-browser-venv
+if PIP_TIMEOUT=300 venv_with "$venv" "numpy==$NUMPY_VERSION"; then
+  "$venv/bin/python" scripts/percentile_check.py
+  "$venv/bin/python" scripts/percentile_check.py "$run_dir"
+else
+  echo "numpy not installable here: percentile check against numpy skipped (the Rust test covers the example)"
+fi
 echo "report.html OK in Chromium: $svgs inline charts, no console errors; screenshots in $out/"

@@ -1,7 +1,9 @@
 //! A sweep's curves: each load point's summary folded into one curve per target ×
 //! transport, and the knee of each curve.
 //!
-//! Owns: `sweep.json`'s shape ([`SweepSummary`]), the knee rule, and the sweep table text.
+//! Owns: `sweep.json`'s shape ([`SweepSummary`]), the knee rule, the highest load under the
+//! SLOs ([`best_under_slo`]: points that missed a percentile SLO are skipped), and the sweep
+//! table text.
 //! Pure: summaries in, data or `String` out. Does not own: running the points (`runner`),
 //! files (`store`), or charts (`report`).
 //!
@@ -286,7 +288,7 @@ pub fn sweep_table(s: &SweepSummary) -> String {
             s.param, "ok", "req/s", "tok/s", "TTFT ms p50/p90/p99", "TPOT ms p50/p90/p99"
         );
         if good {
-            let _ = write!(out, "  {:>18}", "good req/s (tok/s)");
+            let _ = write!(out, "  {:>29}", "good req/s (tok/s)");
         }
         out.push('\n');
         for (i, p) in c.points.iter().enumerate() {
@@ -308,14 +310,14 @@ pub fn sweep_table(s: &SweepSummary) -> String {
                         if r == 0.0 { "0".to_string() } else { num(r) },
                         if t == 0.0 { "0".to_string() } else { num(t) },
                         if p.slo_met == Some(false) {
-                            " miss"
+                            " SLO missed"
                         } else {
                             ""
                         }
                     ),
                     _ => "-".to_string(),
                 };
-                let _ = write!(out, "  {g:>18}");
+                let _ = write!(out, "  {g:>29}");
             }
             if c.knee == Some(i) {
                 out.push_str("  \u{25c0} knee");
@@ -324,6 +326,9 @@ pub fn sweep_table(s: &SweepSummary) -> String {
                 out.push_str("  HARNESS-BOUND");
             }
             out.push('\n');
+        }
+        if let Some(line) = slo_line(&s.param, c) {
+            let _ = writeln!(out, "  {line}");
         }
         match (&c.knee_value, &c.knee_reason) {
             (Some(v), Some(why)) => {
@@ -340,6 +345,42 @@ pub fn sweep_table(s: &SweepSummary) -> String {
         }
     }
     out
+}
+
+/// The highest-load point of a curve that met every percentile SLO (GuideLLM's "max rate
+/// under SLO"): points that missed one are skipped; `None` without SLOs or when none met.
+pub fn best_under_slo(c: &Curve) -> Option<&CurvePoint> {
+    c.points.iter().rev().find(|p| p.slo_met == Some(true))
+}
+
+/// The curve's SLO line for the table and report: where percentile SLOs were missed and the
+/// highest load that met them all; `None` without SLOs.
+pub fn slo_line(param: &str, c: &Curve) -> Option<String> {
+    if c.points.iter().all(|p| p.slo_met.is_none()) {
+        return None;
+    }
+    let missed: Vec<String> = c
+        .points
+        .iter()
+        .filter(|p| p.slo_met == Some(false))
+        .map(|p| num(p.value))
+        .collect();
+    let best = match best_under_slo(c) {
+        Some(p) => format!(
+            "highest load meeting every SLO: {param} = {} ({} good req/s)",
+            num(p.value),
+            p.good_req_s.map_or("-".to_string(), num)
+        ),
+        None => "no load point met every SLO".to_string(),
+    };
+    Some(if missed.is_empty() {
+        best
+    } else {
+        format!(
+            "percentile SLO missed at {param} = {} (good req/s there counts per-request SLOs only, as vLLM's --goodput); {best}",
+            missed.join(", ")
+        )
+    })
 }
 
 /// `0.83`, `41.2`, `1234`, `-` for NaN or 0.
@@ -370,6 +411,50 @@ mod tests {
             slo_met: None,
             harness_bound: false,
         }
+    }
+
+    #[test]
+    fn a_missed_percentile_slo_is_marked_and_skipped_by_best_under_slo() {
+        let mut points: Vec<_> = [1.0, 2.0, 4.0]
+            .iter()
+            .map(|&c: &f64| pt(c, c * 10.0, 20.0 * c))
+            .collect();
+        for (p, met) in points.iter_mut().zip([true, true, false]) {
+            p.good_req_s = Some(p.achieved_req_s);
+            p.good_output_tok_s = Some(1.0);
+            p.slo_met = Some(met);
+        }
+        let c = Curve {
+            target: "t".into(),
+            transport: "http".into(),
+            points,
+            knee: None,
+            knee_value: None,
+            knee_reason: None,
+        };
+        assert_eq!(best_under_slo(&c).map(|p| p.value), Some(2.0));
+        let line = slo_line("concurrency", &c).unwrap();
+        assert!(line.contains("missed at concurrency = 4.00"), "{line}");
+        assert!(
+            line.contains("highest load meeting every SLO: concurrency = 2.00"),
+            "{line}"
+        );
+        let s = SweepSummary {
+            schema_version: SWEEP_SCHEMA_VERSION,
+            sweep_id: "s".into(),
+            scenario: "x".into(),
+            param: "concurrency".into(),
+            spec: "concurrency=1,2,4".into(),
+            load_note: String::new(),
+            knee_rule: knee_rule(),
+            slo: "ttft p90<=50ms".into(),
+            points: Vec::new(),
+            curves: vec![c],
+        };
+        let t = sweep_table(&s);
+        let rows: Vec<&str> = t.lines().filter(|l| l.ends_with("SLO missed")).collect();
+        assert_eq!(rows.len(), 1, "{t}");
+        assert!(rows[0].trim_start().starts_with("4.00"), "{t}");
     }
 
     #[test]

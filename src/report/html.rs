@@ -10,7 +10,8 @@ use super::charts::ChartKind;
 use super::model::{Model, Table};
 use super::style::{hex, html_escape as esc, TRANSPORT_COLOURS};
 
-const CSS: &str = r#"
+/// The stylesheet of every report page (the run report and the sweep report).
+pub(crate) const CSS: &str = r#"
 :root { color-scheme: light; --fg: #1b1f24; --muted: #57606a; --line: #d0d7de; --bg: #ffffff; --warn: #fff8c5; --warn-line: #d4a72c; }
 * { box-sizing: border-box; }
 body { margin: 0; font: 15px/1.5 system-ui, -apple-system, "Segoe UI", Roboto, "Helvetica Neue", Arial, sans-serif; color: var(--fg); background: var(--bg); }
@@ -36,13 +37,12 @@ figcaption { color: var(--muted); font-size: 0.92rem; margin-top: 0.3em; }
 dl { margin: 0; } dt { font-weight: 600; margin-top: 0.5em; } dd { margin: 0 0 0 1em; }
 @media (max-width: 600px) {
   body { font-size: 14px; } main { padding: 10px; } th, td { padding: 5px 7px; }
-  /* Charts keep a legible text size on phones and scroll sideways instead of shrinking. */
-  figure svg { min-width: 640px; }
+  /* Charts scale down with the page (no minimum width): every series and the legend under
+     the plot stay in view; the chart text is drawn large enough to stay legible at 390 px. */
 }
 @media print {
   body { font-size: 10.5pt; } main { max-width: none; padding: 0; }
   .scroll, figure .chart { overflow: visible; border: 0; }
-  figure svg { min-width: 0; }
   th, td { white-space: normal; }
   figure, table, .notice { break-inside: avoid; }
   h2 { break-after: avoid; }
@@ -78,6 +78,13 @@ pub fn render(model: &Model, svgs: &[(ChartKind, String)]) -> String {
     if !model.attribution_notes.is_empty() {
         out.push_str("<ul class=\"attribution\">\n");
         for n in &model.attribution_notes {
+            let _ = writeln!(out, "<li>{}</li>", esc(n));
+        }
+        out.push_str("</ul>\n");
+    }
+    if !model.sample_notes.is_empty() {
+        out.push_str("<p class=\"note\">Small samples (nearest rank: pq is the maximum when n &lt; 1/(1 − q)):</p>\n<ul class=\"note\">\n");
+        for n in &model.sample_notes {
             let _ = writeln!(out, "<li>{}</li>", esc(n));
         }
         out.push_str("</ul>\n");
@@ -159,7 +166,7 @@ fn table(out: &mut String, t: &Table, class: &str, swatches: bool) {
 /// Rewrites plotters' `<svg width=".." height=".." viewBox="..">` opening tag so the chart
 /// scales with the page (CSS sets the width; the `viewBox` keeps the aspect ratio), and labels
 /// it for screen readers.
-fn responsive_svg(svg: &str, label: &str) -> String {
+pub(crate) fn responsive_svg(svg: &str, label: &str) -> String {
     let Some(start) = svg.find("<svg") else {
         return String::new();
     };

@@ -23,6 +23,20 @@ pub struct Table {
     pub numeric: Vec<bool>,
 }
 
+/// A bar chart of one value per cell, for the Markdown report's Mermaid `xychart-beta`
+/// blocks (GitHub renders them in a step summary, where relative image links break).
+#[derive(Debug, Clone, PartialEq)]
+pub struct Bars {
+    /// Heading and chart title.
+    pub title: String,
+    /// The y axis' text, with its unit.
+    pub y_label: String,
+    /// One label per bar (`target · transport`).
+    pub labels: Vec<String>,
+    /// One value per bar.
+    pub values: Vec<f64>,
+}
+
 /// Everything a report says.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Model {
@@ -40,6 +54,10 @@ pub struct Model {
     pub attribution: Option<Table>,
     /// Whose each change against `http` is (the server's or the transport's), per cell.
     pub attribution_notes: Vec<String>,
+    /// Where a percentile shown rests on too few samples to differ from the maximum.
+    pub sample_notes: Vec<String>,
+    /// The key charts as bars per cell (TTFT p50, overhead p50, tok/s p50).
+    pub bars: Vec<Bars>,
     /// With several runs: each cell's p50 change against the first run.
     pub versus_first: Option<Table>,
     /// Failed requests by kind; `None` when nothing failed.
@@ -50,16 +68,17 @@ pub struct Model {
     pub definitions: Vec<(String, String)>,
 }
 
-const DEFINITIONS: [(&str, &str); 10] = [
+const DEFINITIONS: [(&str, &str); 11] = [
     ("overhead", "round-trip overhead: client TTFT minus the server-reported TTFT; when the server reports no timing, dispatch to the first protocol event (an estimate that also contains API work)"),
     ("TTFT", "time to first content token, from the request's intended start (includes client-side queueing)"),
     ("TPOT", "time per output token after the first: (last token − first token) / (tokens − 1)"),
     ("tok/s", "output tokens per second over the whole request, from the intended start; not defined for a request whose span is under 50 µs (counted as `rate_span_unresolved` in summary.json)"),
     ("session", "session wall time: the first request's intended start to the last request's end; sessions with a failed request are excluded"),
-    ("p50 / p90 / p99", "percentiles over successful measured requests (warm-up excluded), from HdrHistograms with 3 significant digits"),
+    ("p50 / p90 / p99", "percentiles over successful measured requests (warm-up excluded), by nearest rank on an HdrHistogram with 3 significant digits: pq is the ⌈q·n⌉-th smallest sample, reported as the upper edge of its histogram bucket (within 0.1 %). That is numpy.percentile(method=\"inverted_cdf\"); numpy's default (linear) interpolates between neighbouring samples instead, which differs on small samples (8 TTFTs: p50 879 ms by nearest rank, 901.9 ms linear). With n < 1/(1 − q) samples pq is the maximum (p99 with n < 100, p90 with n < 10): the notes under Results say where"),
     ("vs http", "change of the same statistic against the same target's `http` row (new TCP + TLS connection per request); negative is faster. The overhead column's change is the transport's; TTFT, TPOT, tok/s and session changes are end to end, and the attribution lines under the table say whether the server or the transport made them. Cells that share a server ran under the run's schedule (see Load below the table): interleaved or sequential cells never added their loads up; parallel ones did"),
     ("server / transport", "where the server reported timing in-band: TTFT's server part is its reported TTFT and its transport part the overhead; TPOT's server part is (server total − server TTFT) / (tokens − 1) and its transport part client TPOT minus that (clamped at 0); each part is its own p50, so the parts need not add up to the p50 of the whole; brackets give the change against the `http` row in ms"),
     ("cached in", "share of input tokens the server reported as answered from its prefix cache (sum of cached input tokens / sum of input tokens); — when the server reported none"),
+    ("good req/s", "goodput as vLLM's `vllm bench serve --goodput` defines it: measured requests per second (over the cell's span) that succeeded and met every per-request SLO. A percentile SLO (p90<=50ms) is a condition on the whole cell or load point, not on requests: a cell that misses one is marked \"SLO missed\" (summary.json: slo_met false, misses), and its good req/s still counts the requests that met the per-request SLOs; it is not set to 0"),
     ("reused", "successful requests that ran on a connection opened for an earlier request, of all successful requests: a pooled cell that reads 0/N never pooled (its server closed each connection after its response, or no request found an idle one), so its difference from `http` is not the pool's"),
 ];
 
@@ -109,6 +128,8 @@ pub fn build(input: &ReportInput) -> Model {
             rows,
         }),
         attribution_notes: super::attribution::notes(input),
+        sample_notes: sample_notes(input),
+        bars: bars(input),
         versus_first: several.then(|| versus_first(input)),
         failures: failures(input),
         provenance: provenance(input),
@@ -141,7 +162,7 @@ fn headline_note(input: &ReportInput) -> String {
             }
         }
         s.push_str(&format!(
-            " good req/s (tok/s): measured requests (their output tokens) per second that succeeded and met every per-request SLO ({}); \"SLO missed\" names a percentile SLO that did not hold.",
+            " good req/s (tok/s): measured requests (their output tokens) per second that succeeded and met every per-request SLO ({}), as vLLM's --goodput counts them; \"SLO missed\" marks a cell that missed a percentile SLO (a condition on the whole cell), whose good req/s still counts per-request SLOs only.",
             slos.join(" | ")
         ));
     }
@@ -177,6 +198,107 @@ fn headline_note(input: &ReportInput) -> String {
         }
     }
     s
+}
+
+/// The percentiles (of p90, p99) that equal the maximum with `n` samples: by nearest rank
+/// pq is the ⌈q·n⌉-th smallest, the maximum when ⌈q·n⌉ = n, i.e. n < 1/(1 − q) (p99 with
+/// n < 100, p90 with n < 10). `None` when neither does.
+pub fn at_max(n: u64) -> Option<&'static str> {
+    let max = |q: f64| (q * n as f64).ceil() as u64 >= n;
+    match (max(0.90), max(0.99)) {
+        (true, _) => Some("p90 = p99 = max"),
+        (false, true) => Some("p99 = max"),
+        _ => None,
+    }
+}
+
+/// One line per distinct small-sample statement, naming the cells it holds for:
+/// `n = 8 requests, so p90 = p99 = max; 3 sessions, so session p90 = max: sim · http, …`.
+fn sample_notes(input: &ReportInput) -> Vec<String> {
+    let mut groups: Vec<(String, Vec<String>)> = Vec::new();
+    for run in &input.runs {
+        for c in &run.summary.cells {
+            let mut parts = Vec::new();
+            if let Some(m) = c.metric(Metric::Ttft) {
+                if let Some(w) = at_max(m.count) {
+                    parts.push(format!("n = {} requests, so {w}", m.count));
+                }
+            }
+            // The table shows session p50 and p90.
+            if let Some(n) = c.metric(Metric::SessionWall).map(|m| m.count) {
+                if (0.9 * n as f64).ceil() as u64 >= n {
+                    let s = if n == 1 { "session" } else { "sessions" };
+                    parts.push(format!("{n} {s}, so session p90 = max"));
+                }
+            }
+            if parts.is_empty() {
+                continue;
+            }
+            let who = if input.is_comparison() {
+                format!("{} · {} · {}", run.label, c.target, c.transport)
+            } else {
+                format!("{} · {}", c.target, c.transport)
+            };
+            let what = parts.join("; ");
+            match groups.iter_mut().find(|(w, _)| *w == what) {
+                Some((_, cells)) => cells.push(who),
+                None => groups.push((what, vec![who])),
+            }
+        }
+    }
+    groups
+        .into_iter()
+        .map(|(what, cells)| format!("{what}: {}", cells.join(", ")))
+        .collect()
+}
+
+/// Most bars per Mermaid chart (more do not read).
+const MAX_BARS: usize = 24;
+
+/// TTFT p50, overhead p50 and tok/s p50 per cell, for the Mermaid charts; a chart without
+/// values is left out.
+fn bars(input: &ReportInput) -> Vec<Bars> {
+    let mut cells: Vec<(String, &CellSummary)> = Vec::new();
+    for run in &input.runs {
+        for target in run.targets() {
+            for c in run.cells_of(&target) {
+                let label = if input.is_comparison() {
+                    format!("{} · {target} · {}", run.label, c.transport)
+                } else {
+                    format!("{target} · {}", c.transport)
+                };
+                cells.push((label, c));
+            }
+        }
+    }
+    cells.truncate(MAX_BARS);
+    [
+        (Metric::Ttft, "TTFT p50 per cell", "TTFT p50 (ms)"),
+        (
+            Metric::Overhead,
+            "Round-trip overhead p50 per cell",
+            "overhead p50 (ms)",
+        ),
+        (
+            Metric::OutputTokS,
+            "Output tokens/s p50 per cell",
+            "tok/s p50",
+        ),
+    ]
+    .into_iter()
+    .filter_map(|(m, title, y)| {
+        let (labels, values): (Vec<String>, Vec<f64>) = cells
+            .iter()
+            .filter_map(|(l, c)| metric(c, m).map(|s| (l.clone(), s.p50)))
+            .unzip();
+        (!values.is_empty()).then(|| Bars {
+            title: title.to_string(),
+            y_label: y.to_string(),
+            labels,
+            values,
+        })
+    })
+    .collect()
 }
 
 fn metric(c: &CellSummary, m: Metric) -> Option<&MetricSummary> {
@@ -647,6 +769,45 @@ fn notices(input: &ReportInput) -> Vec<String> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn small_sample_rule() {
+        assert_eq!(at_max(8), Some("p90 = p99 = max"));
+        assert_eq!(at_max(9), Some("p90 = p99 = max"));
+        assert_eq!(at_max(10), Some("p99 = max"));
+        assert_eq!(at_max(99), Some("p99 = max"));
+        assert_eq!(at_max(100), None);
+    }
+
+    /// The percentile method against numpy on the same samples (scripts/percentile_check.py
+    /// runs numpy on this list in CI): nearest rank = numpy.percentile(method="inverted_cdf")
+    /// within the histogram's 0.1 %; numpy's default linear method gives p50 901.9 ms,
+    /// p90 999.0 ms, p99 1017.9 ms here.
+    #[test]
+    fn percentiles_are_nearest_rank_like_numpy_inverted_cdf() {
+        let samples_ms = [812.0, 845.0, 861.0, 879.0, 924.8, 951.0, 990.0, 1020.0];
+        let mut h = crate::recorder::new_histogram();
+        for v in samples_ms {
+            h.record((v * 1e6) as u64).unwrap();
+        }
+        let s = MetricSummary::of(Metric::Ttft, &h).unwrap();
+        // numpy.percentile(samples_ms, [50, 90, 99], method="inverted_cdf")
+        let numpy_inverted_cdf = [879.0, 1020.0, 1020.0];
+        let numpy_linear = [901.9, 999.0, 1017.9];
+        for ((ours, want), lin) in [s.p50, s.p90, s.p99]
+            .into_iter()
+            .zip(numpy_inverted_cdf)
+            .zip(numpy_linear)
+        {
+            assert!((ours - want).abs() <= want * 1e-3, "{ours} vs numpy {want}");
+            assert!(ours >= want, "the bucket's upper edge: {ours} vs {want}");
+            assert!(
+                (ours - lin).abs() > 1.0,
+                "{ours} should differ from numpy linear {lin}"
+            );
+        }
+        assert_eq!(at_max(s.count), Some("p90 = p99 = max"));
+    }
 
     #[test]
     fn change_text() {

@@ -185,7 +185,8 @@ fn text_from_files_is_escaped_and_the_page_is_self_contained() {
     let ns = html.matches("http://www.w3.org/2000/svg").count();
     assert_eq!(urls, ns, "report.html refers to the network");
     assert!(html.contains("@media print"));
-    assert!(html.contains("viewBox=\"0 0 960 "));
+    let vb = format!("viewBox=\"0 0 {} ", spark_bench::report::charts::WIDTH);
+    assert!(html.contains(&vb));
     let md = read(&dir.join("report.md"));
     assert!(!md.contains("<script"), "{md}");
     assert!(md.contains("&lt;script&gt;"));
@@ -206,7 +207,7 @@ fn png_charts_have_rasterised_text() {
     let mut reader = decoder.read_info().unwrap();
     let mut buf = vec![0; reader.output_buffer_size()];
     let info = reader.next_frame(&mut buf).unwrap();
-    assert_eq!(info.width, 960);
+    assert_eq!(info.width, spark_bench::report::charts::WIDTH);
     // The title sits in the top 40 rows and the row labels in the left 200 columns: with the
     // bundled font they are dark pixels; without it they would be blank.
     let stride = info.width as usize * 3;

@@ -3,7 +3,10 @@
 use plotters::coord::Shift;
 use plotters::prelude::*;
 
-use super::{axes, de, empty_panel, legend, ms_tick, panels, LogAxis, FAMILY};
+use super::{
+    axes, de, draw_line, draw_marker, empty_panel, ms_tick, panels, split_legend, LegendEntry,
+    LogAxis, SeriesStyle, FAMILY,
+};
 use crate::recorder::Metric;
 use crate::report::data::ReportInput;
 use crate::report::style::{ms, transport_colour, transport_rank};
@@ -40,7 +43,17 @@ pub(super) fn ttft_cdf<DB: DrawingBackend>(
             .fold(f64::MAX, f64::min);
         let hi = hs.iter().map(|(_, h)| to_ms(h.max())).fold(0.0, f64::max);
         let (lo, hi) = ((lo * 0.8).max(0.01), (hi * 1.25).max(lo * 2.0 + 0.02));
-        let mut chart = ChartBuilder::on(area)
+        let entries: Vec<LegendEntry> = hs
+            .iter()
+            .enumerate()
+            .map(|(k, (t, h))| LegendEntry {
+                label: format!("{t}  p50 {}", ms(to_ms(h.value_at_quantile(0.5)))),
+                style: SeriesStyle::nth(k, transport_colour(t), 3),
+                line: true,
+            })
+            .collect();
+        let plot = split_legend(area, &entries)?;
+        let mut chart = ChartBuilder::on(&plot)
             .caption(format!("TTFT · {}", p.title), (FAMILY, 22))
             .margin(12)
             .x_label_area_size(44)
@@ -54,24 +67,34 @@ pub(super) fn ttft_cdf<DB: DrawingBackend>(
             .x_label_formatter(&|v| ms_tick(*v))
             .draw()
             .map_err(de)?;
-        for (transport, h) in &hs {
-            let colour = transport_colour(transport);
+        for (k, ((_, h), e)) in hs.iter().zip(&entries).enumerate() {
             let pts: Vec<(f64, f64)> = cdf_points(h)
                 .into_iter()
                 .map(|(v, q)| (to_ms(v).max(lo), q * 100.0))
                 .collect();
-            let p50 = to_ms(h.value_at_quantile(0.5));
-            chart
-                .draw_series(LineSeries::new(pts, colour.stroke_width(3)))
-                .map_err(de)?
-                .label(format!("{transport}  p50 {}", ms(p50)))
-                .legend(move |(x, y)| {
-                    PathElement::new(vec![(x, y), (x + 22, y)], colour.stroke_width(4))
-                });
+            draw_line(&mut chart, &pts, &e.style)?;
+            // Markers at quantiles staggered per series: curves that coincide still show
+            // every series' markers.
+            for q in marker_quantiles(k) {
+                let v = to_ms(h.value_at_quantile(q)).max(lo);
+                draw_marker(
+                    chart.plotting_area(),
+                    (v, q * 100.0),
+                    e.style.marker,
+                    5,
+                    e.style.colour,
+                )?;
+            }
         }
-        legend(&mut chart, SeriesLabelPosition::LowerRight)?;
     }
     Ok(())
+}
+
+/// Where series `k` of a CDF puts its markers: five quantiles from 0.1 to 0.9, shifted by
+/// 0.04 per series so the markers of coinciding curves do not sit on each other.
+fn marker_quantiles(k: usize) -> Vec<f64> {
+    let shift = 0.04 * (k % 4) as f64;
+    (0..5).map(|j| 0.1 + 0.2 * f64::from(j) + shift).collect()
 }
 
 /// The CDF of a histogram as at most about [`CDF_POINTS`] (value, cumulative fraction) steps,
@@ -152,7 +175,17 @@ pub(super) fn itl<DB: DrawingBackend>(
             ymax = pts.iter().map(|p| p.1).fold(ymax, f64::max);
             series.push((*transport, pts, to_ms(h.value_at_quantile(0.5) as f64)));
         }
-        let mut chart = ChartBuilder::on(area)
+        let entries: Vec<LegendEntry> = series
+            .iter()
+            .enumerate()
+            .map(|(k, (t, _, p50))| LegendEntry {
+                label: format!("{t}  p50 {}", ms(*p50)),
+                style: SeriesStyle::nth(k, transport_colour(t), 2),
+                line: true,
+            })
+            .collect();
+        let plot = split_legend(area, &entries)?;
+        let mut chart = ChartBuilder::on(&plot)
             .caption(format!("Chunk gap · {}", p.title), (FAMILY, 22))
             .margin(12)
             .x_label_area_size(44)
@@ -166,17 +199,13 @@ pub(super) fn itl<DB: DrawingBackend>(
             .x_label_formatter(&|v| ms_tick(*v))
             .draw()
             .map_err(de)?;
-        for (transport, pts, p50) in series {
-            let colour = transport_colour(transport);
-            chart
-                .draw_series(LineSeries::new(pts, colour.stroke_width(2)))
-                .map_err(de)?
-                .label(format!("{transport}  p50 {}", ms(p50)))
-                .legend(move |(x, y)| {
-                    PathElement::new(vec![(x, y), (x + 22, y)], colour.stroke_width(4))
-                });
+        for (k, ((_, pts, _), e)) in series.iter().zip(&entries).enumerate() {
+            draw_line(&mut chart, pts, &e.style)?;
+            // A marker on every sixth bin, offset per series, so coinciding lines show each.
+            for p in pts.iter().skip(k % 6).step_by(6).filter(|p| p.1 > 0.0) {
+                draw_marker(chart.plotting_area(), *p, e.style.marker, 4, e.style.colour)?;
+            }
         }
-        legend(&mut chart, SeriesLabelPosition::UpperLeft)?;
     }
     Ok(())
 }
@@ -212,7 +241,17 @@ pub(super) fn concurrency<DB: DrawingBackend>(
             .iter()
             .flat_map(|(_, p)| p.iter().map(|q| q.1))
             .fold(1.0, f64::max);
-        let mut chart = ChartBuilder::on(area)
+        let entries: Vec<LegendEntry> = lines
+            .iter()
+            .enumerate()
+            .map(|(k, (t, _))| LegendEntry {
+                label: t.clone(),
+                style: SeriesStyle::nth(k, transport_colour(t), 3),
+                line: true,
+            })
+            .collect();
+        let plot = split_legend(area, &entries)?;
+        let mut chart = ChartBuilder::on(&plot)
             .caption(
                 format!("TTFT p50 against concurrency · {target}"),
                 (FAMILY, 22),
@@ -228,20 +267,12 @@ pub(super) fn concurrency<DB: DrawingBackend>(
             .y_desc("TTFT p50 (ms)")
             .draw()
             .map_err(de)?;
-        for (transport, pts) in lines {
-            let colour = transport_colour(&transport);
-            chart
-                .draw_series(LineSeries::new(pts.clone(), colour.stroke_width(3)))
-                .map_err(de)?
-                .label(transport)
-                .legend(move |(x, y)| {
-                    PathElement::new(vec![(x, y), (x + 22, y)], colour.stroke_width(4))
-                });
-            chart
-                .draw_series(pts.into_iter().map(|p| Circle::new(p, 4, colour.filled())))
-                .map_err(de)?;
+        for ((_, pts), e) in lines.iter().zip(&entries) {
+            draw_line(&mut chart, pts, &e.style)?;
+            for p in pts {
+                draw_marker(chart.plotting_area(), *p, e.style.marker, 5, e.style.colour)?;
+            }
         }
-        legend(&mut chart, SeriesLabelPosition::UpperLeft)?;
     }
     Ok(())
 }

@@ -8,7 +8,9 @@
 use plotters::coord::Shift;
 use plotters::prelude::*;
 
-use super::{axes, de, font, legend, tick, FAMILY};
+use super::{
+    axes, de, draw_line, draw_marker, font, split_legend, tick, LegendEntry, SeriesStyle, FAMILY,
+};
 use crate::report::style::transport_colour;
 
 /// One line of a history chart.
@@ -58,7 +60,18 @@ pub fn draw<DB: DrawingBackend>(
     let ymin = ys.fold(f64::INFINITY, f64::min).min(ymax);
     let pad = ((ymax - ymin) * 0.15).max(ymax * 0.02);
     let y0 = (ymin - pad).max(0.0);
-    let mut chart = ChartBuilder::on(root)
+    let entries: Vec<LegendEntry> = c
+        .lines
+        .iter()
+        .enumerate()
+        .map(|(k, l)| LegendEntry {
+            label: l.label.clone(),
+            style: SeriesStyle::nth(k, transport_colour(&l.transport), 2),
+            line: true,
+        })
+        .collect();
+    let plot = split_legend(root, &entries)?;
+    let mut chart = ChartBuilder::on(&plot)
         .caption(&c.title, (FAMILY, 20))
         .margin(12)
         .x_label_area_size(44)
@@ -71,22 +84,18 @@ pub fn draw<DB: DrawingBackend>(
         .y_label_formatter(&|v| tick(*v))
         .draw()
         .map_err(de)?;
-    for l in &c.lines {
-        let col = transport_colour(&l.transport);
+    for (l, e) in c.lines.iter().zip(&entries) {
+        let col = e.style.colour;
         let pts: Vec<(f64, f64)> = l
             .values
             .iter()
             .enumerate()
             .filter_map(|(i, v)| v.map(|y| ((i + 1) as f64, y)))
             .collect();
-        chart
-            .draw_series(LineSeries::new(pts.clone(), col.stroke_width(2)))
-            .map_err(de)?
-            .label(l.label.clone())
-            .legend(move |(x, y)| PathElement::new(vec![(x, y), (x + 22, y)], col.stroke_width(4)));
-        chart
-            .draw_series(pts.iter().map(|p| Circle::new(*p, 3, col.filled())))
-            .map_err(de)?;
+        draw_line(&mut chart, &pts, &e.style)?;
+        for p in &pts {
+            draw_marker(chart.plotting_area(), *p, e.style.marker, 4, col)?;
+        }
         let red = RGBColor(200, 30, 30);
         chart
             .draw_series(
@@ -120,6 +129,5 @@ pub fn draw<DB: DrawingBackend>(
                 .map_err(de)?;
         }
     }
-    legend(&mut chart, SeriesLabelPosition::LowerLeft)?;
     Ok(())
 }

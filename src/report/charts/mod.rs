@@ -20,12 +20,14 @@ use std::sync::Once;
 use plotters::chart::MeshStyle;
 use plotters::coord::ranged1d::ValueFormatter;
 use plotters::coord::{CoordTranslate, Shift};
+use plotters::element::DashedPathElement;
 use plotters::prelude::*;
 
 use super::data::{ReportInput, RunView};
 
-/// Width of every chart, px.
-pub const WIDTH: u32 = 960;
+/// Width of every chart, px: drawn at 720 px so the text stays legible when a 390 px phone
+/// scales the chart down to its width (about 0.5×).
+pub const WIDTH: u32 = 720;
 
 /// The bundled font (DejaVu Sans, Bitstream Vera licence: `assets/fonts/DejaVuSans-LICENSE.txt`).
 static FONT: &[u8] = include_bytes!("../../../assets/fonts/DejaVuSans.ttf");
@@ -142,9 +144,11 @@ pub fn size(kind: ChartKind, input: &ReportInput) -> (u32, u32) {
         .sum::<u32>()
         .max(1);
     let h = match kind {
-        ChartKind::TtftCdf | ChartKind::Itl => 330 * panels.max(1),
+        // Each panel keeps a 330 px plot above its legend strip.
+        ChartKind::TtftCdf | ChartKind::Itl => (330 + legend_height(4, WIDTH)) * panels.max(1),
         ChartKind::Concurrency => {
-            330 * input.runs.first().map_or(1, |r| r.targets().len().max(1)) as u32
+            (330 + legend_height(4, WIDTH))
+                * input.runs.first().map_or(1, |r| r.targets().len().max(1)) as u32
         }
         ChartKind::Overhead | ChartKind::Throughput => 110 + 34 * rows,
         ChartKind::Waterfall => panels.max(1) * 60 + 40 * rows + 60,
@@ -358,20 +362,220 @@ where
     mesh
 }
 
-/// The legend of a chart's labelled series at `position`, as every chart draws it: on a
-/// near-white box with a grey border, labels in 15 px.
-pub(crate) fn legend<'a, DB: DrawingBackend + 'a, CT: CoordTranslate>(
-    chart: &mut ChartContext<'a, DB, CT>,
-    position: SeriesLabelPosition,
-) -> anyhow::Result<()> {
-    chart
-        .configure_series_labels()
-        .position(position)
-        .background_style(WHITE.mix(0.9))
-        .border_style(BLACK.mix(0.4))
-        .label_font(font(15))
-        .draw()
-        .map_err(de)
+/// A marker shape. Series `k` of a chart gets `SERIES_MARKERS[k % 4]`; [`Marker::Ring`] marks
+/// a knee and [`Marker::Missed`] a load point that missed a percentile SLO.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Marker {
+    /// Filled circle.
+    Circle,
+    /// Filled square.
+    Square,
+    /// Filled triangle, point up.
+    Triangle,
+    /// Filled diamond.
+    Diamond,
+    /// Hollow ring (a knee).
+    Ring,
+    /// Hollow circle with a cross through it: a point that missed a percentile SLO.
+    Missed,
+}
+
+/// The marker shapes of series 0, 1, 2, 3, … (repeating).
+pub(crate) const SERIES_MARKERS: [Marker; 4] = [
+    Marker::Circle,
+    Marker::Square,
+    Marker::Triangle,
+    Marker::Diamond,
+];
+
+/// The dash patterns (dash, gap in px; `None`: solid) of series 0, 1, 2, 3, … (repeating),
+/// so curves that coincide stay visible and tell apart without colour.
+pub(crate) const SERIES_DASHES: [Option<(u32, u32)>; 4] =
+    [None, Some((16, 7)), Some((6, 5)), Some((2, 5))];
+
+/// How one series looks: colour, stroke width, dash pattern and marker shape.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub(crate) struct SeriesStyle {
+    /// Stroke and marker colour.
+    pub colour: RGBColor,
+    /// Stroke width, px.
+    pub width: u32,
+    /// Dash and gap, px; `None` for a solid line.
+    pub dash: Option<(u32, u32)>,
+    /// Marker shape.
+    pub marker: Marker,
+}
+
+impl SeriesStyle {
+    /// The style of series `k` of a chart in `colour`.
+    pub(crate) fn nth(k: usize, colour: RGBColor, width: u32) -> SeriesStyle {
+        SeriesStyle {
+            colour,
+            width,
+            dash: SERIES_DASHES[k % SERIES_DASHES.len()],
+            marker: SERIES_MARKERS[k % SERIES_MARKERS.len()],
+        }
+    }
+}
+
+/// Draws `pts` as one line of `style` (solid or dashed) on `chart`.
+pub(crate) fn draw_line<'a, DB, X, Y>(
+    chart: &mut ChartContext<'a, DB, Cartesian2d<X, Y>>,
+    pts: &[(X::ValueType, Y::ValueType)],
+    style: &SeriesStyle,
+) -> anyhow::Result<()>
+where
+    DB: DrawingBackend + 'a,
+    X: Ranged,
+    Y: Ranged,
+    X::ValueType: Clone + 'static,
+    Y::ValueType: Clone + 'static,
+{
+    let stroke = style.colour.stroke_width(style.width);
+    match style.dash {
+        None => chart
+            .draw_series(LineSeries::new(pts.iter().cloned(), stroke))
+            .map(|_| ())
+            .map_err(de),
+        Some((dash, gap)) => chart
+            .draw_series(DashedLineSeries::new(
+                pts.iter().cloned(),
+                dash as i32,
+                gap as i32,
+                stroke,
+            ))
+            .map(|_| ())
+            .map_err(de),
+    }
+}
+
+/// Draws one marker of shape `m`, radius `r` px, centred on `at` (in `area`'s coordinates).
+pub(crate) fn draw_marker<DB: DrawingBackend, CT: CoordTranslate>(
+    area: &DrawingArea<DB, CT>,
+    at: CT::From,
+    m: Marker,
+    r: i32,
+    colour: RGBColor,
+) -> anyhow::Result<()>
+where
+    CT::From: Clone,
+{
+    let fill = colour.filled();
+    let hollow = colour.stroke_width(2);
+    let e = EmptyElement::at(at);
+    match m {
+        Marker::Circle => area.draw(&(e + Circle::new((0, 0), r, fill))),
+        Marker::Square => {
+            area.draw(&(e + Rectangle::new([(-r + 1, -r + 1), (r - 1, r - 1)], fill)))
+        }
+        Marker::Triangle => {
+            area.draw(&(e + Polygon::new(vec![(0, -r - 1), (r + 1, r), (-r - 1, r)], fill)))
+        }
+        Marker::Diamond => area.draw(
+            &(e + Polygon::new(vec![(0, -r - 1), (r + 1, 0), (0, r + 1), (-r - 1, 0)], fill)),
+        ),
+        Marker::Ring => area.draw(&(e + Circle::new((0, 0), r, hollow))),
+        Marker::Missed => {
+            let w = WHITE.filled();
+            let k = (f64::from(r) * 0.7) as i32;
+            area.draw(
+                &(e + Circle::new((0, 0), r, w)
+                    + Circle::new((0, 0), r, hollow)
+                    + PathElement::new(vec![(-k, -k), (k, k)], hollow)
+                    + PathElement::new(vec![(-k, k), (k, -k)], hollow)),
+            )
+        }
+    }
+    .map_err(de)
+}
+
+/// One entry of a legend drawn outside the plot ([`split_legend`]).
+#[derive(Debug, Clone, PartialEq)]
+pub(crate) struct LegendEntry {
+    /// The text.
+    pub label: String,
+    /// The look it stands for.
+    pub style: SeriesStyle,
+    /// A line sample with the marker on it (a series), or the marker alone.
+    pub line: bool,
+}
+
+/// Legend text size, px.
+const LEGEND_FONT: u32 = 17;
+/// Height of one legend row, px.
+const LEGEND_ROW: i32 = 26;
+
+/// Lays out `entries` in rows across `width` px: each entry's `(x, row)`, and the row count.
+fn legend_layout<DB: DrawingBackend, CT: CoordTranslate>(
+    area: &DrawingArea<DB, CT>,
+    entries: &[LegendEntry],
+) -> (Vec<(i32, i32)>, i32) {
+    let width = area.dim_in_pixel().0 as i32;
+    let (mut x, mut row) = (16, 0);
+    let mut at = Vec::with_capacity(entries.len());
+    for e in entries {
+        let text = area
+            .estimate_text_size(&e.label, &font(LEGEND_FONT))
+            .map_or(e.label.len() as i32 * 9, |(w, _)| w as i32);
+        let w = 50 + text + 22;
+        if x > 16 && x + w > width - 8 {
+            x = 16;
+            row += 1;
+        }
+        at.push((x, row));
+        x += w;
+    }
+    (at, if entries.is_empty() { 0 } else { row + 1 })
+}
+
+/// Splits `area` into the plot (top) and a legend strip under it holding `entries`, so no
+/// legend covers a curve; draws the legend and returns the plot area.
+pub(crate) fn split_legend<DB: DrawingBackend>(
+    area: &DrawingArea<DB, Shift>,
+    entries: &[LegendEntry],
+) -> anyhow::Result<DrawingArea<DB, Shift>> {
+    if entries.is_empty() {
+        return Ok(area.clone());
+    }
+    let (at, rows) = legend_layout(area, entries);
+    let h = area.dim_in_pixel().1 as i32;
+    let (plot, strip) = area.split_vertically(h - rows * LEGEND_ROW - 10);
+    for (e, (x, row)) in entries.iter().zip(at) {
+        let y = row * LEGEND_ROW + LEGEND_ROW / 2;
+        let s = e.style;
+        if e.line {
+            let stroke = s.colour.stroke_width(s.width.max(2));
+            match s.dash {
+                None => strip.draw(&PathElement::new(vec![(x, y), (x + 40, y)], stroke)),
+                Some((d, g)) => strip.draw(&DashedPathElement::new(
+                    vec![(x, y), (x + 40, y)],
+                    d as i32,
+                    g as i32,
+                    stroke,
+                )),
+            }
+            .map_err(de)?;
+        }
+        draw_marker(&strip, (x + 20, y), s.marker, 5, s.colour)?;
+        strip
+            .draw(&Text::new(
+                e.label.clone(),
+                (x + 50, y - LEGEND_FONT as i32 / 2 - 1),
+                font(LEGEND_FONT),
+            ))
+            .map_err(de)?;
+    }
+    Ok(plot)
+}
+
+/// Height of the legend strip [`split_legend`] takes for `n` entries on a `width`-px chart,
+/// assuming about 230 px per entry: for sizing charts before drawing.
+pub(crate) fn legend_height(n: usize, width: u32) -> u32 {
+    if n == 0 {
+        return 0;
+    }
+    let per_row = (width as usize / 230).max(1);
+    (n.div_ceil(per_row) as u32) * LEGEND_ROW as u32 + 10
 }
 
 /// Text for an empty panel (no samples).

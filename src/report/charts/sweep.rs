@@ -6,7 +6,10 @@
 use plotters::coord::Shift;
 use plotters::prelude::*;
 
-use super::{axes, de, font, legend, tick, FAMILY};
+use super::{
+    axes, de, draw_line, draw_marker, font, split_legend, tick, LegendEntry, Marker, SeriesStyle,
+    FAMILY,
+};
 use crate::recorder::sweep::{Curve, CurvePoint, SweepSummary};
 
 /// One chart of a sweep report.
@@ -112,6 +115,52 @@ fn colour(curves: &[Curve], i: usize) -> RGBColor {
     )
 }
 
+/// Whether point `p` is drawn as a miss on `kind`: the goodput chart marks every point that
+/// missed a percentile SLO (its good req/s counts per-request SLOs only, as vLLM's).
+pub fn marks_miss(kind: SweepChart, p: &CurvePoint) -> bool {
+    kind == SweepChart::Goodput && p.slo_met == Some(false)
+}
+
+/// The legend of `kind`: one entry per curve, then the knee ring and the miss marker when
+/// the chart has them.
+fn legend_entries(kind: SweepChart, s: &SweepSummary) -> Vec<LegendEntry> {
+    let mut out: Vec<LegendEntry> = s
+        .curves
+        .iter()
+        .enumerate()
+        .map(|(i, c)| LegendEntry {
+            label: format!("{} · {}", c.target, c.transport),
+            style: SeriesStyle::nth(i, colour(&s.curves, i), 3),
+            line: true,
+        })
+        .collect();
+    let grey = RGBColor(0x44, 0x44, 0x44);
+    let marker = |m: Marker| SeriesStyle {
+        colour: grey,
+        width: 2,
+        dash: None,
+        marker: m,
+    };
+    if s.curves.iter().any(|c| c.knee.is_some()) {
+        out.push(LegendEntry {
+            label: "knee".into(),
+            style: marker(Marker::Ring),
+            line: false,
+        });
+    }
+    if s.curves
+        .iter()
+        .any(|c| c.points.iter().any(|p| marks_miss(kind, p)))
+    {
+        out.push(LegendEntry {
+            label: "missed a percentile SLO".into(),
+            style: marker(Marker::Missed),
+            line: false,
+        });
+    }
+    out
+}
+
 /// Draws `kind` of sweep `s`.
 pub fn draw<DB: DrawingBackend>(
     kind: SweepChart,
@@ -136,7 +185,9 @@ pub fn draw<DB: DrawingBackend>(
     } else {
         "concurrency (requests in flight per cell)"
     };
-    let mut chart = ChartBuilder::on(root)
+    let entries = legend_entries(kind, s);
+    let plot = split_legend(root, &entries)?;
+    let mut chart = ChartBuilder::on(&plot)
         .caption(kind.title(), (FAMILY, 20))
         .margin(12)
         .x_label_area_size(44)
@@ -149,8 +200,7 @@ pub fn draw<DB: DrawingBackend>(
         .y_label_formatter(&|v| tick(*v))
         .draw()
         .map_err(de)?;
-    for (i, c) in s.curves.iter().enumerate() {
-        let col = colour(&s.curves, i);
+    for (c, e) in s.curves.iter().zip(&entries) {
         let lines = c.points.first().map_or(0, |p| kind.values(p).len());
         for l in 0..lines {
             let pts: Vec<(f64, f64)> = c
@@ -159,32 +209,29 @@ pub fn draw<DB: DrawingBackend>(
                 .map(|p| (p.value, kind.values(p)[l].0))
                 .collect();
             let width = c.points.first().map_or(1, |p| kind.values(p)[l].1);
-            let series = chart
-                .draw_series(LineSeries::new(pts.clone(), col.stroke_width(width)))
-                .map_err(de)?;
-            if l == 0 {
-                series
-                    .label(format!("{} · {}", c.target, c.transport))
-                    .legend(move |(x, y)| {
-                        PathElement::new(vec![(x, y), (x + 22, y)], col.stroke_width(4))
-                    });
+            draw_line(&mut chart, &pts, &SeriesStyle { width, ..e.style })?;
+            for (p, xy) in c.points.iter().zip(&pts) {
+                let (m, r) = if marks_miss(kind, p) {
+                    (Marker::Missed, MISS_RADIUS)
+                } else {
+                    (e.style.marker, 4)
+                };
+                draw_marker(chart.plotting_area(), *xy, m, r, e.style.colour)?;
             }
-            chart
-                .draw_series(pts.iter().map(|p| Circle::new(*p, 3, col.filled())))
-                .map_err(de)?;
         }
         // The knee: a ring on the p50 (first) line.
         if let Some(k) = c.knee.and_then(|k| c.points.get(k)) {
             let y = kind.values(k)[0].0;
-            chart
-                .draw_series([Circle::new((k.value, y), 9, col.stroke_width(2))])
-                .map_err(de)?;
+            let col = e.style.colour;
+            draw_marker(chart.plotting_area(), (k.value, y), Marker::Ring, 11, col)?;
             chart
                 .draw_series([EmptyElement::at((k.value, y))
-                    + Text::new("knee".to_string(), (12, -22), font(14).color(&col))])
+                    + Text::new("knee".to_string(), (12, -24), font(14).color(&col))])
                 .map_err(de)?;
         }
     }
-    legend(&mut chart, SeriesLabelPosition::UpperLeft)?;
     Ok(())
 }
+
+/// Radius (px) of the marker of a point that missed a percentile SLO.
+pub const MISS_RADIUS: i32 = 8;
