@@ -8,8 +8,10 @@
 //!   with a SETTINGS frame on stream 0. Anything else it sends (`HTTP/1.1 400 Bad Request`),
 //!   or closing without a byte, is quoted: its first line, or its first bytes escaped.
 //! * `ws`: TCP (+TLS), then the upgrade the ws transport makes (same URL, same headers,
-//!   given by the caller: they may hold credentials, and are never quoted); `101` passes,
-//!   another answer is quoted by its status line.
+//!   given by the caller: they may hold credentials, and are never quoted); `101` passes;
+//!   an answer that says the mode is not there (2xx/3xx without the upgrade, 400, 404, 405,
+//!   410, 426, 501, 505) is quoted by its status line; any other (401, 403, 429, 5xx) is
+//!   [`Verdict::Unknown`]: a refused key or a busy server says nothing about the mode.
 //! * `http`, `http-pooled`: TCP (+TLS) connect only.
 //!
 //! A server that cannot be reached, a TLS failure other than ALPN, or no answer within the
@@ -193,7 +195,7 @@ impl Probe<'_> {
                 )
             }
             Err(Error::Http(resp)) => (
-                Verdict::Unsupported,
+                ws_status_verdict(resp.status()),
                 status_line(resp.version(), resp.status()),
             ),
             Err(e @ Error::Protocol(_)) => match e {
@@ -204,6 +206,17 @@ impl Probe<'_> {
             },
             Err(e) => (Verdict::Unknown, format!("the upgrade did not finish: {e}")),
         }
+    }
+}
+
+/// What a status other than 101 says of the WebSocket mode: the server does not speak it
+/// at that URL (no such path or method, a demand for another protocol, or a plain answer
+/// without the upgrade), or it said nothing about it (a key refused, a rate limit, a server
+/// error: the run goes on and records what its requests meet, as without a probe).
+fn ws_status_verdict(status: http::StatusCode) -> Verdict {
+    match status.as_u16() {
+        200..=399 | 400 | 404 | 405 | 410 | 426 | 501 | 505 => Verdict::Unsupported,
+        _ => Verdict::Unknown,
     }
 }
 
@@ -270,6 +283,28 @@ pub fn quote(got: &[u8]) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn ws_statuses_are_told_apart() {
+        use http::StatusCode as S;
+        for s in [
+            S::OK,
+            S::NOT_FOUND,
+            S::METHOD_NOT_ALLOWED,
+            S::UPGRADE_REQUIRED,
+            S::BAD_REQUEST,
+        ] {
+            assert_eq!(ws_status_verdict(s), Verdict::Unsupported, "{s}");
+        }
+        for s in [
+            S::UNAUTHORIZED,
+            S::FORBIDDEN,
+            S::TOO_MANY_REQUESTS,
+            S::SERVICE_UNAVAILABLE,
+        ] {
+            assert_eq!(ws_status_verdict(s), Verdict::Unknown, "{s}");
+        }
+    }
 
     #[test]
     fn h2_answers_are_told_apart() {

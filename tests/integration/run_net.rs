@@ -144,6 +144,16 @@ fn rows(run: &LoadedRun) -> Vec<HashMap<String, String>> {
     csv_maps(&run.dir.join("requests.csv"))
 }
 
+/// The transport probes a run made before its requests (`manifest.json`): each opened one
+/// connection of its own, through the target's proxy where it has one.
+fn probes(dir: &Path) -> usize {
+    let manifest: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(dir.join("manifest.json")).unwrap()).unwrap();
+    manifest["transport_probes"]
+        .as_array()
+        .map_or(0, |a| a.len())
+}
+
 fn outcomes(rows: &[HashMap<String, String>]) -> Vec<(String, String)> {
     rows.iter()
         .map(|r| (r["outcome"].clone(), r["error"].clone()))
@@ -506,8 +516,9 @@ async fn every_transport_tunnels_through_https_proxy_with_tls_verified_and_no_cr
             && how.contains("system store"),
         "{manifest}"
     );
-    // Every connection the run opened was a tunnel through the proxy, with the credentials.
-    assert_eq!(proxy.tunnels(), opened.len());
+    // Every connection the run opened (its probes' included) was a tunnel through the
+    // proxy, with the credentials.
+    assert_eq!(proxy.tunnels(), opened.len() + probes(&dir));
     assert!(proxy.auth_seen.lock().unwrap().iter().all(|a| *a == want));
     for p in walk(&dir) {
         let bytes = std::fs::read(&p).unwrap();
@@ -616,7 +627,7 @@ async fn a_targets_proxy_key_tunnels_plain_http_too_and_a_refusal_is_a_connect_e
             x["connection_id"].clone()
         })
         .collect();
-    assert_eq!(proxy.tunnels(), opened.len());
+    assert_eq!(proxy.tunnels(), opened.len() + probes(&done.dir));
 
     // A proxy that wants credentials it does not get answers 407.
     let strict = TestProxy::spawn(Some("Basic eDp5".into())).await;
