@@ -225,7 +225,11 @@ impl Fresh {
 /// at or after that instant is sent (sessions in progress end `interrupted`, requests in
 /// flight finish), while one intended before it is sent even if late; with no session
 /// count a closed loop keeps starting fresh sessions until then.
-pub(super) async fn run_lane(cells: &[CellContext], lane: Vec<Slot>, phase: Phase) {
+pub(super) async fn run_lane(
+    cells: &[CellContext],
+    lane: impl Iterator<Item = Slot> + Send,
+    phase: Phase,
+) {
     let Some(first) = cells.first() else { return };
     let plan = first.plan.clone();
     let load = &plan.load;
@@ -256,10 +260,16 @@ pub(super) async fn run_lane(cells: &[CellContext], lane: Vec<Slot>, phase: Phas
     };
     let cycle_warm = !open && warm_ns > 0;
     let cycle_measured = !open && measured && load.sessions_from_duration;
-    let scripts: Vec<(usize, SessionPlan)> = if cycle_warm || cycle_measured {
-        lane.iter().map(|(i, s, _)| (*i, s.clone())).collect()
+    // Cycling closed loops replay the lane's scripts, so only they hold the lane.
+    let (scripts, lane): (
+        Vec<(usize, SessionPlan)>,
+        Box<dyn Iterator<Item = Slot> + Send + '_>,
+    ) = if cycle_warm || cycle_measured {
+        let lane: Vec<Slot> = lane.collect();
+        let scripts = lane.iter().map(|(i, s, _)| (*i, s.clone())).collect();
+        (scripts, Box::new(lane.into_iter()))
     } else {
-        Vec::new()
+        (Vec::new(), Box::new(lane))
     };
     let mut fresh = Fresh {
         next: vec![None; cells.len()],

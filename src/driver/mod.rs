@@ -220,33 +220,21 @@ impl CellContext {
 
     /// The cell's sessions of `phase`: cache-warming (for `warm`) and `warmup_sessions`, or
     /// the measured ones (after, in open loop, the warm-up-by-time sessions that share
-    /// their arrival process).
-    fn sessions(&self, phase: Phase) -> Vec<SessionPlan> {
+    /// their arrival process). Drawn from the plan one at a time (a clone shares the
+    /// script), so a lane holds no copy of the cell's sessions.
+    fn sessions(&self, phase: Phase) -> impl Iterator<Item = SessionPlan> + Send + '_ {
         let counted = self.plan.load.warmup_sessions;
-        match phase {
-            Phase::Warmup => {
-                let mut v = if self.cell.cache == CacheMode::Warm {
-                    self.plan.cache_warm_sessions()
-                } else {
-                    Vec::new()
-                };
-                v.extend(
-                    self.plan
-                        .sessions
-                        .iter()
-                        .filter(|s| s.warmup && s.index < counted)
-                        .cloned(),
-                );
-                v
-            }
-            Phase::Measured => self
-                .plan
-                .sessions
-                .iter()
-                .filter(|s| s.index >= counted)
-                .cloned()
-                .collect(),
-        }
+        let warm = if phase == Phase::Warmup && self.cell.cache == CacheMode::Warm {
+            self.plan.cache_warm_sessions()
+        } else {
+            Vec::new()
+        };
+        let keep = move |s: &&SessionPlan| match phase {
+            Phase::Warmup => s.warmup && s.index < counted,
+            Phase::Measured => s.index >= counted,
+        };
+        warm.into_iter()
+            .chain(self.plan.sessions.iter().filter(keep).cloned())
     }
 }
 
@@ -265,18 +253,14 @@ type Slot = (usize, SessionPlan, std::time::Duration);
 async fn run_group(cells: Vec<CellContext>, schedule: Schedule, phase: Phase) {
     let Some(first) = cells.first() else { return };
     let plan = first.plan.clone();
-    let per_cell: Vec<Vec<SessionPlan>> = cells.iter().map(|c| c.sessions(phase)).collect();
     match schedule {
         Schedule::Parallel | Schedule::Sequential => {
             // A cell alone (or cells one after another), each with its own slots.
-            for (i, sessions) in per_cell.into_iter().enumerate() {
-                let lane: Vec<Slot> = sessions
-                    .into_iter()
-                    .map(|s| {
-                        let off = s.start_offset;
-                        (i, s, off)
-                    })
-                    .collect();
+            for (i, c) in cells.iter().enumerate() {
+                let lane = c.sessions(phase).map(move |s| {
+                    let off = s.start_offset;
+                    (i, s, off)
+                });
                 run_lane(&cells, lane, phase).await;
                 if cells[0].stop.dispatch.is_cancelled() {
                     break;
@@ -286,16 +270,30 @@ async fn run_group(cells: Vec<CellContext>, schedule: Schedule, phase: Phase) {
         Schedule::Interleaved => {
             // Session k of every cell, then session k + 1 …, through one pool of slots; in
             // open loop the group shares ONE arrival process in that order.
-            let longest = per_cell.iter().map(Vec::len).max().unwrap_or(0);
-            let mut lane: Vec<Slot> = Vec::new();
-            for k in 0..longest {
-                for (i, sessions) in per_cell.iter().enumerate() {
-                    if let Some(s) = sessions.get(k) {
-                        lane.push((i, s.clone(), s.start_offset));
+            let mut per_cell: Vec<_> = cells.iter().map(|c| c.sessions(phase)).collect();
+            let n = per_cell.len();
+            let (mut next, mut dry) = (0usize, 0usize);
+            let mut lane = std::iter::from_fn(move || {
+                // Round robin over the cells, skipping those run dry; done when all are.
+                while dry < n {
+                    let i = next;
+                    next = (next + 1) % n;
+                    match per_cell[i].next() {
+                        Some(s) => {
+                            dry = 0;
+                            return Some((i, s));
+                        }
+                        None => dry += 1,
                     }
                 }
-            }
+                None
+            })
+            .map(|(i, s)| {
+                let off = s.start_offset;
+                (i, s, off)
+            });
             if plan.load.open_loop() && phase == Phase::Measured {
+                let mut lane: Vec<Slot> = lane.by_ref().collect();
                 let claims: Vec<u32> = lane.iter().map(|(_, s, _)| s.planned_requests()).collect();
                 let starts = schedule::interleaved_starts(plan.shard_seed(), &plan.load, &claims);
                 let warm = plan.load.warmup_duration.unwrap_or_default();
@@ -304,8 +302,10 @@ async fn run_group(cells: Vec<CellContext>, schedule: Schedule, phase: Phase) {
                     // Warm-up by time is the first `warmup` of the group's process.
                     slot.1.warmup = start < warm;
                 }
+                run_lane(&cells, lane.into_iter(), phase).await;
+            } else {
+                run_lane(&cells, lane, phase).await;
             }
-            run_lane(&cells, lane, phase).await;
         }
     }
 }
@@ -443,7 +443,7 @@ async fn run_session(
     // Set when the run's stop cut the session short.
     let mut interrupted = false;
 
-    'turns: for (turn_no, turn) in (0u32..).zip(&session.turns) {
+    'turns: for (turn_no, turn) in (0u32..).zip(session.turns.iter()) {
         intended = run.last_end.max(intended) + turn.think_time.as_nanos() as u64;
         if !lane.sleep_until(ctx.clock, intended).await {
             interrupted = true;

@@ -16,7 +16,7 @@ use super::check::{check_max_tokens, check_turn, PlanError, Src};
 use super::schedule::{default_schedule, shared_servers};
 use super::targets::{self, dedup, BUILTIN_TARGETS};
 use super::workload::Workload;
-use super::{salt, Cell, Load, Plan, SessionPlan, Target, ToolCallPlan, TurnPlan};
+use super::{salt, same_script, Cell, Load, Plan, SessionPlan, Target, ToolCallPlan, TurnPlan};
 use super::{STREAM_AGENT, STREAM_ARRIVALS, STREAM_CONTEXT};
 use crate::link::Link;
 use crate::rng::Rng;
@@ -309,9 +309,22 @@ fn plan_sessions(
     seed: u64,
     default_max: u32,
 ) -> Result<Vec<SessionPlan>, PlanError> {
-    let script = |i: u32| match workload {
-        Some(w) => w.turns(seed, i, default_max),
-        None => expand_turns(s, default_max, seed, i),
+    // Each scenario turn's text once, shared by every session that sends it; a script
+    // equal to the previous session's is that one (closed loops of one script hold one).
+    let prompts: Vec<Arc<str>> = s.turns.iter().map(|t| t.prompt.trim_end().into()).collect();
+    let mut last: Option<Arc<[TurnPlan]>> = None;
+    let mut script = |i: u32| {
+        let turns: Arc<[TurnPlan]> = match workload {
+            Some(w) => w.turns(seed, i, default_max),
+            None => expand_turns(s, &prompts, default_max, seed, i),
+        }
+        .into();
+        let turns = match last.take() {
+            Some(prev) if same_script(&prev, &turns) => prev,
+            _ => turns,
+        };
+        last = Some(turns.clone());
+        turns
     };
     let mut sessions = Vec::new();
     for i in 0..load.warmup_sessions {
@@ -326,7 +339,7 @@ fn plan_sessions(
         load,
         Rng::derive(seed, STREAM_ARRIVALS).next_u64(),
         load.warmup_sessions,
-        script,
+        &mut script,
     )?);
     if load.sessions_from_duration && load.open_loop() {
         // The duration decided how many measured sessions there are.
@@ -516,7 +529,13 @@ fn resolve_targets(
 /// The session's turns: `repeat` unrolled, agent loops expanded with a seeded tool order
 /// (different per session, identical across cells, so every transport replays exactly the
 /// same conversations).
-fn expand_turns(s: &Scenario, default_max: u32, seed: u64, session: u32) -> Vec<TurnPlan> {
+fn expand_turns(
+    s: &Scenario,
+    prompts: &[Arc<str>],
+    default_max: u32,
+    seed: u64,
+    session: u32,
+) -> Vec<TurnPlan> {
     let mut out = Vec::new();
     for (ti, t) in s.turns.iter().enumerate() {
         let mut rng = Rng::derive(seed, STREAM_AGENT + u64::from(session) * 4096 + ti as u64);
@@ -540,7 +559,7 @@ fn expand_turns(s: &Scenario, default_max: u32, seed: u64, session: u32) -> Vec<
                     .collect(),
             };
             out.push(TurnPlan {
-                user_text: t.prompt.trim_end().to_string(),
+                user_text: prompts[ti].clone(),
                 think_time: t.think_time.map_or(Duration::ZERO, |d| d.0),
                 max_output_tokens: t.max_output_tokens.unwrap_or(default_max),
                 tool_calls,

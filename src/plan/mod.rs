@@ -6,6 +6,7 @@
 //! Does not own: I/O, clocks, or runtime handles.
 
 use std::collections::BTreeMap;
+use std::sync::Arc;
 use std::time::Duration;
 
 use serde::{Deserialize, Serialize};
@@ -19,6 +20,7 @@ mod check;
 mod load;
 pub mod salt;
 pub mod schedule;
+pub mod session_runs;
 pub mod shard;
 pub mod slo;
 pub mod sweep;
@@ -56,7 +58,10 @@ pub struct Plan {
     pub system_prompt: String,
     /// The target × transport matrix, in display order (targets outer, transports inner).
     pub cells: Vec<Cell>,
-    /// The session scripts; every cell runs the same sessions.
+    /// The session scripts; every cell runs the same sessions. Sessions with the same
+    /// script share it (one `Arc`), and the JSON form folds consecutive sessions that differ
+    /// only in their index into one entry with a `count` (see [`session_runs`]).
+    #[serde(with = "session_runs")]
     pub sessions: Vec<SessionPlan>,
     /// Load shape.
     pub load: Load,
@@ -118,15 +123,14 @@ impl Plan {
     /// warm-up and numbered after the measured sessions. Its prompts then sit in the server's
     /// prefix cache when the measured sessions start.
     pub fn cache_warm_sessions(&self) -> Vec<SessionPlan> {
-        let mut seen: Vec<String> = Vec::new();
+        let mut seen: Vec<&Arc<[TurnPlan]>> = Vec::new();
         let mut out = Vec::new();
         let next = self.sessions.iter().map(|s| s.index + 1).max().unwrap_or(0);
         for s in self.sessions.iter().filter(|s| !s.warmup) {
-            let key = serde_json::to_string(&s.turns).unwrap_or_default();
-            if seen.contains(&key) {
+            if seen.iter().any(|t| same_script(t, &s.turns)) {
                 continue;
             }
-            seen.push(key);
+            seen.push(&s.turns);
             out.push(SessionPlan {
                 index: next + out.len() as u32,
                 warmup: true,
@@ -306,8 +310,14 @@ pub struct SessionPlan {
     /// Poisson offsets for open loop).
     #[serde(with = "crate::units::serde_duration")]
     pub start_offset: Duration,
-    /// The turns, in order.
-    pub turns: Vec<TurnPlan>,
+    /// The turns, in order; shared by every session with the same script.
+    #[serde(with = "session_runs::arc_slice")]
+    pub turns: Arc<[TurnPlan]>,
+}
+
+/// True when two scripts are the same (the same `Arc`, or equal turns).
+pub fn same_script(a: &Arc<[TurnPlan]>, b: &Arc<[TurnPlan]>) -> bool {
+    Arc::ptr_eq(a, b) || a == b
 }
 
 impl SessionPlan {
@@ -319,10 +329,11 @@ impl SessionPlan {
 }
 
 /// One user turn; an agent-loop turn expands to several requests (one per tool call + 1).
-#[derive(Debug, Clone, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct TurnPlan {
-    /// User message text.
-    pub user_text: String,
+    /// User message text (shared by every session that sends the same scenario turn).
+    #[serde(with = "session_runs::arc_str")]
+    pub user_text: Arc<str>,
     /// Think time before this turn is sent (after the previous turn ended).
     #[serde(with = "crate::units::serde_duration")]
     pub think_time: Duration,
@@ -336,7 +347,7 @@ pub struct TurnPlan {
 }
 
 /// A tool call in an agent loop.
-#[derive(Debug, Clone, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct ToolCallPlan {
     /// Function name (`read_file`, `run_tests`, …).
     pub name: String,

@@ -348,7 +348,7 @@ pub struct Conversation {
     /// 1-based line number in the file.
     pub line: usize,
     /// (user text, reply tokens).
-    pub turns: Vec<(String, Option<u32>)>,
+    pub turns: Vec<(std::sync::Arc<str>, Option<u32>)>,
     /// The line had a system message (not replayed: the scenario's `system_prompt` is sent).
     pub had_system: bool,
 }
@@ -560,7 +560,7 @@ impl Workload {
     /// `session mod sampled` (dataset). `default_max` sizes a dataset turn no reply follows.
     pub fn turns(&self, seed: u64, session: u32, default_max: u32) -> Vec<TurnPlan> {
         let mut rng = Rng::derive(seed, STREAM_WORKLOAD + u64::from(session));
-        let turn = |user_text: String, max: u32| TurnPlan {
+        let turn = |user_text: std::sync::Arc<str>, max: u32| TurnPlan {
             user_text,
             think_time: Duration::ZERO,
             max_output_tokens: max.clamp(1, MAX_OUTPUT_TOKENS_LIMIT),
@@ -572,7 +572,7 @@ impl Workload {
                 .map(|_| {
                     let n = input.draw(&mut rng);
                     let max = self.output.map_or(default_max, |d| d.draw(&mut rng));
-                    turn(synthetic_text(&mut rng, n), max)
+                    turn(synthetic_text(&mut rng, n).into(), max)
                 })
                 .collect(),
             Source::Dataset { chosen } => {
@@ -597,7 +597,7 @@ impl Workload {
         let turns: Vec<&TurnPlan> = sessions
             .iter()
             .filter(|s| !s.warmup)
-            .flat_map(|s| &s.turns)
+            .flat_map(|s| s.turns.iter())
             .collect();
         let n = turns.len().max(1) as f64;
         // Three decimals: enough, and a short decimal survives the manifest's JSON exactly.
@@ -721,7 +721,7 @@ fn parse_line(line: &str, n: usize, format: Option<DatasetFormat>) -> Result<Con
                 if text.trim().is_empty() {
                     return Err(format!("{list_key}[{k}] is an empty user message"));
                 }
-                conv.turns.push((text, None));
+                conv.turns.push((text.into(), None));
                 answered = false;
             }
             Role::Assistant if !answered && !text.is_empty() => {

@@ -5,6 +5,8 @@
 //! [`Load`] and session scripts in, sessions out.
 //! Does not own: the load itself (`plan::load`), nor the session scripts (`build`).
 
+use std::sync::Arc;
+
 use crate::plan::arrival::{self, Instants};
 use crate::plan::PlanError;
 use crate::plan::{Load, SessionPlan, TurnPlan};
@@ -34,7 +36,7 @@ pub(super) fn sessions(
     load: &Load,
     arrival_seed: u64,
     first_index: u32,
-    script: impl Fn(u32) -> Vec<TurnPlan>,
+    mut script: impl FnMut(u32) -> Arc<[TurnPlan]>,
 ) -> Result<Vec<SessionPlan>, PlanError> {
     let mean_gap = match (load.rate, load.session_interval) {
         (Some(r), _) => arrival::gap_of_rate(r),

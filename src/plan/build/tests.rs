@@ -366,7 +366,7 @@ fn repeat_context_and_explicit_tool_calls_expand() {
     assert_eq!(turns.len(), 4);
     assert!(turns[..3]
         .iter()
-        .all(|t| t.user_text == "x" && t.fault.as_deref() == Some("status=500")));
+        .all(|t| &*t.user_text == "x" && t.fault.as_deref() == Some("status=500")));
     assert_eq!(turns[3].tool_calls.len(), 2);
     assert_eq!(turns[3].tool_calls[0].tool_time, Duration::from_millis(20));
     assert_eq!(turns[3].tool_calls[1].output_bytes, 1024);

@@ -129,19 +129,22 @@ fn both_dataset_formats_parse_and_are_detected() {
     assert_eq!(
         c[0].turns,
         vec![
-            ("hello there".to_string(), Some(3)),
-            ("and again".to_string(), None)
+            (std::sync::Arc::<str>::from("hello there"), Some(3)),
+            (std::sync::Arc::<str>::from("and again"), None)
         ]
     );
     assert_eq!(c[1].line, 3);
-    assert_eq!(c[1].turns, vec![("q".to_string(), Some(1))]);
+    assert_eq!(
+        c[1].turns,
+        vec![(std::sync::Arc::<str>::from("q"), Some(1))]
+    );
     let sg = r#"{"id":"a","conversations":[{"from":"human","value":"Write a sort."},{"from":"gpt","value":"12345678901234567"},{"from":"human","value":"Faster?"},{"from":"gpt","value":"yes"}]}"#;
     let (c, _) = parse_dataset("d.jsonl", sg, Some(DatasetFormat::Sharegpt), false).unwrap();
     assert_eq!(
         c[0].turns,
         vec![
-            ("Write a sort.".to_string(), Some(5)),
-            ("Faster?".to_string(), Some(1))
+            (std::sync::Arc::<str>::from("Write a sort."), Some(5)),
+            (std::sync::Arc::<str>::from("Faster?"), Some(1))
         ]
     );
     // A declared format must match.
@@ -323,7 +326,7 @@ fn the_shipped_dataset_scenario_samples_with_the_seed() {
     let firsts = |p: &Plan| -> Vec<String> {
         p.sessions
             .iter()
-            .map(|s| s.turns[0].user_text.clone())
+            .map(|s| s.turns[0].user_text.to_string())
             .collect()
     };
     let mut sorted = firsts(&p);
