@@ -171,6 +171,11 @@ impl Lag {
 pub struct Ceiling {
     /// Content chunks per second the harness ingested on this machine.
     pub chunks_s: f64,
+    /// True when `calibrate` found it (the harness fell behind there): only then does the
+    /// verdict judge against it. False: the highest rate measured, which the harness kept up
+    /// with (a lower bound of the ceiling): at most a note.
+    #[serde(default)]
+    pub found: bool,
     /// When `spark-bench calibrate` measured it (RFC 3339 UTC).
     pub measured_at: String,
 }
@@ -330,10 +335,16 @@ impl Harness {
             0.0
         };
         if let Some(c) = ceiling.as_ref().filter(|c| c.chunks_s > 0.0) {
-            if chunk_rate > c.chunks_s * t.max_ingest_share {
+            if chunk_rate > c.chunks_s * t.max_ingest_share && c.found {
                 reasons.push(format!(
                     "{chunk_rate:.0} chunks/s is over {:.0}% of this machine's ingest ceiling ({:.0} chunks/s)",
                     t.max_ingest_share * 100.0,
+                    c.chunks_s
+                ));
+            } else if chunk_rate > c.chunks_s * t.max_ingest_share {
+                // A lower bound of the ceiling says nothing about a rate near or past it.
+                notes.push(format!(
+                    "{chunk_rate:.0} chunks/s: `calibrate` did not reach this machine's ingest ceiling; below {:.0} chunks/s, the highest measured, the harness kept up",
                     c.chunks_s
                 ));
             }
@@ -378,8 +389,12 @@ impl Harness {
             )
         });
         let ceiling = match &self.ingest_ceiling {
-            Some(c) => format!(
+            Some(c) if c.found => format!(
                 "{:.0} chunks/s vs ceiling {:.0}",
+                self.chunk_rate, c.chunks_s
+            ),
+            Some(c) => format!(
+                "{:.0} chunks/s vs ceiling not reached (kept up at {:.0})",
                 self.chunk_rate, c.chunks_s
             ),
             None => format!("{:.0} chunks/s (not calibrated)", self.chunk_rate),
@@ -510,8 +525,25 @@ mod tests {
         };
         let ceiling = Ceiling {
             chunks_s: 2000.0,
+            found: true,
             measured_at: "2026-11-25T10:00:00Z".into(),
         };
+        // The same ceiling, not reached by `calibrate`: a note, not a reason.
+        let lower = Ceiling {
+            found: false,
+            ..ceiling.clone()
+        };
+        let h = Harness::judge(&s, Some(&probe), Some(lower), Thresholds::DEFAULT);
+        assert_eq!(h.reasons.len(), 1, "{:?}", h.reasons);
+        assert!(!h.reasons[0].contains("ceiling"), "{:?}", h.reasons);
+        assert!(
+            h.notes.iter().any(|n| n.contains(
+                "did not reach this machine's ingest ceiling; below 2000 chunks/s, the highest measured, the harness kept up"
+            )),
+            "{:?}",
+            h.notes
+        );
+        assert!(h.lines()[0].contains("ceiling not reached (kept up at 2000)"));
         let h = Harness::judge(&s, Some(&probe), Some(ceiling), Thresholds::DEFAULT);
         assert!((h.chunk_rate - 1000.0 / 0.91).abs() < 1e-6, "{h:?}");
         assert_eq!(h.cpu.share, Some(0.95));

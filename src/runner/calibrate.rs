@@ -1,21 +1,30 @@
 //! `spark-bench calibrate`: this machine's ceiling, measured against the embedded simulator.
 //!
-//! Owns: the two phases and their sizes.
-//! * **Ingest**: [`INGEST_STREAMS`] streams from one simulator (TLS, HTTP/1.1 keep-alive, no
-//!   link, in this process) at [`INGEST_RATE_PER_STREAM`] one-token chunks per second each,
-//!   eight chunks per write, through spark-bench's real client path (transport → framing →
-//!   decoder → `exchange` record, as `cargo bench --bench ingest` does). The ceiling is the
-//!   chunks per second received while every stream was active; the timestamp error is
-//!   each chunk's arrival stamp minus the simulator's record of when it wrote the chunk
-//!   (the kernel's transmit stamp where the socket gives one: the ground truth). The
-//!   simulator shares the machine, so the ceiling is a lower bound of the harness's own.
+//! Owns: the two ramps, their sizes, and the rules that say whether each found a ceiling.
+//! * **Ingest ramp**: [`INGEST_STREAMS`] streams from one simulator (TLS, HTTP/1.1
+//!   keep-alive, no link, in this process) of one-token chunks, eight per write, through
+//!   spark-bench's real client path (transport → framing → decoder → `exchange` record, as
+//!   `cargo bench --bench ingest` does), at the plan's offered rates, rising (doubling). A
+//!   step *holds* when at least [`INGEST_HELD_SHARE`] of the offered chunks per second
+//!   arrived (with every stream active) and the median arrival lag (arrival stamp − the
+//!   simulator's write, the kernel's transmit stamp where the socket gives one) stayed
+//!   under [`INGEST_LAG_P50_MS`]. The first step that does not hold ends the ramp
+//!   ([`ingest_finding`]): when the simulator wrote under [`INGEST_HELD_SHARE`] of the
+//!   offered rate while what it wrote arrived promptly (lag within the limit), the
+//!   simulator ran out first (`simulator-bound`, a lower bound); otherwise the harness fell
+//!   behind (chunks queued in the socket, or arrived short while the simulator kept pace):
+//!   the ceiling is **found**, the most chunks per second received at any step. Every step
+//!   held: `not reached at` the top received rate (a lower bound). The stamp error is then
+//!   measured at [`ACCURACY_SHARE`] of that rate.
 //! * **Rate ramp**: short open-loop runs (`runner::run`, the real driver, Poisson session
 //!   arrivals, one one-turn request per session, four output tokens, the `fast` simulator
 //!   profile, no link) at rising rates, each judged by the run's own `harness` section;
-//!   the highest rate whose driver lag p99 and achieved rate stayed within
-//!   [`Thresholds::DEFAULT`] is the machine's request-rate ceiling. A rate that fails is
-//!   tried once more (one late burst on a shared machine); the ramp stops at the first rate
-//!   that fails twice.
+//!   a rate holds when its driver lag p99 and achieved rate stayed within
+//!   [`Thresholds::DEFAULT`] ([`point_ok`]). A rate that fails is tried once more (one late
+//!   burst on a shared machine); the ramp stops at the first rate that fails twice
+//!   ([`rate_finding`]): found (the highest rate that held, with the first that failed),
+//!   not reached (every rate held: a lower bound), or below the first rate (it failed:
+//!   an upper bound, never "a ceiling of 0").
 //!
 //! Does not own: the file (`store::calibration`), the verdict (`recorder::harness`),
 //! printing (`commands::calibrate`).
@@ -27,16 +36,19 @@ use tokio_util::sync::CancellationToken;
 
 use crate::driver::exchange::{exchange, Connector, Conversation, RecordMeta, RequestSpec};
 use crate::recorder::harness::Thresholds;
-use crate::store::{Calibration, Host, RampPoint};
+use crate::store::{Calibration, Finding, Host, IngestStep, RampPoint, Reach};
 use crate::transport::Trust;
 use crate::vocab::{ApiFlavour, RequestRecord, TransportKind};
 
 /// Concurrent streams in the ingest phase.
 pub const INGEST_STREAMS: u32 = 16;
-/// Chunks per second each stream is offered (16 × 25,000 = 400,000 chunks/s in all: a
-/// release build on a quiet 2-core VM took all of 160,000; `cargo bench --bench ingest`
-/// saw 290k–410k of 400k).
-pub const INGEST_RATE_PER_STREAM: f64 = 25_000.0;
+/// The top of the default ingest ramp, per stream (16 × 100,000 = 1.6 M chunks/s in all: a
+/// release build on a quiet 2-core VM took 160,000–400,000).
+pub const INGEST_RATE_PER_STREAM: f64 = 100_000.0;
+/// A step holds when at least this share of the offered chunks per second arrived.
+pub const INGEST_HELD_SHARE: f64 = 0.9;
+/// … and the median arrival lag stayed under this (a queue in the socket shows here), ms.
+pub const INGEST_LAG_P50_MS: f64 = 5.0;
 /// Chunks the simulator writes at once in the ingest phase (each still its own event).
 const INGEST_CHUNKS_PER_WRITE: u32 = 8;
 /// The stamp error is measured at this share of the measured ingest ceiling.
@@ -47,7 +59,9 @@ const ACCURACY_SHARE: f64 = 0.25;
 pub struct Plan {
     /// `--quick`.
     pub quick: bool,
-    /// Seconds of streaming the ingest phase is sized for (at the offered rate).
+    /// Offered chunk rates of the ingest ramp, chunks/s in all, rising.
+    pub ingest_rates: Vec<f64>,
+    /// Seconds of streaming each ingest step is sized for (at its offered rate).
     pub ingest_s: f64,
     /// Seconds of streaming the stamp-error pass is sized for.
     pub accuracy_s: f64,
@@ -57,13 +71,22 @@ pub struct Plan {
     pub point_s: f64,
 }
 
+/// `from`, doubling, up to the top of the ingest ramp.
+fn doubling(from: f64) -> Vec<f64> {
+    let top = INGEST_RATE_PER_STREAM * f64::from(INGEST_STREAMS);
+    std::iter::successors(Some(from), |r| Some(r * 2.0))
+        .take_while(|r| *r <= top)
+        .collect()
+}
+
 impl Plan {
     /// The default (about 25 s) or `--quick` (about 10 s) calibration.
     pub fn new(quick: bool) -> Plan {
         if quick {
             Plan {
                 quick,
-                ingest_s: 1.5,
+                ingest_rates: doubling(50_000.0),
+                ingest_s: 0.5,
                 accuracy_s: 1.0,
                 rates: vec![100.0, 300.0, 1000.0, 2000.0],
                 point_s: 1.0,
@@ -71,7 +94,8 @@ impl Plan {
         } else {
             Plan {
                 quick,
-                ingest_s: 4.0,
+                ingest_rates: doubling(25_000.0),
+                ingest_s: 1.0,
                 accuracy_s: 3.0,
                 rates: vec![100.0, 250.0, 500.0, 1000.0, 2000.0, 3000.0, 5000.0],
                 point_s: 2.0,
@@ -83,22 +107,15 @@ impl Plan {
 /// Runs the calibration; `say` gets one line per finished step.
 pub async fn calibrate(plan: &Plan, say: &mut dyn FnMut(&str)) -> anyhow::Result<Calibration> {
     let started = crate::clock::now();
-    let ingest = stream(INGEST_RATE_PER_STREAM, plan.ingest_s).await?;
-    say(&format!(
-        "ingest: {:.0} chunks/s received over {} streams offered {:.0} in all ({} chunks, process CPU {} cores)",
-        ingest.chunks_s,
-        INGEST_STREAMS,
-        INGEST_RATE_PER_STREAM * f64::from(INGEST_STREAMS),
-        ingest.chunks,
-        ingest.cpu_cores.map_or("-".into(), |c| format!("{c:.2}"))
-    ));
+    let (steps, ingest_chunks, cpu_cores) = ingest_ramp(plan, say).await?;
+    let ingest = ingest_finding(&steps);
+    say(&format!("ingest ceiling {}", ingest.describe("chunks/s")));
     // The stamp error at a load the harness keeps up with: a quarter of the ceiling (at
     // the ceiling, chunks queue in the socket and every stamp is late by the queue).
-    let accuracy_rate =
-        (ingest.chunks_s * ACCURACY_SHARE / f64::from(INGEST_STREAMS)).min(INGEST_RATE_PER_STREAM);
-    let accuracy = stream(accuracy_rate, plan.accuracy_s).await?;
+    let accuracy_rate = ingest.bound * ACCURACY_SHARE / f64::from(INGEST_STREAMS);
+    let accuracy = stream(accuracy_rate.max(1.0), plan.accuracy_s).await?;
     say(&format!(
-        "stamp error at {:.0} chunks/s ({:.0}% of the ceiling): p50 {:.0} µs, p99 {:.0} µs, max {:.0} µs",
+        "stamp error at {:.0} chunks/s ({:.0}% of the ingest figure): p50 {:.0} µs, p99 {:.0} µs, max {:.0} µs",
         accuracy.chunks_s,
         ACCURACY_SHARE * 100.0,
         accuracy.p50_us,
@@ -115,6 +132,11 @@ pub async fn calibrate(plan: &Plan, say: &mut dyn FnMut(&str)) -> anyhow::Result
     let ramp = ramp(plan, &scratch, say).await;
     let _ = std::fs::remove_dir_all(&scratch);
     let ramp = ramp?;
+    let request_rate = rate_finding(&ramp);
+    say(&format!(
+        "request-rate ceiling {}",
+        request_rate.describe("req/s")
+    ));
     let max_request_rate = ramp
         .iter()
         .filter(|p| point_ok(p))
@@ -124,18 +146,168 @@ pub async fn calibrate(plan: &Plan, say: &mut dyn FnMut(&str)) -> anyhow::Result
         measured_at: crate::store::rfc3339(crate::clock::wall_now()),
         host: Host::current(),
         quick: plan.quick,
-        ingest_chunks_s: ingest.chunks_s,
-        ingest_chunks: ingest.chunks,
+        ingest_chunks_s: ingest.bound,
+        ingest,
+        ingest_ramp: steps,
+        ingest_chunks,
         ingest_streams: INGEST_STREAMS,
-        ingest_cpu_cores: ingest.cpu_cores,
+        ingest_cpu_cores: cpu_cores,
         stamp_error_rate: accuracy.chunks_s,
         stamp_error_p50_us: accuracy.p50_us,
         stamp_error_p99_us: accuracy.p99_us,
         stamp_error_max_us: accuracy.max_us,
         max_request_rate,
+        request_rate,
         ramp,
         took_s: crate::clock::since(started).as_secs_f64(),
     })
+}
+
+/// The ingest steps up to the first that did not hold, the chunks received in all, and
+/// the process's CPU use at the last step.
+async fn ingest_ramp(
+    plan: &Plan,
+    say: &mut dyn FnMut(&str),
+) -> anyhow::Result<(Vec<IngestStep>, u64, Option<f64>)> {
+    let (mut steps, mut chunks, mut cpu) = (Vec::new(), 0, None);
+    for &offered in &plan.ingest_rates {
+        let i = stream(offered / f64::from(INGEST_STREAMS), plan.ingest_s).await?;
+        let step = IngestStep {
+            offered,
+            received: i.chunks_s,
+            written: i.written_s,
+            lag_p50_us: i.p50_us,
+            lag_p99_us: i.p99_us,
+            cpu_cores: i.cpu_cores,
+        };
+        let held = step_held(&step);
+        say(&format!(
+            "ingest {offered:>8.0} chunks/s offered: received {:.0} ({:.0}%), the simulator wrote {:.0}, arrival lag p50 {:.0} µs, p99 {:.0} µs (process CPU {} cores): {}",
+            step.received,
+            step.received / offered * 100.0,
+            step.written,
+            step.lag_p50_us,
+            step.lag_p99_us,
+            i.cpu_cores.map_or("-".into(), |c| format!("{c:.2}")),
+            if held { "held" } else { "did not hold" }
+        ));
+        (chunks, cpu) = (chunks + i.chunks, i.cpu_cores);
+        steps.push(step);
+        if !held {
+            break;
+        }
+    }
+    Ok((steps, chunks, cpu))
+}
+
+/// An ingest step held: enough of the offered rate arrived, and promptly.
+pub fn step_held(s: &IngestStep) -> bool {
+    s.received >= s.offered * INGEST_HELD_SHARE && !lagged(s)
+}
+
+fn lagged(s: &IngestStep) -> bool {
+    s.lag_p50_us > INGEST_LAG_P50_MS * 1e3
+}
+
+/// What the ingest ramp found (see the module header for the rule).
+pub fn ingest_finding(steps: &[IngestStep]) -> Finding {
+    let best = steps.iter().map(|s| s.received).fold(0.0, f64::max);
+    let Some(failed) = steps.iter().find(|s| !step_held(s)) else {
+        return Finding {
+            reach: Reach::NotReached,
+            bound: best,
+            failed_at: None,
+            reason: format!(
+                "every offered rate up to {:.0} chunks/s arrived",
+                steps.last().map_or(0.0, |s| s.offered)
+            ),
+        };
+    };
+    let share = failed.received / failed.offered * 100.0;
+    let sim_short = failed.written < failed.offered * INGEST_HELD_SHARE;
+    if sim_short && !lagged(failed) {
+        return Finding {
+            reach: Reach::SimulatorBound,
+            bound: best,
+            failed_at: Some(failed.offered),
+            reason: format!(
+                "at {:.0} offered the simulator wrote only {:.0} chunks/s and what it wrote arrived promptly (lag p50 {:.0} µs): the harness was waiting on it",
+                failed.offered, failed.written, failed.lag_p50_us
+            ),
+        };
+    }
+    let why = if lagged(failed) {
+        format!(
+            "chunks queued: arrival lag p50 {:.1} ms > {INGEST_LAG_P50_MS} ms",
+            failed.lag_p50_us / 1e3
+        )
+    } else {
+        format!(
+            "the simulator kept pace ({:.0} chunks/s written)",
+            failed.written
+        )
+    };
+    Finding {
+        reach: Reach::Found,
+        bound: best,
+        failed_at: Some(failed.offered),
+        reason: format!(
+            "the harness fell behind at {:.0} chunks/s offered: {:.0} received ({share:.0}%); {why}",
+            failed.offered, failed.received
+        ),
+    }
+}
+
+/// What the rate ramp found: its points in order, a failed rate tried twice at most.
+pub fn rate_finding(points: &[RampPoint]) -> Finding {
+    let held = points
+        .iter()
+        .filter(|p| point_ok(p))
+        .map(|p| p.requested)
+        .fold(None, |a: Option<f64>, r| Some(a.map_or(r, |a| a.max(r))));
+    let failed = points.last().filter(|p| !point_ok(p));
+    let why = |p: &RampPoint| {
+        let t = Thresholds::DEFAULT;
+        if p.lag_p99_ms > t.driver_lag_p99_ms {
+            format!(
+                "dispatch lag p99 {:.2} ms > {} ms",
+                p.lag_p99_ms, t.driver_lag_p99_ms
+            )
+        } else {
+            format!(
+                "achieved {:.0} req/s < {:.0}% of {:.0}",
+                p.achieved,
+                t.min_achieved_share * 100.0,
+                p.requested
+            )
+        }
+    };
+    match (held, failed) {
+        (Some(h), Some(f)) => Finding {
+            reach: Reach::Found,
+            bound: h,
+            failed_at: Some(f.requested),
+            reason: format!("{:.0} req/s failed: {}", f.requested, why(f)),
+        },
+        (Some(h), None) => Finding {
+            reach: Reach::NotReached,
+            bound: h,
+            failed_at: None,
+            reason: "every rate tried held".into(),
+        },
+        (None, Some(f)) => Finding {
+            reach: Reach::BelowFirst,
+            bound: f.requested,
+            failed_at: Some(f.requested),
+            reason: format!("{}; a busy machine or a debug build shows here", why(f)),
+        },
+        (None, None) => Finding {
+            reach: Reach::NotReached,
+            bound: 0.0,
+            failed_at: None,
+            reason: "no rate was tried".into(),
+        },
+    }
 }
 
 /// A ramp point the harness drove: driver lag p99 and achieved rate within the thresholds.
@@ -146,6 +318,7 @@ pub fn point_ok(p: &RampPoint) -> bool {
 
 struct Ingest {
     chunks_s: f64,
+    written_s: f64,
     chunks: u64,
     cpu_cores: Option<f64>,
     p50_us: f64,
@@ -231,6 +404,7 @@ async fn stream(rate: f64, secs: f64) -> anyhow::Result<Ingest> {
     guard.abort();
     let (from, to, steady) = steady_state(&records)?;
     let mut errors: Vec<u64> = Vec::new();
+    let mut writes: Vec<Vec<u64>> = Vec::new();
     for r in &records {
         let Some(truth) = r.response_id.as_deref().and_then(|id| sim.trace.get(id)) else {
             continue;
@@ -238,6 +412,7 @@ async fn stream(rate: f64, secs: f64) -> anyhow::Result<Ingest> {
         for (c, w) in r.chunks.iter().zip(&truth.chunk_writes) {
             errors.push(c.at_ns.saturating_sub(clock.ns(w.at)));
         }
+        writes.push(truth.chunk_writes.iter().map(|w| clock.ns(w.at)).collect());
     }
     sim.shutdown().await;
     errors.sort_unstable();
@@ -248,12 +423,31 @@ async fn stream(rate: f64, secs: f64) -> anyhow::Result<Ingest> {
     };
     Ok(Ingest {
         chunks_s: steady as f64 * 1e9 / (to - from) as f64,
+        written_s: written_rate(&writes),
         chunks: records.iter().map(|r| r.chunks.len() as u64).sum(),
         cpu_cores,
         p50_us: pct(0.5),
         p99_us: pct(0.99),
         max_us: pct(1.0),
     })
+}
+
+/// The simulator's own pace: chunks written per second from when the last stream began
+/// writing to when the first stopped (0 when that span is empty).
+fn written_rate(streams: &[Vec<u64>]) -> f64 {
+    let from = streams.iter().filter_map(|w| w.first()).max().copied();
+    let to = streams.iter().filter_map(|w| w.last()).min().copied();
+    match (from, to) {
+        (Some(from), Some(to)) if to > from => {
+            let n = streams
+                .iter()
+                .flatten()
+                .filter(|&&t| t >= from && t < to)
+                .count();
+            n as f64 * 1e9 / (to - from) as f64
+        }
+        _ => 0.0,
+    }
 }
 
 /// The steady state of the ingest streams: from when the last stream began receiving to
@@ -371,4 +565,98 @@ async fn ramp(
         }
     }
     Ok(points)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn step(offered: f64, received: f64, written: f64, lag_p50_us: f64) -> IngestStep {
+        IngestStep {
+            offered,
+            received,
+            written,
+            lag_p50_us,
+            lag_p99_us: lag_p50_us * 3.0,
+            cpu_cores: None,
+        }
+    }
+
+    fn point(requested: f64, achieved: f64, lag_p99_ms: f64) -> RampPoint {
+        RampPoint {
+            requested,
+            achieved,
+            lag_p99_ms,
+            verdict: String::new(),
+            timer_late_p99_ms: 0.0,
+            cpu_cores: None,
+        }
+    }
+
+    #[test]
+    fn calibrate_ingest_ramp_found_not_reached_and_simulator_bound() {
+        let held = [step(50e3, 50e3, 50e3, 40.0), step(100e3, 99e3, 100e3, 60.0)];
+        // Every step arrived: a lower bound at the top received rate.
+        let f = ingest_finding(&held);
+        assert_eq!(
+            (f.reach, f.bound, f.failed_at),
+            (Reach::NotReached, 99e3, None)
+        );
+        assert!(f
+            .describe("chunks/s")
+            .starts_with("not reached at 99000 chunks/s"));
+        // Short while the simulator kept pace: the harness fell behind; the ceiling is
+        // the most received at any step.
+        let mut s = held.to_vec();
+        s.push(step(200e3, 150e3, 199e3, 300.0));
+        let f = ingest_finding(&s);
+        assert_eq!((f.reach, f.bound), (Reach::Found, 150e3));
+        assert_eq!(f.failed_at, Some(200e3));
+        assert!(f.describe("chunks/s").starts_with("found: 150000 chunks/s"));
+        // All of it arrived, but late: chunks queue in the socket, found too.
+        s[2] = step(200e3, 199e3, 199e3, 9_000.0);
+        let f = ingest_finding(&s);
+        assert_eq!(f.reach, Reach::Found);
+        assert!(f.reason.contains("chunks queued"), "{}", f.reason);
+        // Short, and the simulator wrote short, lag still small: the simulator ran out.
+        s[2] = step(200e3, 120e3, 121e3, 80.0);
+        let f = ingest_finding(&s);
+        assert_eq!((f.reach, f.bound), (Reach::SimulatorBound, 120e3));
+        assert!(!f.found());
+        // The simulator wrote short because the harness pushed back (lag large): found.
+        s[2] = step(200e3, 120e3, 121e3, 20_000.0);
+        assert_eq!(ingest_finding(&s).reach, Reach::Found);
+        // The first step already short: found (a saturated harness's throughput).
+        let f = ingest_finding(&[step(50e3, 30e3, 50e3, 100.0)]);
+        assert_eq!((f.reach, f.bound), (Reach::Found, 30e3));
+    }
+
+    #[test]
+    fn calibrate_rate_ramp_found_not_reached_and_first_failed() {
+        let ok = [point(100.0, 100.0, 0.5), point(300.0, 299.0, 1.0)];
+        let f = rate_finding(&ok);
+        assert_eq!(
+            (f.reach, f.bound, f.failed_at),
+            (Reach::NotReached, 300.0, None)
+        );
+        assert!(f.describe("req/s").starts_with("not reached at 300 req/s"));
+        // A failure retried and failed again ends the ramp: found at the last that held.
+        let mut p = ok.to_vec();
+        p.push(point(1000.0, 990.0, 7.0));
+        p.push(point(1000.0, 900.0, 2.0));
+        let f = rate_finding(&p);
+        assert_eq!((f.reach, f.bound), (Reach::Found, 300.0));
+        assert_eq!(f.failed_at, Some(1000.0));
+        assert!(f.reason.contains("achieved 900 req/s"), "{}", f.reason);
+        // A failure that passed on its retry is not the end.
+        p.push(point(1000.0, 1000.0, 1.0));
+        assert_eq!(rate_finding(&p).reach, Reach::NotReached);
+        assert_eq!(rate_finding(&p).bound, 1000.0);
+        // The first rate failed twice: below it, with the reason, never "a ceiling of 0".
+        let f = rate_finding(&[point(100.0, 100.0, 9.0), point(100.0, 100.0, 8.0)]);
+        assert_eq!((f.reach, f.bound), (Reach::BelowFirst, 100.0));
+        let text = f.describe("req/s");
+        assert!(text.starts_with("below 100 req/s"), "{text}");
+        assert!(text.contains("dispatch lag p99 8.00 ms > 5 ms"), "{text}");
+    }
 }

@@ -2,7 +2,10 @@
 //! kept in the user's cache directory (`$XDG_CACHE_HOME/spark-bench/`, else
 //! `~/.cache/spark-bench/`) and read by every run for its `harness` section.
 //!
-//! Owns: the file's shape, where it lives, and reading and writing it (atomically).
+//! Owns: the file's shape, where it lives, and reading and writing it (atomically), and
+//! what each ceiling's [`Finding`] says: `found` (the harness fell behind: a ceiling the
+//! verdict uses) or not (a bound). A file written before findings were recorded loads with
+//! both as `not-reached`: its figures are lower bounds, never judged against.
 //! Does not own: measuring (`runner::calibrate`) or judging a run (`recorder::harness`).
 
 use std::path::{Path, PathBuf};
@@ -34,6 +37,88 @@ pub struct RampPoint {
     pub cpu_cores: Option<f64>,
 }
 
+/// How a ceiling's ramp ended.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Reach {
+    /// The harness fell behind: `bound` is the ceiling.
+    Found,
+    /// Every rate offered held: `bound` is the highest measured, a lower bound. Also what a
+    /// file from before findings were recorded loads as.
+    #[default]
+    NotReached,
+    /// The simulator (same process, same machine) ran out before the harness fell behind:
+    /// `bound` is what was received, a lower bound.
+    SimulatorBound,
+    /// The first rate tried already failed: the ceiling is below `bound` (an upper bound).
+    BelowFirst,
+}
+
+/// What one ramp found.
+#[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize)]
+pub struct Finding {
+    /// Found, or which kind of bound.
+    pub reach: Reach,
+    /// Found: the ceiling; not reached / simulator-bound: the highest rate measured (a lower
+    /// bound); below-first: the first rate tried (an upper bound).
+    pub bound: f64,
+    /// The first offered rate that failed, if one did.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub failed_at: Option<f64>,
+    /// Why, in one sentence (empty in a file from before findings were recorded).
+    #[serde(default)]
+    pub reason: String,
+}
+
+impl Finding {
+    /// True only when the harness itself fell behind: a ceiling a run may be judged against.
+    pub fn found(&self) -> bool {
+        self.reach == Reach::Found
+    }
+
+    /// `found: 123 chunks/s`, `not reached at 400000 chunks/s (a lower bound)`, … with the reason.
+    pub fn describe(&self, unit: &str) -> String {
+        let head = match self.reach {
+            Reach::Found => format!("found: {:.0} {unit}", self.bound),
+            Reach::NotReached => format!(
+                "not reached at {:.0} {unit} (a lower bound: every rate tried held)",
+                self.bound
+            ),
+            Reach::SimulatorBound => format!(
+                "not reached at {:.0} {unit} (a lower bound: the simulator ran out first)",
+                self.bound
+            ),
+            Reach::BelowFirst => format!(
+                "below {:.0} {unit}, the lowest rate tried (the first rate already failed)",
+                self.bound
+            ),
+        };
+        if self.reason.is_empty() {
+            head
+        } else {
+            format!("{head}; {}", self.reason)
+        }
+    }
+}
+
+/// One step of the ingest ramp.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct IngestStep {
+    /// Chunks per second offered (all streams).
+    pub offered: f64,
+    /// Chunks per second received with every stream active.
+    pub received: f64,
+    /// Chunks per second the simulator wrote with every stream writing (its own pace).
+    pub written: f64,
+    /// Arrival stamp − the simulator's write, µs: p50 (a queue in the socket shows here).
+    pub lag_p50_us: f64,
+    /// p99 of the same.
+    pub lag_p99_us: f64,
+    /// The process's CPU use during the step (harness and simulator), in cores.
+    #[serde(default)]
+    pub cpu_cores: Option<f64>,
+}
+
 /// What `spark-bench calibrate` measured.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Calibration {
@@ -43,8 +128,15 @@ pub struct Calibration {
     pub host: Host,
     /// True for `--quick`.
     pub quick: bool,
-    /// Content chunks per second the harness ingested with every stream active.
+    /// Content chunks per second the harness ingested with every stream active: the
+    /// ceiling when `ingest` is found, else the highest measured (a lower bound).
     pub ingest_chunks_s: f64,
+    /// Whether the ingest ramp found the ceiling (missing in an old file: not reached).
+    #[serde(default)]
+    pub ingest: Finding,
+    /// Every ingest step, in order (empty in an old file).
+    #[serde(default)]
+    pub ingest_ramp: Vec<IngestStep>,
     /// Chunks the ingest phase received.
     pub ingest_chunks: u64,
     /// Concurrent streams in the ingest phase.
@@ -60,8 +152,12 @@ pub struct Calibration {
     /// Largest.
     pub stamp_error_max_us: f64,
     /// The highest requested rate of the ramp the harness drove with an `ok` verdict
-    /// (driver lag p99 and achieved rate within the thresholds), req/s; 0 if none.
+    /// (driver lag p99 and achieved rate within the thresholds), req/s; 0 if none (then
+    /// `request_rate` says `below-first`).
     pub max_request_rate: f64,
+    /// Whether the rate ramp found the ceiling (missing in an old file: not reached).
+    #[serde(default)]
+    pub request_rate: Finding,
     /// Every ramp point, in order.
     pub ramp: Vec<RampPoint>,
     /// Wall time the calibration took, s.
@@ -69,10 +165,11 @@ pub struct Calibration {
 }
 
 impl Calibration {
-    /// The ceiling a run compares its chunk rate with.
+    /// The ceiling a run compares its chunk rate with (judged against only when found).
     pub fn ceiling(&self) -> Ceiling {
         Ceiling {
             chunks_s: self.ingest_chunks_s,
+            found: self.ingest.found(),
             measured_at: self.measured_at.clone(),
         }
     }
@@ -125,6 +222,13 @@ mod tests {
             host: Host::current(),
             quick: true,
             ingest_chunks_s: 123_456.0,
+            ingest: Finding {
+                reach: Reach::Found,
+                bound: 123_456.0,
+                failed_at: Some(200_000.0),
+                reason: "received 61% of 200000 offered".into(),
+            },
+            ingest_ramp: Vec::new(),
             ingest_chunks: 1000,
             ingest_streams: 8,
             ingest_cpu_cores: Some(1.5),
@@ -133,6 +237,7 @@ mod tests {
             stamp_error_p99_us: 200.0,
             stamp_error_max_us: 900.0,
             max_request_rate: 500.0,
+            request_rate: Finding::default(),
             ramp: vec![RampPoint {
                 requested: 500.0,
                 achieved: 499.0,
@@ -147,6 +252,18 @@ mod tests {
         let back = load_calibration(&path).unwrap().unwrap();
         assert_eq!(back, c);
         assert_eq!(back.ceiling().chunks_s, 123_456.0);
+        assert!(back.ceiling().found);
+        // A file from before findings were recorded loads: both ceilings not reached.
+        let mut old = serde_json::to_value(&c).unwrap();
+        let obj = old.as_object_mut().unwrap();
+        for key in ["ingest", "ingest_ramp", "request_rate"] {
+            obj.remove(key);
+        }
+        std::fs::write(&path, old.to_string()).unwrap();
+        let back = load_calibration(&path).unwrap().unwrap();
+        assert_eq!(back.ingest.reach, Reach::NotReached);
+        assert_eq!(back.request_rate.reach, Reach::NotReached);
+        assert!(!back.ceiling().found);
         std::fs::write(&path, "{").unwrap();
         let e = load_calibration(&path).unwrap_err().to_string();
         assert!(e.contains(CALIBRATION_FILE), "{e}");

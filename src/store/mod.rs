@@ -53,8 +53,8 @@ use std::path::{Path, PathBuf};
 
 pub use baseline::{is_run_or_set, list_baselines, resolve, save_baseline, BASELINES_DIR};
 pub use calibration::{
-    default_calibration_path, load_calibration, save_calibration, Calibration, RampPoint,
-    CALIBRATION_FILE,
+    default_calibration_path, load_calibration, save_calibration, Calibration, Finding, IngestStep,
+    RampPoint, Reach, CALIBRATION_FILE,
 };
 pub use hlog::{read_hlog, write_hlog};
 pub use manifest::{

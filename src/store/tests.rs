@@ -575,6 +575,7 @@ fn summary_json_matches_its_schema() {
     };
     let ceiling = crate::recorder::harness::Ceiling {
         chunks_s: 1e5,
+        found: true,
         measured_at: "2026-11-25T10:00:00.000Z".into(),
     };
     let harness = crate::recorder::harness::Harness::judge(

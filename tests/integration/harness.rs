@@ -2,14 +2,17 @@
 //! plan's known intended starts: dispatch lag p50/p99/max as the records give it, the
 //! requested rate from the plan's Poisson offsets, the achieved rate from the records'
 //! dispatch instants, the calibrated ceiling read from the file the run was given, and the
-//! section in `summary.json`, the table footer and the report. (A run the harness cannot
-//! drive, and `calibrate`, are timing tests: `tests/timing/harness_bound.rs`.)
+//! section in `summary.json`, the table footer and the report; a ceiling `calibrate` did
+//! not reach is a note, never a reason; and `calibrate` with an offered load far below
+//! this machine's capacity says "not reached". (A run the harness cannot drive, and a
+//! full `calibrate --quick`, are timing tests: `tests/timing/harness_bound.rs`.)
 
 use std::sync::Arc;
 
 use spark_bench::recorder::harness::Verdict;
+use spark_bench::runner::calibrate;
 use spark_bench::runner::{self, Options};
-use spark_bench::store::{Calibration, Host, LoadedRun};
+use spark_bench::store::{Calibration, Finding, Host, LoadedRun, Reach};
 
 use crate::support::run::plan_of;
 
@@ -30,6 +33,33 @@ transports = ["http-pooled"]
 prompt = "Say ok."
 "#;
 
+/// A calibration file, as `spark-bench calibrate` leaves it, with this ingest figure.
+fn calibration_of(chunks_s: f64, reach: Reach) -> Calibration {
+    Calibration {
+        measured_at: "2026-11-25T10:00:00.000Z".into(),
+        host: Host::current(),
+        quick: true,
+        ingest_chunks_s: chunks_s,
+        ingest: Finding {
+            reach,
+            bound: chunks_s,
+            ..Default::default()
+        },
+        ingest_ramp: Vec::new(),
+        ingest_chunks: 1,
+        ingest_streams: 16,
+        ingest_cpu_cores: None,
+        stamp_error_rate: 1.0,
+        stamp_error_p50_us: 1.0,
+        stamp_error_p99_us: 1.0,
+        stamp_error_max_us: 1.0,
+        max_request_rate: 1.0,
+        request_rate: Finding::default(),
+        ramp: Vec::new(),
+        took_s: 1.0,
+    }
+}
+
 fn quantile(sorted: &[u64], q: f64) -> f64 {
     // HdrHistogram's value_at_quantile: the smallest value with at least q of the samples
     // at or below it.
@@ -48,22 +78,7 @@ async fn an_ordinary_run_carries_a_harness_section_that_matches_its_records() {
     let plan = plan_of("harness.toml", SCENARIO);
     // A calibration file, as `spark-bench calibrate` leaves it.
     let calibration = tmp.path().join("cache/calibration.json");
-    let c = Calibration {
-        measured_at: "2026-11-25T10:00:00.000Z".into(),
-        host: Host::current(),
-        quick: true,
-        ingest_chunks_s: 54_321.0,
-        ingest_chunks: 1,
-        ingest_streams: 16,
-        ingest_cpu_cores: None,
-        stamp_error_rate: 1.0,
-        stamp_error_p50_us: 1.0,
-        stamp_error_p99_us: 1.0,
-        stamp_error_max_us: 1.0,
-        max_request_rate: 1.0,
-        ramp: Vec::new(),
-        took_s: 1.0,
-    };
+    let c = calibration_of(54_321.0, Reach::Found);
     spark_bench::store::save_calibration(&calibration, &c).unwrap();
     let offsets: Vec<u64> = plan
         .sessions
@@ -150,4 +165,86 @@ async fn an_ordinary_run_carries_a_harness_section_that_matches_its_records() {
     let md = paths.iter().find(|p| p.ends_with("report.md")).unwrap();
     let md = std::fs::read_to_string(md).unwrap();
     assert!(md.contains("| harness |"), "the provenance row");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_ceiling_calibrate_did_not_reach_is_a_note_not_a_reason() {
+    // A "ceiling" of 10 chunks/s that was only a lower bound: the run's chunk rate is far
+    // over half of it, and the verdict must not blame the harness for that.
+    let tmp = tempfile::tempdir().unwrap();
+    let calibration = tmp.path().join("calibration.json");
+    spark_bench::store::save_calibration(&calibration, &calibration_of(10.0, Reach::NotReached))
+        .unwrap();
+    let options = Options {
+        calibration: Some(calibration),
+        ..Options::quiet()
+    };
+    let plan = plan_of("harness.toml", SCENARIO);
+    let outcome = runner::run(Arc::new(plan), &tmp.path().join("results"), options)
+        .await
+        .unwrap();
+    let h = outcome.summary.harness.clone().expect("a harness section");
+    assert!(h.chunk_rate > 5.0, "{h:?}");
+    assert!(!h.ingest_ceiling.as_ref().unwrap().found);
+    assert!(
+        !h.reasons.iter().any(|r| r.contains("ceiling")),
+        "{:?}",
+        h.reasons
+    );
+    assert!(
+        h.notes.iter().any(|n| n.contains(
+            "did not reach this machine's ingest ceiling; below 10 chunks/s, the highest measured, the harness kept up"
+        )),
+        "{:?}",
+        h.notes
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn calibrate_far_below_capacity_says_not_reached() {
+    // 1,600 and 3,200 chunks/s offered (a debug build on a busy 2-core VM takes tens of
+    // thousands), and 10 req/s: every step holds, so neither ramp found a ceiling.
+    let plan = calibrate::Plan {
+        quick: true,
+        ingest_rates: vec![1_600.0, 3_200.0],
+        ingest_s: 0.5,
+        accuracy_s: 0.3,
+        rates: vec![10.0],
+        point_s: 2.0,
+    };
+    let mut lines = Vec::new();
+    let c = calibrate::calibrate(&plan, &mut |l: &str| lines.push(l.to_string()))
+        .await
+        .unwrap();
+    println!("{}", lines.join("\n"));
+    assert_eq!(c.ingest.reach, Reach::NotReached, "{:?}", c.ingest);
+    assert_eq!(c.ingest_ramp.len(), 2);
+    assert!(c.ingest_ramp.iter().all(calibrate::step_held), "{c:?}");
+    // The bound is what was measured (about the top offered rate), never more.
+    assert!(
+        c.ingest.bound > 3_200.0 * 0.9 && c.ingest.bound < 3_200.0 * 1.1,
+        "{:?}",
+        c.ingest
+    );
+    assert_eq!(c.ingest_chunks_s, c.ingest.bound);
+    assert!(!c.ceiling().found);
+    assert!(
+        lines
+            .iter()
+            .any(|l| l.starts_with("ingest ceiling not reached at ")),
+        "{lines:?}"
+    );
+    assert_eq!(
+        c.request_rate.reach,
+        Reach::NotReached,
+        "{:?}",
+        c.request_rate
+    );
+    assert_eq!(c.request_rate.bound, c.max_request_rate);
+    assert!(
+        lines
+            .iter()
+            .any(|l| l.starts_with("request-rate ceiling not reached at ")),
+        "{lines:?}"
+    );
 }
