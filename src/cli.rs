@@ -8,7 +8,7 @@ use std::path::PathBuf;
 use clap::{Args, Parser, Subcommand};
 
 use crate::link::Link;
-use crate::vocab::TransportKind;
+use crate::vocab::{ApiFlavour, TransportKind};
 
 /// Measure how fast streaming LLM APIs feel: round-trip overhead, time to first token,
 /// per-token time and throughput, over HTTP-SSE, HTTP/2 and the Responses WebSocket mode.
@@ -190,10 +190,26 @@ pub struct RunArgs {
     /// Scenario file (TOML), e.g. scenarios/snake.toml.
     pub scenario: PathBuf,
     /// Target to run (repeatable). Built in: sim-gpu, sim-wafer, sim-cpu; others come from
-    /// the scenario's [targets.NAME] or --targets FILE. Default: the scenario's matrix, or
-    /// sim-gpu and sim-wafer.
+    /// the scenario's [targets.NAME] or --targets FILE (for a server by its URL, use --url).
+    /// Default: the scenario's matrix, or sim-gpu and sim-wafer.
     #[arg(long = "target", value_name = "NAME")]
     pub targets: Vec<String>,
+    /// Your own server, by its base URL (http:// or https://, ending in /v1): one target
+    /// named url-HOST-PORT (e.g. url-127-0-0-1-8000) in place of the scenario's matrix
+    /// targets (beside any --target), over the transports its API can use unless
+    /// --transport says. Needs --model. No targets file.
+    #[arg(long, value_name = "URL")]
+    pub url: Option<String>,
+    /// With --url: the model name to request (GET URL/models lists what the server serves).
+    #[arg(long, value_name = "M", requires = "url")]
+    pub model: Option<String>,
+    /// With --url: the API it speaks, chat (chat completions, the default) or responses.
+    #[arg(long, value_name = "API", requires = "url", value_parser = parse_api)]
+    pub api: Option<ApiFlavour>,
+    /// With --url: the NAME of the environment variable holding the API key (sent as
+    /// `Authorization: Bearer`), never the key itself; the key is written nowhere.
+    #[arg(long, value_name = "VAR", requires = "url")]
+    pub api_key_env: Option<String>,
     /// A TOML file of extra [targets.NAME] tables (see targets/*.toml).
     #[arg(long = "targets", value_name = "FILE")]
     pub targets_file: Option<PathBuf>,
@@ -436,6 +452,17 @@ pub struct RecordArgs {
     /// print).
     #[arg(long, short)]
     pub quiet: bool,
+}
+
+/// Parses `--api`: `chat` (or `chat-completions`) or `responses`.
+pub fn parse_api(s: &str) -> Result<ApiFlavour, String> {
+    match s.trim().to_ascii_lowercase().as_str() {
+        "chat" | "chat-completions" | "chat_completions" => Ok(ApiFlavour::ChatCompletions),
+        "responses" => Ok(ApiFlavour::Responses),
+        _ => Err(format!(
+            "{s:?} is not an API; use chat (POST /v1/chat/completions) or responses (POST /v1/responses)"
+        )),
+    }
 }
 
 /// Parses `--max-error-rate`: a fraction `0..=1` (`0.05`) or a percentage `0..=100%`

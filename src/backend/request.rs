@@ -47,7 +47,7 @@ fn common_headers(target: &Target) -> Result<Vec<(HeaderName, HeaderValue)>, Bui
     if let Some(var) = &target.api_key_env {
         let key = std::env::var(var).map_err(|_| {
             BuildError(format!(
-                "target {:?}: environment variable {var} (api_key_env) is not set; export it or remove api_key_env",
+                "target {:?}: environment variable {var} (api_key_env, or --api-key-env) is not set; export it, or remove api_key_env (--api-key-env)",
                 target.name
             ))
         })?;
@@ -532,7 +532,10 @@ pub(crate) mod tests {
         let e = http_request(&t, &c, &RequestSpec::default())
             .unwrap_err()
             .to_string();
-        assert!(e.contains("SPARK_BENCH_TEST_KEY_UNSET_7f3"), "{e}");
+        assert!(
+            e.contains("SPARK_BENCH_TEST_KEY_UNSET_7f3") && e.contains("--api-key-env"),
+            "{e}"
+        );
         // PATH is always set: use it as a stand-in key without touching the environment.
         t.api_key_env = Some("PATH".into());
         if let Ok(h) = ws_headers(&t) {

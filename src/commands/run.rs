@@ -304,6 +304,7 @@ fn plan_input(args: &RunArgs) -> anyhow::Result<plan::PlanInput> {
     let overrides = plan::Overrides {
         targets: args.targets.clone(),
         targets_file,
+        url: url_target(args)?,
         transports: args.transports.clone(),
         seed: args.seed,
         link: args.link,
@@ -313,6 +314,29 @@ fn plan_input(args: &RunArgs) -> anyhow::Result<plan::PlanInput> {
         scenario: Arc::new(loaded),
         overrides,
     })
+}
+
+/// `--url URL --model M [--api …] [--api-key-env VAR]` as one target (clap makes the other
+/// three need --url); --url without --model says how to find the name.
+fn url_target(args: &RunArgs) -> anyhow::Result<Option<plan::targets::UrlTarget>> {
+    let Some(url) = &args.url else {
+        return Ok(None);
+    };
+    let Some(model) = &args.model else {
+        let (shown, _) = crate::vocab::redact::strip_userinfo(url);
+        anyhow::bail!(
+            "--url needs --model M: the name of a model the server serves (`curl {}/models` lists them), e.g. --url {shown} --model my-model",
+            shown.trim_end_matches('/')
+        );
+    };
+    Ok(Some(plan::targets::UrlTarget {
+        url: url.clone(),
+        model: model.clone(),
+        api: args
+            .api
+            .unwrap_or(crate::vocab::ApiFlavour::ChatCompletions),
+        api_key_env: args.api_key_env.clone(),
+    }))
 }
 
 /// Checks the scenario's `[gate]` table before anything runs (`compare` would reject a bad

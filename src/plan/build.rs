@@ -32,6 +32,9 @@ pub struct Overrides {
     pub targets: Vec<String>,
     /// `--targets FILE`, already read and parsed (see `scenario::load_targets`).
     pub targets_file: Option<TargetsFile>,
+    /// `--url URL --model M …`: one target from the command line, in place of the
+    /// scenario's matrix targets (beside any `--target`).
+    pub url: Option<targets::UrlTarget>,
     /// `--transport KIND` (repeatable).
     pub transports: Vec<TransportKind>,
     /// `--seed`.
@@ -192,6 +195,9 @@ fn resolve_transports(
 ) -> Result<Vec<TransportKind>, PlanError> {
     let transports: Vec<TransportKind> = if !o.transports.is_empty() {
         dedup(o.transports.clone())
+    } else if let Some(u) = &o.url {
+        // A server named on the command line: what its API can use, not the scenario's.
+        targets::transports_for(u.api)
     } else {
         dedup(
             s.matrix
@@ -466,9 +472,20 @@ fn resolve_targets(
     src: &Src,
 ) -> Result<(Vec<Target>, bool), PlanError> {
     let path = src.path;
-    let from_cli = !o.targets.is_empty();
+    let url = match &o.url {
+        Some(u) => {
+            u.check()?;
+            Some((u.name(), u.spec()))
+        }
+        None => None,
+    };
+    let from_cli = !o.targets.is_empty() || url.is_some();
     let names: Vec<String> = if from_cli {
-        o.targets.clone()
+        o.targets
+            .iter()
+            .cloned()
+            .chain(url.iter().map(|(n, _)| n.clone()))
+            .collect()
     } else {
         s.matrix
             .targets
@@ -498,6 +515,10 @@ fn resolve_targets(
     let mut out = Vec::new();
     for name in &unique {
         let mut layers: Vec<(&str, &TargetSpec)> = Vec::new();
+        if let Some((_, spec)) = url.as_ref().filter(|(n, _)| n == name) {
+            out.push(targets::resolve(name, &[(targets::URL_ORIGIN, spec)])?);
+            continue;
+        }
         if let Some(spec) = s.targets.get(name) {
             layers.push((path, spec));
         }
@@ -505,25 +526,43 @@ fn resolve_targets(
             layers.push((file.map_or("", |f| f.path.as_str()), spec));
         }
         if layers.is_empty() && !BUILTIN_TARGETS.contains(&name.as_str()) {
-            let hint = suggest(name, &known)
-                .map(|k| format!("did you mean `{k}`? "))
-                .unwrap_or_default();
-            let origin = if from_cli {
-                "--target".to_string()
-            } else {
-                format!(
-                    "[matrix] targets at {}",
-                    src.at(Some("[matrix]"), 1, "targets")
-                )
-            };
-            return Err(PlanError::new(format!(
-                "unknown target `{name}` ({origin}); {hint}known targets: {}. Define others in [targets.{name}] or pass --targets FILE (see targets/*.toml)",
-                known.join(", ")
-            )));
+            return Err(unknown_target(name, &known, from_cli, src));
         }
         out.push(targets::resolve(name, &layers)?);
     }
     Ok((out, from_cli))
+}
+
+/// The error for a target name nothing defines, with a fix that works: `--url URL --model M`
+/// for a URL given as `--target`, a `[targets.NAME]` table TOML can read otherwise.
+fn unknown_target(name: &str, known: &[&str], from_cli: bool, src: &Src) -> PlanError {
+    let shown = crate::vocab::redact::strip_userinfo(name.trim()).0;
+    if from_cli && targets::looks_like_url(name) {
+        return PlanError::new(format!(
+            "--target takes a target's name, not a URL; to run against the server at {shown}, use --url {shown} --model M (M: a model it serves; add --api responses for the Responses API, --api-key-env VAR for a key)"
+        ));
+    }
+    let origin = if from_cli {
+        "--target".to_string()
+    } else {
+        format!(
+            "[matrix] targets at {}",
+            src.at(Some("[matrix]"), 1, "targets")
+        )
+    };
+    let hint = suggest(name, known)
+        .map(|k| format!("did you mean `{k}`? "))
+        .unwrap_or_default();
+    let known = known.join(", ");
+    if targets::looks_like_url(name) || !targets::is_valid_name(name) {
+        return PlanError::new(format!(
+            "`{shown}` ({origin}) is not a target name; list names (known targets: {known}) and define a real server in a table such as [targets.my-server] with base_url = \"http://127.0.0.1:8000/v1\" and model = \"M\", or run it with --url URL --model M"
+        ));
+    }
+    PlanError::new(format!(
+        "unknown target `{name}` ({origin}); {hint}known targets: {known}. Define it in a {} table (base_url and model, see targets/*.toml) in the scenario or a --targets FILE, or run a server in one line with --url URL --model M",
+        targets::table_header(name)
+    ))
 }
 
 /// The session's turns: `repeat` unrolled, agent loops expanded with a seeded tool order

@@ -1,5 +1,6 @@
 //! Targets: the built-in simulator targets, and resolving `[targets.NAME]` tables (from the
-//! scenario and `--targets FILE`) field by field on top of them.
+//! scenario and `--targets FILE`) field by field on top of them; the one target `run --url
+//! URL --model M` defines ([`UrlTarget`]: its name, its checks in the flags' terms).
 //!
 //! Owns: target defaults and per-target validation (names, URLs, API flavour vs transports,
 //! none of the known credential headers in files), which header names count as credentials
@@ -164,6 +165,110 @@ pub fn running_sim(name: &str, model: &str, base_url: &str) -> Target {
         net: Default::default(),
         ignore_eos: false,
         sim_profile_file: None,
+    }
+}
+
+/// One target given on the command line (`run --url URL --model M [--api …]
+/// [--api-key-env VAR]`), in place of a `[targets.NAME]` table.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct UrlTarget {
+    /// `--url`: the base URL, `…/v1`, as typed (URL credentials are stripped where it
+    /// enters the plan, and withheld from everything written).
+    pub url: String,
+    /// `--model`.
+    pub model: String,
+    /// `--api` (default chat completions).
+    pub api: ApiFlavour,
+    /// `--api-key-env`: the name of the variable holding the key, never the key.
+    pub api_key_env: Option<String>,
+}
+
+/// Where a [`UrlTarget`]'s settings come from, in messages.
+pub const URL_ORIGIN: &str = "--url";
+
+impl UrlTarget {
+    /// The target's name: `url-` and the URL's host and port with every character other
+    /// than `[A-Za-z0-9_]` made one `-` (`http://127.0.0.1:8080/v1` → `url-127-0-0-1-8080`),
+    /// so it is a bare TOML key and a file name alike.
+    pub fn name(&self) -> String {
+        let (url, _) = crate::vocab::redact::strip_userinfo(self.url.trim());
+        let rest = url.split_once("://").map_or(url.as_str(), |(_, r)| r);
+        let authority = rest.split(['/', '?', '#']).next().unwrap_or("");
+        let mut label = String::new();
+        for c in authority.chars() {
+            let c = if c.is_ascii_alphanumeric() || c == '_' {
+                c.to_ascii_lowercase()
+            } else {
+                '-'
+            };
+            if !(c == '-' && label.ends_with('-')) {
+                label.push(c);
+            }
+        }
+        let label = label.trim_matches('-');
+        if label.is_empty() {
+            "url".to_string()
+        } else {
+            format!("url-{label}")
+        }
+    }
+
+    /// Checks the flags, with messages in their terms (never echoing what may be a key).
+    pub fn check(&self) -> Result<(), PlanError> {
+        let url = self.url.trim();
+        let (shown, _) = crate::vocab::redact::strip_userinfo(url);
+        if !(url.starts_with("http://") || url.starts_with("https://")) || self.name() == "url" {
+            return Err(PlanError::new(format!(
+                "--url {shown:?} is not an http:// or https:// base URL; give the server's API root, e.g. --url http://127.0.0.1:8000/v1"
+            )));
+        }
+        if self.model.trim().is_empty() {
+            return Err(PlanError::new(
+                "--model is empty; give the model name the server serves (GET <url>/models lists them)",
+            ));
+        }
+        if let Some(env) = &self.api_key_env {
+            let not_a_name =
+                env.is_empty() || !env.chars().all(|c| c.is_ascii_alphanumeric() || c == '_');
+            if not_a_name || looks_like_a_key(env) {
+                return Err(PlanError::new(format!(
+                    "--api-key-env takes the name of an environment variable that holds the key ({} characters given, not shown), never the key itself: export OPENAI_API_KEY=… and pass --api-key-env OPENAI_API_KEY",
+                    env.chars().count()
+                )));
+            }
+        }
+        Ok(())
+    }
+
+    /// The `[targets.NAME]` table these flags stand for.
+    pub fn spec(&self) -> TargetSpec {
+        TargetSpec {
+            base_url: Some(self.url.trim().to_string()),
+            model: Some(self.model.trim().to_string()),
+            api: Some(self.api),
+            api_key_env: self.api_key_env.clone(),
+            ..Default::default()
+        }
+    }
+}
+
+/// Whether a `--target` value (or a `[matrix] targets` entry) is a URL typed where a
+/// target's name belongs.
+pub fn looks_like_url(name: &str) -> bool {
+    let n = name.trim().to_ascii_lowercase();
+    n.contains("://") || n.starts_with("localhost:") || n.contains("/v1")
+}
+
+/// `[targets.NAME]` as TOML must write it: a bare key when `name` is one, else quoted.
+pub fn table_header(name: &str) -> String {
+    if !name.is_empty()
+        && name
+            .chars()
+            .all(|c| c.is_ascii_alphanumeric() || c == '_' || c == '-')
+    {
+        format!("[targets.{name}]")
+    } else {
+        format!("[targets.{name:?}]")
     }
 }
 
@@ -479,6 +584,54 @@ pub(crate) fn dedup<T: PartialEq + Copy>(list: Vec<T>) -> Vec<T> {
 mod tests {
     use super::*;
     use crate::scenario::Dur;
+
+    fn url(u: &str) -> UrlTarget {
+        UrlTarget {
+            url: u.into(),
+            model: "m".into(),
+            api: ApiFlavour::ChatCompletions,
+            api_key_env: None,
+        }
+    }
+
+    #[test]
+    fn url_targets_are_named_after_host_and_port_and_checked_in_flag_terms() {
+        for (u, name) in [
+            ("http://127.0.0.1:8080/v1", "url-127-0-0-1-8080"),
+            ("https://bob:pw@API.Example.com/v1/", "url-api-example-com"),
+            ("http://[::1]:9000/v1", "url-1-9000"),
+            ("http://localhost:8000", "url-localhost-8000"),
+        ] {
+            let t = url(u);
+            assert_eq!(t.name(), name, "{u}");
+            assert!(is_valid_name(name) && !table_header(name).contains('"'));
+            t.check().unwrap();
+            let r = resolve(&t.name(), &[(URL_ORIGIN, &t.spec())]).unwrap();
+            assert!(!r.base_url.unwrap().contains("pw"));
+            assert_eq!(r.transports, transports_for(ApiFlavour::ChatCompletions));
+        }
+        let e = url("127.0.0.1:8080/v1").check().unwrap_err().to_string();
+        assert!(
+            e.contains("--url") && e.contains("http://127.0.0.1:8000/v1"),
+            "{e}"
+        );
+        let e = url("http://u:hunter2@/v1").check().unwrap_err().to_string();
+        assert!(!e.contains("hunter2"), "{e}");
+        let e = UrlTarget {
+            model: " ".into(),
+            ..url("http://h/v1")
+        };
+        assert!(e.check().unwrap_err().to_string().contains("--model"));
+        let pasted = "gsk_4fQx9ZkT2mVbL8rNw3YpHd7sJc1E";
+        let e = UrlTarget {
+            api_key_env: Some(pasted.into()),
+            ..url("http://h/v1")
+        };
+        let e = e.check().unwrap_err().to_string();
+        assert!(e.contains("--api-key-env") && !e.contains(pasted), "{e}");
+        assert_eq!(table_header("a.b"), "[targets.\"a.b\"]");
+        assert!(looks_like_url("http://127.0.0.1:35785/v1") && !looks_like_url("sim-gpu"));
+    }
 
     #[test]
     fn builtins_are_simulator_targets_with_all_transports() {

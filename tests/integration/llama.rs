@@ -718,3 +718,48 @@ async fn llama_http_ttft_matches_a_raw_socket_client() {
          {BLOCKS} blocks: {gaps:?})"
     );
 }
+
+/// (e) The one-line run: `--url $SPARK_BENCH_LLAMA_URL --model local` with no targets file
+/// exits 0, every request ok, on the target named after the server's host and port.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore]
+async fn llama_one_line_url_run() {
+    let tmp = tempfile::tempdir().unwrap();
+    let sc = scenario(
+        tmp.path(),
+        "one-line.toml",
+        "name = \"one-line\"\nmax_output_tokens = 12\n[load]\nsessions = 4\nconcurrency = 2\n\
+         [[turns]]\nprompt = \"Say hi.\"\n[[turns]]\nprompt = \"Again.\"\n",
+    );
+    let out = tmp.path().join("results");
+    let url = llama_url();
+    let args = [
+        "run",
+        sc.to_str().unwrap(),
+        "--url",
+        &url,
+        "--model",
+        "local",
+        "--transport",
+        "http-pooled",
+        "--out",
+        out.to_str().unwrap(),
+        "--quiet",
+        "--no-report",
+    ];
+    let o = run_bin(&args, &[]).await;
+    let (stdout, stderr) = texts(&o);
+    assert_eq!(o.status.code(), Some(0), "{stdout}\n{stderr}");
+    let rows = csv_maps(&only_run(&out).join("requests.csv"));
+    let rows = user_rows(&rows);
+    assert_eq!(rows.len(), 8, "{stderr}");
+    assert_all_ok(&rows);
+    let port = url.rsplit(':').next().unwrap().trim_end_matches("/v1");
+    assert!(
+        rows.iter()
+            .all(|r| r["target"] == format!("url-127-0-0-1-{port}")),
+        "{:?}",
+        rows[0]
+    );
+    println!("one-line run: {} ok rows\n{stdout}", rows.len());
+}

@@ -19,6 +19,7 @@ mod hostile;
 mod llama;
 mod load_rate;
 mod load_schedule;
+mod one_line;
 mod probe;
 mod rates;
 mod record_proxy;

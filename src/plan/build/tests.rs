@@ -197,6 +197,56 @@ fn chat_completions_ws_is_skipped_from_the_matrix_but_an_error_on_the_cli() {
 }
 
 #[test]
+fn a_url_target_replaces_the_matrix_and_a_url_as_target_says_use_url() {
+    let text = "name = \"m\"\n[matrix]\ntargets = [\"sim-gpu\"]\ntransports = [\"ws\", \"http\"]\n[[turns]]\nprompt = \"hi\"\n";
+    let u = targets::UrlTarget {
+        url: "http://127.0.0.1:8000/v1".into(),
+        model: "m".into(),
+        api: crate::vocab::ApiFlavour::ChatCompletions,
+        api_key_env: None,
+    };
+    let o = Overrides {
+        url: Some(u.clone()),
+        ..Default::default()
+    };
+    let p = plan_of(text, &o).unwrap();
+    let cells: Vec<_> = p
+        .cells
+        .iter()
+        .map(|c| format!("{}/{}", c.target.name, c.transport))
+        .collect();
+    assert_eq!(
+        cells,
+        [
+            "url-127-0-0-1-8000/http",
+            "url-127-0-0-1-8000/http-pooled",
+            "url-127-0-0-1-8000/http2"
+        ]
+    );
+    let o = Overrides {
+        targets: vec!["sim-gpu".into()],
+        url: Some(u),
+        transports: vec![TransportKind::Http],
+        ..Default::default()
+    };
+    assert_eq!(plan_of(text, &o).unwrap().cells.len(), 2);
+    let o = Overrides {
+        targets: vec!["http://127.0.0.1:35785/v1".into()],
+        ..Default::default()
+    };
+    let e = plan_of(MINIMAL, &o).unwrap_err().to_string();
+    assert!(
+        e.contains("--url http://127.0.0.1:35785/v1 --model M") && !e.contains("[targets.http"),
+        "{e}"
+    );
+    let text = "name = \"m\"\n[matrix]\ntargets = [\"my.server\"]\n[[turns]]\nprompt = \"hi\"\n";
+    let e = plan_of(text, &Overrides::default())
+        .unwrap_err()
+        .to_string();
+    assert!(e.contains("[targets.\"my.server\"]"), "{e}");
+}
+
+#[test]
 fn unknown_target_lists_known_ones() {
     let o = Overrides {
         targets: vec!["sim-wafr".into()],
