@@ -763,3 +763,62 @@ async fn llama_one_line_url_run() {
     );
     println!("one-line run: {} ok rows\n{stdout}", rows.len());
 }
+
+/// A concurrency sweep against llama-server with a percentile SLO no server meets (TTFT p90
+/// within 1 µs) beside one every point meets: the sweep marks the missed points everywhere
+/// goodput shows (sweep.json's `slo_met`, the sweep table's "SLO missed", the goodput
+/// chart's crossed circles and its legend entry), and marks nothing when every SLO held.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore]
+async fn llama_sweep_goodput_marks_percentile_slo_misses() {
+    for (slo, missed) in [("p90<=1us", true), ("p90<=60s", false)] {
+        let tmp = tempfile::tempdir().unwrap();
+        let text = format!(
+            "name = \"llama-goodput\"\nseed = 5\nmax_output_tokens = 8\nlink = \"none\"\n\n\
+             [load]\nsessions = 4\ncache = \"as-is\"\n\n[matrix]\ntargets = [\"llama\"]\n\
+             transports = [\"http-pooled\"]\n\n[slo]\nttft = \"{slo}\"\ne2e = \"60s\"\n\n\
+             [[turns]]\nprompt = \"Write a haiku about sockets.\"\n"
+        );
+        let sc = scenario(tmp.path(), "goodput.toml", &text);
+        let targets = targets_file(tmp.path());
+        let out = tmp.path().join("results");
+        let args = [
+            "run",
+            sc.to_str().unwrap(),
+            "--targets",
+            targets.to_str().unwrap(),
+            "--out",
+            out.to_str().unwrap(),
+            "--quiet",
+            "--sweep",
+            "concurrency=1,2",
+        ];
+        let o = run_bin(&args, &[]).await;
+        let (stdout, stderr) = texts(&o);
+        assert_eq!(o.status.code(), Some(0), "{stdout}\n{stderr}");
+        let dir = std::fs::read_dir(&out)
+            .unwrap()
+            .filter_map(|e| e.ok())
+            .map(|e| e.path())
+            .find(|p| p.join("sweep.json").is_file())
+            .expect("a sweep directory");
+        let s = spark_bench::store::read_sweep(&dir).unwrap();
+        let points: Vec<_> = s.curves.iter().flat_map(|c| c.points.iter()).collect();
+        assert_eq!(points.len(), 2, "{s:?}");
+        assert!(
+            points.iter().all(|p| p.slo_met == Some(!missed)),
+            "slo {slo}: {points:?}"
+        );
+        let table = spark_bench::recorder::sweep::sweep_table(&s);
+        assert_eq!(table.contains("SLO missed"), missed, "{table}");
+        spark_bench::report::sweep::render_sweep(&dir).unwrap();
+        let svg = std::fs::read_to_string(dir.join("charts/sweep_goodput.svg"))
+            .expect("the sweep report's goodput chart");
+        assert_eq!(
+            svg.contains("missed a percentile SLO"),
+            missed,
+            "slo {slo}: the goodput chart's legend"
+        );
+        println!("slo ttft {slo}: {table}");
+    }
+}
