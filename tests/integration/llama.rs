@@ -71,6 +71,16 @@ stall_timeout = "20s"
 /// returns the rows of `requests.csv`. The exit code must be `exit`: 0 for a clean run, 3 when
 /// a cell's requests all failed (its rows are still written: failures are data).
 async fn run(name: &str, scenario_text: &str, extra: &[&str], exit: i32) -> Vec<Row> {
+    run_with_summary(name, scenario_text, extra, exit).await.0
+}
+
+/// [`run`], and the run's `summary.json`.
+async fn run_with_summary(
+    name: &str,
+    scenario_text: &str,
+    extra: &[&str],
+    exit: i32,
+) -> (Vec<Row>, serde_json::Value) {
     let tmp = tempfile::tempdir().unwrap();
     let sc = scenario(tmp.path(), &format!("{name}.toml"), scenario_text);
     let targets = targets_file(tmp.path());
@@ -94,13 +104,16 @@ async fn run(name: &str, scenario_text: &str, extra: &[&str], exit: i32) -> Vec<
         Some(exit),
         "spark-bench {args:?}\nstdout:\n{stdout}\nstderr:\n{stderr}"
     );
-    let rows = csv_maps(&only_run(&out).join("requests.csv"));
+    let dir = only_run(&out);
+    let rows = csv_maps(&dir.join("requests.csv"));
+    let summary: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(dir.join("summary.json")).unwrap()).unwrap();
     println!(
         "{name}: {} rows in {:.1} s\n{stdout}",
         rows.len(),
         started.elapsed().as_secs_f64()
     );
-    rows
+    (rows, summary)
 }
 
 fn num(r: &Row, col: &str) -> u64 {
@@ -326,8 +339,15 @@ transports = ["http-pooled"]
     for t in 0..4 {
         text.push_str(&format!("\n[[turns]]\nprompt = \"Step {t}: go on.\"\n"));
     }
-    let rows = run("llama-pooled", &text, &[], 0).await;
+    let (rows, summary) = run_with_summary("llama-pooled", &text, &[], 0).await;
     let rows = user_rows(&rows);
+    // The summary says the pool never pooled, and why (what the run table and report show).
+    let conns = &summary["cells"][0]["connections"];
+    assert_eq!(conns["reused"], 0, "{conns}");
+    assert!(
+        conns["note"].as_str().is_some_and(|n| n.contains("closed")),
+        "the reason the pool never pooled: {conns}"
+    );
     assert!(rows.len() >= 200, "{} requests", rows.len());
     let reconnected = rows.iter().filter(|r| num(r, "reconnects") > 0).count();
     let resends: u64 = rows.iter().map(|r| num(r, "reconnects")).sum();
