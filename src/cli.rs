@@ -272,7 +272,7 @@ pub struct RunArgs {
     /// concurrency=1,2,4,8 (closed loop; each point runs at least 4 × concurrency
     /// sessions), rate=2,4,8 (requests/s, open loop; at least one second of arrivals),
     /// or concurrency=auto / rate=auto to find the saturation point (README, "Sweeps and
-    /// goodput"). With an [slo], goodput is vLLM's --goodput (requests/s that met every
+    /// goodput"). With an `[slo]`, goodput is vLLM's --goodput (requests/s that met every
     /// per-request SLO); a point that misses a percentile SLO is marked, not set to 0.
     #[arg(long, value_name = "PARAM=V1,V2,…|auto", value_parser = crate::plan::sweep::SweepSpec::parse_boxed)]
     pub sweep: Option<Box<crate::plan::sweep::SweepSpec>>,

@@ -129,7 +129,7 @@ struct Bucket {
 }
 
 /// The stall rule, fed one request at a time, in bounded memory: a histogram of the
-/// streams' own chunk gaps (for the median) and one [`Bucket`] per non-empty
+/// streams' own chunk gaps (for the median) and one `Bucket` per non-empty
 /// [`BUCKET_NS`] of the run (≈ 20 a second, ≈ 72,000 an hour, a few MB an hour at most),
 /// whatever the number of requests. Requests may arrive in any order.
 #[derive(Debug, Clone)]

@@ -15,7 +15,7 @@
 //!   behind (chunks queued in the socket, or arrived short while the simulator kept pace):
 //!   the ceiling is **found**, the most chunks per second received at any step. Every step
 //!   held: `not reached at` the top received rate (a lower bound). The stamp error is then
-//!   measured at [`ACCURACY_SHARE`] of that rate.
+//!   measured at `ACCURACY_SHARE` of that rate.
 //! * **Rate ramp**: short open-loop runs (`runner::run`, the real driver, Poisson session
 //!   arrivals, one one-turn request per session, four output tokens, the `fast` simulator
 //!   profile, no link) at rising rates, each judged by the run's own `harness` section;
