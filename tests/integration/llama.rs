@@ -81,6 +81,20 @@ async fn run_with_summary(
     extra: &[&str],
     exit: i32,
 ) -> (Vec<Row>, serde_json::Value) {
+    let ran = run_full(name, scenario_text, extra, exit).await;
+    (ran.rows, ran.summary)
+}
+
+/// What [`run_full`] hands back of a finished run.
+struct Ran {
+    rows: Vec<Row>,
+    summary: serde_json::Value,
+    manifest: serde_json::Value,
+    stderr: String,
+}
+
+/// [`run`], with the run's `summary.json`, `manifest.json` and stderr.
+async fn run_full(name: &str, scenario_text: &str, extra: &[&str], exit: i32) -> Ran {
     let tmp = tempfile::tempdir().unwrap();
     let sc = scenario(tmp.path(), &format!("{name}.toml"), scenario_text);
     let targets = targets_file(tmp.path());
@@ -106,14 +120,21 @@ async fn run_with_summary(
     );
     let dir = only_run(&out);
     let rows = csv_maps(&dir.join("requests.csv"));
-    let summary: serde_json::Value =
-        serde_json::from_slice(&std::fs::read(dir.join("summary.json")).unwrap()).unwrap();
+    let json = |file: &str| -> serde_json::Value {
+        serde_json::from_slice(&std::fs::read(dir.join(file)).unwrap()).unwrap()
+    };
+    let (summary, manifest) = (json("summary.json"), json("manifest.json"));
     println!(
         "{name}: {} rows in {:.1} s\n{stdout}",
         rows.len(),
         started.elapsed().as_secs_f64()
     );
-    (rows, summary)
+    Ran {
+        rows,
+        summary,
+        manifest,
+        stderr,
+    }
 }
 
 fn num(r: &Row, col: &str) -> u64 {
@@ -247,34 +268,13 @@ transports = ["http", "http2"]
 prompt = "Say hi."
 "#;
     for (force, exit) in [(false, 0), (true, 3)] {
-        let tmp = tempfile::tempdir().unwrap();
-        let sc = scenario(tmp.path(), "probe.toml", text);
-        let targets = targets_file(tmp.path());
-        let out = tmp.path().join("results");
-        let mut args = vec![
-            "run",
-            sc.to_str().unwrap(),
-            "--targets",
-            targets.to_str().unwrap(),
-            "--out",
-            out.to_str().unwrap(),
-            "--quiet",
-            "--no-report",
-        ];
-        if force {
-            args.push("--force-transports");
-        }
-        let o = run_bin(&args, &[]).await;
-        let (_, stderr) = texts(&o);
-        assert_eq!(
-            o.status.code(),
-            Some(exit),
-            "force {force}; stderr:\n{stderr}"
-        );
-        let dir = only_run(&out);
-        let manifest: serde_json::Value =
-            serde_json::from_str(&std::fs::read_to_string(dir.join("manifest.json")).unwrap())
-                .unwrap();
+        let extra: &[&str] = if force { &["--force-transports"] } else { &[] };
+        let Ran {
+            rows,
+            manifest,
+            stderr,
+            ..
+        } = run_full("llama-probe", text, extra, exit).await;
         let probe = manifest["transport_probes"]
             .as_array()
             .unwrap()
@@ -288,7 +288,6 @@ prompt = "Say hi."
         assert!(answer.starts_with("HTTP/1.1 400"), "{probe}");
         let sentence =
             format!("the server does not speak HTTP/2 (it answered `{answer}` to the h2c preface)");
-        let rows = csv_maps(&dir.join("requests.csv"));
         let h2: Vec<_> = rows.iter().filter(|r| r["transport"] == "http2").collect();
         if force {
             assert!(!h2.is_empty(), "the forced cell ran");
