@@ -6,7 +6,7 @@
 # gate history with a shift injected from run 13, drawn by `spark-bench history`.
 #
 # Usage:
-#   scripts/gate-oc.sh                       # all sections, the numbers the README quotes
+#   scripts/gate-oc.sh                       # all sections, the numbers docs/gate.md quotes
 #   AA_PAIRS=10 DET_PAIRS=5 scripts/gate-oc.sh   # a quicker look
 #
 # Environment (all optional):

@@ -5,7 +5,7 @@ Usage: scripts/goodput.py RUN_DIR_OR_REQUESTS_CSV [--ttft 500ms] [--tpot 20ms] [
        (without limits, the SLOs are read from the run's manifest.json plan.slo)
 
 Prints one JSON object per target x transport: good_requests, good_output_tokens, span_s,
-good_req_s, good_output_tok_s. Definitions (README, "Sweeps and goodput"):
+good_req_s, good_output_tok_s. Definitions (docs/sweeps.md, "Goodput"):
 - measured requests only: warmup = false, and not a kind = warmup request;
 - a request is good when outcome = ok and it meets every per-request SLO
   (ttft_ns, tpot_ns, e2e_ns <= limit; a request without the value is not held to it);

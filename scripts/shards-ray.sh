@@ -5,7 +5,7 @@
 # then `spark-bench merge` folds them into one results directory and `spark-bench report`
 # renders it.
 #
-# Not the CI step (that is .ci/steps/37-shards-engine.sh, on Slurm): see README "Sharded
+# Not the CI step (that is .ci/steps/37-shards-engine.sh, on Slurm): see docs/shards.md "Sharded
 # runs". Cost: the venv is cached in ~/.cache/spark-bench/ray-venv (cold: 11 s of pip here;
 # warm: 0); then ~11 s on a quiet 2-core VM, ~70 s beside 16 busy loops. Bounded: the whole
 # run by STEP_TIMEOUT (default 240 s). SHARDS_BIN=FILE uses that binary and skips the build.

@@ -271,7 +271,7 @@ pub struct RunArgs {
     /// DIR/SWEEP_ID/ (sweep.json, points/NN-PARAM-VALUE/, a sweep report with the knee).
     /// concurrency=1,2,4,8 (closed loop; each point runs at least 4 × concurrency
     /// sessions), rate=2,4,8 (requests/s, open loop; at least one second of arrivals),
-    /// or concurrency=auto / rate=auto to find the saturation point (README, "Sweeps and
+    /// or concurrency=auto / rate=auto to find the saturation point (docs/sweeps.md, "Sweeps and
     /// goodput"). With an `[slo]`, goodput is vLLM's --goodput (requests/s that met every
     /// per-request SLO); a point that misses a percentile SLO is marked, not set to 0.
     #[arg(long, value_name = "PARAM=V1,V2,…|auto", value_parser = crate::plan::sweep::SweepSpec::parse_boxed)]
@@ -287,7 +287,7 @@ pub struct RunArgs {
     pub shard: Option<crate::plan::shard::ShardSpec>,
     /// Run the scenario N times (repeat i with seed + i − 1), into DIR/SET_ID/ holding one
     /// results directory per repeat; `compare` takes such a directory as one side and
-    /// resamples its runs, then their requests (README, "CI regression gate").
+    /// resamples its runs, then their requests (docs/gate.md).
     #[arg(long, value_name = "N", default_value_t = 1, value_parser = clap::value_parser!(u32).range(1..=100))]
     pub repeat: u32,
     /// With --baseline: a regression must reproduce on K fresh runs of the candidate (each
@@ -302,7 +302,7 @@ pub struct ServeArgs {
     /// Hardware profile: gpu (~65 tok/s), wafer (~1000 tok/s, bursts toward 4000), cpu.
     #[arg(long, default_value = "wafer")]
     pub profile: String,
-    /// A TOML file overriding profile parameters (see README, "Simulator profiles").
+    /// A TOML file overriding profile parameters (see docs/simulator.md, "Profiles").
     #[arg(long, value_name = "FILE")]
     pub profile_file: Option<PathBuf>,
     /// Address to listen on; port 0 picks a free port.
@@ -343,6 +343,12 @@ pub struct ReportArgs {
     /// Output directory (default: the results directory, or ./report for several).
     #[arg(long)]
     pub out: Option<PathBuf>,
+    /// Print one JSON object on stdout: `out`, `written` (the paths) and `status`.
+    #[arg(long)]
+    pub json: bool,
+    /// Do not list the written files (warnings and errors still print).
+    #[arg(short, long)]
+    pub quiet: bool,
 }
 
 /// `spark-bench compare`.
@@ -361,7 +367,7 @@ pub struct CompareArgs {
     #[arg(long, value_parser = crate::compare::MetricList::parse)]
     pub metrics: Vec<crate::compare::MetricList>,
     /// Output format: text (terminal table), md (Markdown for $GITHUB_STEP_SUMMARY or a PR
-    /// comment), json (the verdict JSON; see README "CI regression gate").
+    /// comment), json (the verdict JSON; see docs/gate.md).
     #[arg(long, default_value = "text", value_parser = crate::compare::render::Format::parse)]
     pub format: crate::compare::render::Format,
     /// The same as --format json.
@@ -488,6 +494,9 @@ pub fn parse_error_rate(s: &str) -> Result<f64, String> {
 }
 
 #[cfg(test)]
+mod reference;
+
+#[cfg(test)]
 mod tests {
     use super::*;
 
@@ -518,6 +527,7 @@ mod tests {
             &["calibrate", "-q", "--json"],
             &["merge", "a", "--out", "m", "-q", "--json"],
             &["record", "--upstream", "http://x/v1", "-q", "--json"],
+            &["report", "results/r", "-q", "--json"],
         ] {
             assert!(parses(argv).is_ok(), "{argv:?}: {:?}", parses(argv).err());
         }

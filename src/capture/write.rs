@@ -42,12 +42,7 @@ fn q(s: &str) -> String {
 
 fn dur(ns: u64) -> String {
     // Whole microseconds: exact to the 5 ms the replay must hold, and humantime reads it back.
-    let d = Duration::from_micros(ns / 1000);
-    if d.is_zero() {
-        "0s".into()
-    } else {
-        humantime::format_duration(d).to_string()
-    }
+    crate::units::fmt_duration_spec(Duration::from_micros(ns / 1000))
 }
 
 /// The transport a session's requests used, as a run names it.

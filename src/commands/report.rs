@@ -29,9 +29,19 @@ pub async fn execute(args: ReportArgs) -> anyhow::Result<u8> {
         }
     }
     // Rendering is CPU work; keep it off the async worker threads.
+    let out_dir = out.clone();
     let written = tokio::task::spawn_blocking(move || render(&dirs, &formats, &out)).await??;
-    for p in written {
-        outln!("{}", p.display());
+    if args.json {
+        let doc = serde_json::json!({
+            "status": "ok",
+            "out": out_dir.display().to_string(),
+            "written": written.iter().map(|p| p.display().to_string()).collect::<Vec<_>>(),
+        });
+        outln!("{doc}");
+    } else if !args.quiet {
+        for p in written {
+            outln!("{}", p.display());
+        }
     }
     Ok(super::EXIT_OK)
 }

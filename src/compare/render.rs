@@ -3,7 +3,7 @@
 //! everywhere; inconclusive rows come next and are never folded into "passed" silently.
 //!
 //! Owns: the text of the verdict and the verdict JSON shape (schema_version
-//! [`VERDICT_SCHEMA_VERSION`]; documented in README "CI regression gate").
+//! [`VERDICT_SCHEMA_VERSION`]; documented in docs/gate.md).
 
 use std::collections::BTreeMap;
 use std::fmt::Write as _;

@@ -67,8 +67,8 @@ pub(super) fn check_duration(
     match d {
         Some(d) if d > max => Err(PlanError::new(format!(
             "{what} is {}; keep it at most {}, e.g. \"{example}\"",
-            humantime::format_duration(d),
-            humantime::format_duration(max)
+            crate::units::fmt_duration_spec(d),
+            crate::units::fmt_duration_spec(max)
         ))),
         _ => Ok(()),
     }

@@ -341,7 +341,7 @@ fn stop_and_warmup(
             return Err(PlanError::new(format!(
                 "{} is {}; use 1ms to 24h, e.g. \"60s\"",
                 at.from(at.cli.duration.is_some(), "duration"),
-                humantime::format_duration(d)
+                crate::units::fmt_duration_spec(d)
             )));
         }
     }
@@ -351,7 +351,7 @@ fn stop_and_warmup(
             return Err(PlanError::new(format!(
                 "{} is {}; keep a warm-up at most 1h, e.g. \"10s\"",
                 at.from(at.cli.warmup.is_some(), "warmup"),
-                humantime::format_duration(w)
+                crate::units::fmt_duration_spec(w)
             )));
         }
     }

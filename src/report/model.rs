@@ -691,7 +691,7 @@ fn notices(input: &ReportInput) -> Vec<String> {
             .filter(|h| h.verdict == crate::recorder::harness::Verdict::HarnessBound)
         {
             out.push(format!(
-                "{who} was HARNESS-BOUND: the harness could not keep up with the load it was asked to drive, so its latencies and rates may be the harness's, not the target's ({}). See `spark-bench calibrate` and README \"Can the harness keep up?\".",
+                "{who} was HARNESS-BOUND: the harness could not keep up with the load it was asked to drive, so its latencies and rates may be the harness's, not the target's ({}). See `spark-bench calibrate` and docs/harness.md.",
                 h.reasons.join("; ")
             ));
         }

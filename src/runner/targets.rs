@@ -156,7 +156,7 @@ pub fn sim_profile(target: &plan::Target, name: &str) -> anyhow::Result<sim::Pro
     }
     sim::Profile::from_toml_file(path, name).map_err(|e| {
         anyhow::anyhow!(
-            "target {}: sim_profile_file: {e:#}; a profile file holds the keys of README's \"Simulator profiles\" section, e.g. capacity = 8 and decode_tok_s = 1000.0",
+            "target {}: sim_profile_file: {e:#}; a profile file holds the keys of docs/simulator.md's \"Profiles\" section, e.g. capacity = 8 and decode_tok_s = 1000.0",
             target.name
         )
     })

@@ -31,8 +31,7 @@ use crate::vocab::{
 /// compile error.
 ///
 /// Adding a scalar column to `requests.csv`: the field in `RequestRecord` and one
-/// `name: Type = copy,` line here (plus its row in the README's column table, which a test
-/// checks).
+/// `name: Type = copy,` line here (its doc comment is the column's row in docs/results.md, which a test regenerates).
 macro_rules! csv_row {
     (
         $(#[$meta:meta])*
@@ -153,6 +152,8 @@ csv_row! {
     write |r| {
         let st = r.server_timing.as_ref();
         let overhead = r.overhead_ns();
+        // Milliseconds to the nanosecond, without binary float noise.
+        let ms = |v: f64| crate::units::round_decimals(v, 6);
     }
     /// Rebuilds the record from this row and its chunks (from `chunks.csv`), dropping the
     /// derived columns. A server timing with an empty source and no values reads back as
@@ -165,117 +166,146 @@ csv_row! {
             || row.server_queue_ms.is_some();
     }
     columns {
-        /// Sequence number in the run (dispatch order).
+        /// The request's sequence number in the run (dispatch order); `chunks.csv` refers to it.
         id: u64 = copy,
-        /// Target name.
+        /// Target name (`sim-wafer`, `openai`, …).
         target: String = copy,
-        /// Transport name.
+        /// `http`, `http-pooled`, `http2` or `ws`.
         transport: TransportKind = copy,
-        /// Session index within its cell.
+        /// Session index within its target × transport cell.
         session: u32 = copy,
-        /// The scenario turn the request belongs to (the same on every transport).
+        /// The scenario turn the request belongs to (0-based, after `repeat`); a WebSocket warm-up
+        /// and an agent loop's tool-result requests carry the turn they serve.
         turn: u32 = copy,
-        /// Request index within its session (every request counted; absent in older runs).
+        /// Request index within its session (0-based, counting every request: warm-ups and tool
+        /// results too).
         #[serde(default)]
         request: u32 = copy,
-        /// Request index within its turn (0 = the user's request or a warm-up; absent in
-        /// older runs).
+        /// Request index within its turn: 0 for the user's request (and a warm-up), 1, 2, … for the
+        /// tool-result requests that follow it. Leaving out `kind = warmup` rows, (`session`,
+        /// `turn`, `step`) names the same request on every transport, so rows join across
+        /// transports on it (a failed request ends its turn early, so one transport can have fewer
+        /// steps).
         #[serde(default)]
         step: u32 = copy,
-        /// `user`, `tool-result` or `warmup`.
+        /// `user` (a prompt), `tool-result` (tool outputs sent back in an agent loop) or `warmup`
+        /// (a `generate: false` request on a fresh WebSocket, no output).
         kind: RequestKind = copy,
-        /// True for warm-up sessions (excluded from statistics).
+        /// `true` for requests of a warm-up *session* (`[load] warmup_sessions`): recorded, kept
+        /// out of the statistics. Not the same as `kind = warmup`.
         warmup: bool = copy,
-        /// `full-history` or `previous-response-id`.
+        /// How history was sent: `full-history` or `previous-response-id`.
         chaining: Chaining = copy,
-        /// Server response id.
+        /// The server's response id.
         response_id: Option<String> = copy,
-        /// Intended send time (coordinated-omission origin), ns.
+        /// Instant: when the request should have been sent (the schedule; latencies count from
+        /// here, so a late start is not hidden).
         intended_ns: u64 = copy,
-        /// Dispatch time, ns.
+        /// Instant: when it was actually started.
         dispatch_ns: u64 = copy,
-        /// DNS duration, ns.
+        /// Duration: DNS resolution, of the proxy's name when the connection went through one
+        /// (empty for IP literals and on a reused connection).
         dns_ns: Option<u64> = copy,
-        /// TCP connect duration, ns (empty on a reused connection).
+        /// Duration: TCP connect, to the proxy when the connection went through one (empty on a
+        /// reused connection).
         tcp_connect_ns: Option<u64> = copy,
-        /// Proxy `CONNECT` tunnel duration, ns (empty without a proxy or on a reused
-        /// connection; absent in older runs).
+        /// Duration: the HTTP proxy's `CONNECT` tunnel (request written to `200` read), when the
+        /// connection went through a proxy (`HTTPS_PROXY` / `HTTP_PROXY`, or the target's `proxy`);
+        /// empty otherwise and on a reused connection.
         #[serde(default)]
         proxy_connect_ns: Option<u64> = copy,
-        /// TLS handshake duration, ns.
+        /// Duration: TLS handshake.
         tls_handshake_ns: Option<u64> = copy,
-        /// WebSocket upgrade duration, ns.
+        /// Duration: WebSocket upgrade, on the request that paid it.
         ws_upgrade_ns: Option<u64> = copy,
-        /// Request fully written, ns.
+        /// Instant: the request's last byte written.
         request_written_ns: Option<u64> = copy,
-        /// Response headers received, ns.
+        /// Instant: the response head arrived (HTTP).
         response_headers_ns: Option<u64> = copy,
-        /// First protocol event, ns.
+        /// Instant: the first protocol event arrived (`response.created`, the role chunk).
         first_event_ns: Option<u64> = copy,
-        /// First content token, ns.
+        /// Instant: the first content chunk arrived.
         first_token_ns: Option<u64> = copy,
-        /// Last content token, ns.
+        /// Instant: the last content chunk arrived.
         last_token_ns: Option<u64> = copy,
-        /// Terminal event or close, ns.
+        /// Instant: the terminal event, the close or the failure.
         end_ns: Option<u64> = copy,
-        /// Ran on a connection opened earlier.
+        /// The request ran on a connection opened earlier.
         connection_reused: bool = copy,
-        /// Connection id within the run.
+        /// Connection number within the run.
         connection_id: u64 = copy,
-        /// Times the request was re-sent on a fresh connection (absent in older runs).
+        /// How many times the request was sent again on a fresh connection because the reused
+        /// connection it was first written to had been closed by the server with proof that no
+        /// server application read it: the connection was reset under it, hyper handed it back
+        /// unwritten (e.g. after an HTTP/2 GOAWAY), or HTTP/2 `REFUSED_STREAM`. The phases on the
+        /// row are the fresh connection's; the request is counted once. A connection found closed
+        /// *before* sending (an idle keep-alive connection the server closed, `Connection: close`,
+        /// an expired `Keep-Alive: timeout`, a WebSocket closed between turns) is simply not used:
+        /// the request runs on a new connection (`connection_reused = false`) with `reconnects =
+        /// 0`.
         #[serde(default)]
         reconnects: u32 = copy,
         /// `HTTP/1.1`, `HTTP/2` or `WebSocket`.
         protocol: WireProtocol = copy,
-        /// Negotiated ALPN.
+        /// The protocol TLS negotiated.
         alpn: Option<String> = copy,
-        /// Request bytes written.
+        /// Request bytes on the wire for this request: headers + body, or WebSocket payloads.
         bytes_sent: u64 = copy,
-        /// Response bytes read.
+        /// Response bytes on the wire for this request: headers + body, or WebSocket payloads.
         bytes_received: u64 = copy,
-        /// Input tokens (server usage).
+        /// Input tokens, from the server's usage.
         input_tokens: Option<u32> = copy,
-        /// Cached input tokens (server usage).
+        /// Cached input tokens (served from the prefix cache), from the server's usage.
         cached_input_tokens: Option<u32> = copy,
-        /// Output tokens.
+        /// Output tokens, from the source in `token_source`.
         output_tokens: u32 = copy,
-        /// `server-usage` or `chunk-count`.
+        /// `server-usage` (the server's `usage`) or `chunk-count` (no usage: one per content chunk,
+        /// a lower bound).
         token_source: TokenSource = copy,
-        /// Tool calls the model made.
+        /// Function calls the model made.
         tool_calls: u32 = copy,
-        /// Server timing source (`websocket-timing`, `openai-processing-ms`, …); empty when
-        /// the server reported none.
+        /// Where the server's own timing came from: `websocket-timing`, `cerebras-time-info`,
+        /// `llamacpp-timings`, `groq-usage` or `openai-processing-ms`; empty when it reported none.
         server_timing_source: Option<String> = (st.map(|s| s.source.clone())),
-        /// Server TTFT, ms.
-        server_ttft_ms: Option<f64> = (st.and_then(|s| s.ttft_ms)),
-        /// Server total time, ms.
-        server_total_ms: Option<f64> = (st.and_then(|s| s.total_ms)),
-        /// Server API overhead outside the engine, ms.
-        server_api_overhead_ms: Option<f64> = (st.and_then(|s| s.api_overhead_ms)),
-        /// Server queueing, ms.
-        server_queue_ms: Option<f64> = (st.and_then(|s| s.queue_ms)),
+        /// The server's reported time to first token, ms.
+        server_ttft_ms: Option<f64> = (st.and_then(|s| s.ttft_ms).map(ms)),
+        /// The server's reported total time, ms.
+        server_total_ms: Option<f64> = (st.and_then(|s| s.total_ms).map(ms)),
+        /// The server's reported API overhead outside the engine, ms.
+        server_api_overhead_ms: Option<f64> = (st.and_then(|s| s.api_overhead_ms).map(ms)),
+        /// The server's reported queueing time, ms.
+        server_queue_ms: Option<f64> = (st.and_then(|s| s.queue_ms).map(ms)),
         /// `ok`, `http-status`, `connect-error`, `tls-error`, `upgrade-error`, `timeout`,
-        /// `truncated`, `stale-connection`, `server-error`, `protocol-error`, `cancelled`.
+        /// `truncated`, `stale-connection` (a reused connection closed by the server after the
+        /// request was written and before any response byte: the server may have seen it, so it was
+        /// not re-sent), `server-error`, `protocol-error`, `too-large` (a response head, SSE line
+        /// or event, or WebSocket frame or message over its limit), `local-error` (this machine ran
+        /// out of file descriptors or ports), `unsupported-transport` (the transport probe found
+        /// that the server does not speak this transport and `--force-transports` ran it anyway;
+        /// the error quotes the server's answer) or `cancelled` (cut off by Ctrl-C or the run
+        /// deadline, not counted against the server); one server behaviour is one kind on every
+        /// transport, see docs/hostile-servers.md (hostile-servers.md).
         outcome: OutcomeKind = copy,
-        /// HTTP status when not 2xx.
+        /// The HTTP status when not 2xx.
         http_status: Option<u16> = copy,
-        /// Failure detail.
+        /// The failure's detail.
         error: Option<String> = copy,
-        /// Derived: TTFT from the intended start, ns.
+        /// Duration: time to first token, from `intended_ns`.
         ttft_ns: Option<u64> = (r.ttft_ns()),
-        /// Derived: end-to-end latency from the intended start, ns.
+        /// Duration: end to end, from `intended_ns` to the last content token (to `end_ns` when
+        /// there was none).
         e2e_ns: Option<u64> = (r.e2e_ns()),
-        /// Derived: time per output token after the first, ns (fractional).
-        tpot_ns: Option<f64> = (r.tpot_ns()),
-        /// Derived: round-trip overhead, ns.
+        /// Duration (fractional): (last − first content arrival) / (output tokens − 1).
+        tpot_ns: Option<f64> = (r.tpot_ns().map(|t| crate::units::round_decimals(t, 3))),
+        /// Duration: round-trip overhead (see the metric definitions).
         overhead_ns: Option<u64> = (overhead.map(|(o, _)| o)),
-        /// Derived: `server-timing` or `first-event-estimate`.
+        /// `server-timing` or `first-event-estimate`.
         overhead_source: Option<OverheadSource> = (overhead.map(|(_, s)| s)),
-        /// Derived: number of content chunks (rows in `chunks.csv`).
+        /// Content chunks: this request's rows in `chunks.csv`.
         chunk_count: u32 =
             (u32::try_from(r.chunks.len() as u64 + r.chunks_dropped).unwrap_or(u32::MAX)),
-        /// The shard (`run --shard I/N`) that sent the request; empty for an unsharded run
-        /// (and in older runs). After `merge`, every row names its shard.
+        /// The shard (`run --shard I/N`) that sent the request; empty for an unsharded run.
+        /// `sessions.csv` has the same column.
         #[serde(default)]
         shard: Option<u32> = (None),
     }
@@ -360,6 +390,9 @@ csv_row! {
 }
 
 #[cfg(test)]
+mod column_docs;
+
+#[cfg(test)]
 mod tests {
     use super::*;
 
@@ -372,25 +405,36 @@ mod tests {
         text.lines().next().unwrap().to_string()
     }
 
+    /// The column tables of `docs/results.md` are generated from the `csv_row!` declarations
+    /// above (each column's doc comment and type): a column added here without regenerating
+    /// fails this test, and `UPDATE_DOCS=1 cargo test --lib column_tables` rewrites them.
     #[test]
-    fn every_requests_column_is_documented_in_the_readme() {
-        let readme =
-            std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/README.md")).unwrap();
-        let section = readme
-            .split("### `requests.csv` columns")
-            .nth(1)
-            .expect("README has a requests.csv columns section");
-        let section = section.split("\n#").next().unwrap_or(section);
-        let documented: Vec<&str> = section
-            .lines()
-            .filter_map(|l| l.strip_prefix("| "))
-            .filter_map(|l| l.split(" | ").next())
-            .collect();
-        for c in REQUEST_COLUMNS {
-            let name = format!("`{c}`");
+    fn column_tables_in_the_docs_are_generated_from_the_declarations() {
+        let path = concat!(env!("CARGO_MANIFEST_DIR"), "/docs/results.md");
+        let doc = std::fs::read_to_string(path).unwrap();
+        let source = include_str!("rows.rs");
+        let mut updated = doc.clone();
+        for (file, constant, columns) in [
+            ("requests.csv", "REQUEST_COLUMNS", REQUEST_COLUMNS),
+            ("chunks.csv", "CHUNK_COLUMNS", CHUNK_COLUMNS),
+            ("sessions.csv", "SESSION_COLUMNS", SESSION_COLUMNS),
+        ] {
+            let declared = super::column_docs::declared(source, constant);
+            let names: Vec<&str> = declared.iter().map(|c| c.name.as_str()).collect();
+            assert_eq!(
+                names, columns,
+                "{file}: the parsed declaration is the column list"
+            );
+            let table = super::column_docs::table(&declared);
+            updated = super::column_docs::replace_block(&updated, file, &table)
+                .unwrap_or_else(|| panic!("docs/results.md has no generated block for {file}"));
+        }
+        if std::env::var_os("UPDATE_DOCS").is_some() {
+            std::fs::write(path, &updated).unwrap();
+        } else {
             assert!(
-                documented.iter().any(|d| d.split(", ").any(|n| n == name)),
-                "README does not document the requests.csv column {name}"
+                updated == doc,
+                "docs/results.md's column tables are stale: run `UPDATE_DOCS=1 cargo test --lib column_tables`"
             );
         }
     }

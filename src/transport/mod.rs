@@ -245,7 +245,7 @@ pub enum Ending {
 }
 
 /// The size limits that bound a request's memory whatever the server sends. Documented in
-/// README's "Hostile servers" section; exceeding one ends the request with `too-large`.
+/// docs/transports.md "Hostile servers" section; exceeding one ends the request with `too-large`.
 pub mod limits {
     /// Longest SSE line and largest SSE event `data`, bytes.
     pub const SSE_LINE: usize = super::sse::MAX_LINE;

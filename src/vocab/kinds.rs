@@ -135,7 +135,7 @@ names! {
         /// Cut off by Ctrl-C or the run deadline; not counted against the server.
         Cancelled = "cancelled",
         /// The server sent more than a size limit allows (response head, SSE line or event,
-        /// WebSocket frame or message; see README "Hostile servers"); the request was ended
+        /// WebSocket frame or message; see docs/transports.md "Hostile servers"); the request was ended
         /// without buffering the rest.
         TooLarge = "too-large",
         /// This machine failed the request, not the server: out of file descriptors or

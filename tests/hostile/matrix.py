@@ -27,7 +27,7 @@ HERE = pathlib.Path(__file__).resolve().parent
 ROOT = HERE.parent.parent
 TRANSPORTS = {"h": "http", "p": "http-pooled", "2": "http2", "w": "ws"}
 KEY = "sk-hostile-0123456789-secret"
-DOCUMENTED_EXIT = {0}  # a run whose requests failed still exits 0 (README "Exit codes")
+DOCUMENTED_EXIT = {0}  # a run whose requests failed still exits 0 (README "Exit codes and JSON")
 
 
 def expectations(only=None):

@@ -317,7 +317,7 @@ async fn the_proxy_forwards_every_event_byte_for_byte() {
 }
 
 /// The proxy's added latency per chunk: `cargo test --test integration
-/// proxy_added_latency -- --ignored --nocapture` (quiet machine; figures in the README).
+/// proxy_added_latency -- --ignored --nocapture` (quiet machine; figures in docs/record.md).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 #[ignore]
 async fn proxy_added_latency_per_chunk() {

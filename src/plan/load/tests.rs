@@ -321,7 +321,7 @@ fn bad_values_name_the_key_and_a_fix() {
         ("rate = -3.5", "[load] rate at s.toml:3:1 is -3.5; use a request rate above 0"),
         ("rate = nan", "[load] rate at s.toml:3:1 is NaN; use a request rate above 0"),
         ("rate = 1e9", "[load] rate at s.toml:3:1 is 1000000000; use a request rate above 0 and at most 100000"),
-        ("rate = 10\nduration = \"0s\"", "[load] duration at s.toml:4:1 is 0s; use 1ms to 24h, e.g. \"60s\""),
+        ("rate = 10\nduration = \"0s\"", "[load] duration at s.toml:4:1 is 0ms; use 1ms to 24h, e.g. \"60s\""),
         ("warmup = \"2h\"", "[load] warmup at s.toml:3:1 is 2h; keep a warm-up at most 1h"),
         ("max_in_flight = 0", "[load] max_in_flight at s.toml:3:1 is 0; use 1 to 100000"),
         ("rate = 0.1\nduration = \"1s\"\nwarmup = \"1s\"", "this load starts no measured session"),
