@@ -3,3 +3,6 @@
 source "$(dirname "$0")/../lib.sh"
 
 RUSTDOCFLAGS="-D warnings" cargo doc --no-deps --lib --locked
+
+# Every relative link and anchor in README.md, docs/ and scenarios/README.md resolves.
+python3 scripts/check_links.py
