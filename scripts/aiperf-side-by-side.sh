@@ -3,7 +3,8 @@
 # (issue 22): client CPU per request, output tok/s, and TTFT p50 over the simulator's own TTFT.
 #
 #   scripts/aiperf-side-by-side.sh [--bin PATH] [--requests N] [--concurrency "32 256"]
-#                                  [--isl TOKENS] [--osl TOKENS] [--out DIR]
+#                                  [--isl TOKENS] [--osl TOKENS] [--out DIR] [--port P]
+#                                  [--no-rate-matched]
 #
 # The simulator runs on core 1 (taskset -c 1), each client on core 0, one after the other:
 # AIPerf first, then spark-bench with the same concurrency, request count, output length
@@ -17,7 +18,9 @@
 #
 # The AIPerf venv (target/aiperf-venv, `pip install aiperf==0.13.0`, ~2 min) and an offline
 # tokenizer (AIPerf's `builtin` one downloads tiktoken's o200k_base at start) are made on
-# first use. Results: OUT/rows.jsonl, OUT/table.txt, each tool's own output under OUT/.
+# first use. A third row per concurrency (unless --no-rate-matched) runs spark-bench open
+# loop at AIPerf's achieved request rate, so the simulator is as busy as under AIPerf.
+# Results: OUT/rows.jsonl, OUT/table.txt, each tool's own output under OUT/.
 set -euo pipefail
 
 here=$(cd "$(dirname "$0")" && pwd)
@@ -28,6 +31,7 @@ concs="32 256"
 isl=128
 osl=64
 port=18390
+rate_matched=1
 out="$root/target/aiperf-side-by-side/$(date -u +%Y%m%d-%H%M%S)"
 while [ $# -gt 0 ]; do
   case "$1" in
@@ -38,6 +42,7 @@ while [ $# -gt 0 ]; do
     --osl) osl=$2; shift 2 ;;
     --out) out=$2; shift 2 ;;
     --port) port=$2; shift 2 ;;
+    --no-rate-matched) rate_matched=0; shift ;;
     *) echo "unknown argument $1" >&2; exit 2 ;;
   esac
 done
@@ -87,7 +92,7 @@ aiperf_run() {
     --artifact-dir "$1" >"$1.log" 2>&1 || { echo "aiperf failed: $1.log" >&2; tail -20 "$1.log" >&2; exit 1; }
 }
 
-# sb_run DIR CONCURRENCY REQUESTS PROMPT_TOKENS: spark-bench on core 0, likewise.
+# sb_run DIR CONCURRENCY REQUESTS PROMPT_TOKENS [RUN FLAGS...]: spark-bench on core 0, likewise.
 sb_run() {
   mkdir -p "$1"
   cat >"$1.toml" <<EOF
@@ -110,8 +115,10 @@ input_tokens = { dist = "fixed", value = $4 }
 output_tokens = { dist = "fixed", value = $osl }
 turns = 1
 EOF
-  $helper cpu "$1.cpu.json" -- taskset -c 0 "$bin" run "$1.toml" --cache as-is --quiet \
-    --no-report --out "$1" >"$1.log" 2>&1 || { echo "spark-bench failed: $1.log" >&2; tail -20 "$1.log" >&2; exit 1; }
+  local dir=$1
+  shift 4
+  $helper cpu "$dir.cpu.json" -- taskset -c 0 "$bin" run "$dir.toml" --cache as-is --quiet \
+    --no-report --out "$dir" "$@" >"$dir.log" 2>&1 || { echo "spark-bench failed: $dir.log" >&2; tail -20 "$dir.log" >&2; exit 1; }
 }
 
 sim_cpu() { $helper proc-cpu $sim; }
@@ -136,6 +143,20 @@ for c in $concs; do
   s0=$(sim_cpu); sb_run "$s" "$c" "$requests" $((server_isl - 1)); s1=$(sim_cpu)
   $helper row spark-bench "$c" "$s" "$s.cpu.json" "$s-small.cpu.json" "$small" \
     "$(python3 -c "print($s1 - $s0)")" "$sim_ttft" >>"$rows"
+
+  # The same requests, open loop at AIPerf's achieved request rate (constant gaps, at most
+  # CONCURRENCY in flight): the simulator as busy as AIPerf kept it, so what is left of the
+  # TTFT inflation is the client's.
+  if [ "$rate_matched" = 1 ]; then
+    rate=$($helper aiperf-rate "$a")
+    o="$out/sb-rate-c$c"
+    echo "== spark-bench, open loop at AIPerf's $rate req/s, at most $c in flight (load $(load1))"
+    s0=$(sim_cpu)
+    sb_run "$o" "$c" "$requests" $((server_isl - 1)) --rate "$rate" --arrival constant --max-in-flight "$c"
+    s1=$(sim_cpu)
+    $helper row sb@aiperf-rate "$c" "$o" "$o.cpu.json" - 0 \
+      "$(python3 -c "print($s1 - $s0)")" "$sim_ttft" >>"$rows"
+  fi
 done
 
 echo "== load average at end: $(cut -d' ' -f1-3 /proc/loadavg)"

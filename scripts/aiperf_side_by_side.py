@@ -12,6 +12,7 @@ Subcommands (the shell script calls them; each does one small thing):
                            tokenizer on CORPUS: AIPerf needs a tokenizer and its `builtin`
                            one downloads tiktoken's o200k_base at start.
   aiperf-isl DIR           the mean prompt tokens the server reported for AIPerf's requests.
+  aiperf-rate DIR          AIPerf's achieved request rate, requests per second.
   row ...                  one result row (JSON line) from a tool's output and its CPU file.
   table ROWS.jsonl         the side-by-side table, ratios included.
 
@@ -97,6 +98,11 @@ def cmd_aiperf_isl(argv):
     print(round(d["usage_prompt_tokens"]["avg"]))
 
 
+def cmd_aiperf_rate(argv):
+    d = load(os.path.join(argv[0], "profile_export_aiperf.json"))
+    print(f'{d["request_throughput"]["avg"]:.3f}')
+
+
 def aiperf_figures(out_dir):
     d = load(os.path.join(out_dir, "profile_export_aiperf.json"))
     return {
@@ -120,7 +126,9 @@ def sb_figures(out_dir):
     return {
         "requests": cell["requests"],
         "errors": cell["failed"],
-        "output_tok_s": cell["aggregate_output_tok_s"],
+        # Over the whole span, as AIPerf's (summary.json's aggregate_output_tok_s divides by
+        # the time with a request in flight, which an open loop's idle gaps leave out).
+        "output_tok_s": cell["output_tokens"] / cell["span_s"],
         "ttft_p50_ms": m["ttft"]["p50"],
         "input_tokens": cell.get("mean_input_tokens"),
         "output_tokens": cell.get("mean_output_tokens"),
@@ -135,7 +143,7 @@ def cmd_row(argv):
     fig = aiperf_figures(out_dir) if tool == "aiperf" else sb_figures(out_dir)
     cpu = load(cpu_file)
     row = {"tool": tool, "concurrency": int(conc), **fig, **cpu}
-    row["small_cpu_s"] = load(small_cpu)["cpu_s"]
+    row["small_cpu_s"] = load(small_cpu)["cpu_s"] if small_cpu != "-" else None
     row["small_requests"] = int(small_n)
     row["sim_ttft_ms"] = float(sim_ttft)
     row["sim_cpu_s"] = float(sim_cpu)
@@ -146,6 +154,8 @@ def marginal_ms(r):
     """CPU-ms per request net of the tool's fixed cost: the difference between the full run
     and a short run of the same tool and concurrency, over the difference in requests."""
     n = r["requests"] - r["small_requests"]
+    if r["small_cpu_s"] is None:
+        return float("nan")
     return 1000 * (r["cpu_s"] - r["small_cpu_s"]) / n if n > 0 else float("nan")
 
 
@@ -188,6 +198,13 @@ def cmd_table(argv):
         print(f"  concurrency {conc}: CPU per request {cpu:.4f} (1/{1 / cpu:.0f}; "
               f"marginal {marg:.4f}, 1/{1 / marg:.0f}), "
               f"TTFT inflation {infl:.4f} (1/{1 / infl:.0f}), output tok/s {tput:.1f}x")
+        o = [r for r in rows if r["concurrency"] == conc and r["tool"] == "sb@aiperf-rate"]
+        if o:
+            o = o[-1]
+            infl = (o["ttft_p50_ms"] - o["sim_ttft_ms"]) / (a["ttft_p50_ms"] - a["sim_ttft_ms"])
+            cpu = (o["cpu_s"] / o["requests"]) / (a["cpu_s"] / a["requests"])
+            print(f"    open loop at AIPerf's request rate: CPU per request {cpu:.4f} "
+                  f"(1/{1 / cpu:.0f}), TTFT inflation {infl:.4f} (1/{1 / infl:.0f})")
 
 
 def main():
@@ -195,7 +212,7 @@ def main():
         sys.exit(__doc__)
     cmds = {
         "cpu": cmd_cpu, "proc-cpu": cmd_proc_cpu, "tokenizer": cmd_tokenizer,
-        "aiperf-isl": cmd_aiperf_isl, "row": cmd_row, "table": cmd_table,
+        "aiperf-isl": cmd_aiperf_isl, "aiperf-rate": cmd_aiperf_rate, "row": cmd_row, "table": cmd_table,
     }
     if sys.argv[1] not in cmds:
         sys.exit(__doc__)
