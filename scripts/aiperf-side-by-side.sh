@@ -14,7 +14,7 @@
 # The simulator's own TTFT is its timing model's: API overhead 0.2 ms + session init 0.5 ms
 # + prompt tokens / 10M tok/s (no queue below its capacity of 1024); spark-bench's
 # server_ttft (from the `x-sim-timing-flavour: cerebras` time_info, which leaves out the API
-# overhead) cross-checks it. Both tools send that header, so they read the same stream.
+# overhead; rows.jsonl server_ttft_p50_ms) cross-checks it. Both tools send that header, so they read the same stream.
 #
 # The AIPerf venv (target/aiperf-venv, `pip install aiperf==0.13.0`, ~2 min) and an offline
 # tokenizer (AIPerf's `builtin` one downloads tiktoken's o200k_base at start) are made on
