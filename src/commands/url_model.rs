@@ -27,13 +27,14 @@ pub fn first_model(url: &str, api_key_env: Option<&str>) -> anyhow::Result<Strin
     };
     let key = match api_key_env {
         Some(var) => Some(std::env::var(var).map_err(|_| {
-            fail(format!("the variable {var} named by --api-key-env is not set"))
+            fail(format!(
+                "the variable {var} named by --api-key-env is not set"
+            ))
         })?),
         None => None,
     };
     let endpoint = BaseUrl::parse(&url).map_err(|e| fail(e.to_string()))?;
-    let proxy =
-        proxy::choose(None, &endpoint, |name| std::env::var(name).ok()).map_err(&fail)?;
+    let proxy = proxy::choose(None, &endpoint, |name| std::env::var(name).ok()).map_err(&fail)?;
     let trust = crate::tls::EndpointTrust::load(None, None)
         .map(|t| Trust::Endpoint(std::sync::Arc::new(t)))
         .map_err(|e| fail(format!("{e:#}")))?;
@@ -77,8 +78,8 @@ pub fn first_model(url: &str, api_key_env: Option<&str>) -> anyhow::Result<Strin
 /// The `id`s of an OpenAI model list (`{"object": "list", "data": [{"id": …}, …]}`), in
 /// order; at least one.
 pub fn model_ids(body: &[u8]) -> Result<Vec<String>, String> {
-    let v: serde_json::Value = serde_json::from_slice(body)
-        .map_err(|e| format!("the answer is not JSON: {e}"))?;
+    let v: serde_json::Value =
+        serde_json::from_slice(body).map_err(|e| format!("the answer is not JSON: {e}"))?;
     let ids: Vec<String> = v
         .get("data")
         .and_then(serde_json::Value::as_array)
@@ -100,7 +101,8 @@ mod tests {
 
     #[test]
     fn reads_openai_model_lists() {
-        let body = br#"{"object":"list","data":[{"id":"Qwen/Qwen3-0.6B","object":"model"},{"id":"b"}]}"#;
+        let body =
+            br#"{"object":"list","data":[{"id":"Qwen/Qwen3-0.6B","object":"model"},{"id":"b"}]}"#;
         assert_eq!(model_ids(body).unwrap(), ["Qwen/Qwen3-0.6B", "b"]);
         assert!(model_ids(br#"{"data":[]}"#)
             .unwrap_err()

@@ -345,7 +345,10 @@ pub struct Workload {
 
 #[derive(Debug, Clone)]
 enum Source {
-    Synthetic { input: Dist, turns: u32 },
+    Synthetic {
+        input: Dist,
+        turns: u32,
+    },
     Dataset {
         chosen: Vec<Conversation>,
         /// A trace: each chosen conversation's start offset (the first at 0), in order.
@@ -518,10 +521,7 @@ fn trace(
     convs.sort_by(|a, b| ms(a).total_cmp(&ms(b)));
     convs.truncate(sample);
     let t0 = convs.first().map_or(0.0, ms);
-    let arrivals: Vec<Duration> = convs
-        .iter()
-        .map(|c| ms_duration(ms(c) - t0))
-        .collect();
+    let arrivals: Vec<Duration> = convs.iter().map(|c| ms_duration(ms(c) - t0)).collect();
     warnings.push(format!(
         "trace replay: {} sessions start at the dataset's arrival instants (over {:.3} s), the first {} in time order",
         convs.len(),

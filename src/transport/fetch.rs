@@ -75,7 +75,7 @@ pub async fn get(
             .await
             .map_err(|e| format!("reading the answer: {e}"))?
             .to_bytes();
-        Ok((status, body))
+        Ok::<_, String>((status, body))
     };
     tokio::time::timeout(timeout, work)
         .await

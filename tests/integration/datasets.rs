@@ -109,11 +109,7 @@ async fn vllm_sharegpt_json_replays_first_turns_with_their_reply_lengths() {
         prompts.push(turn.user_text.to_string());
     }
     prompts.sort();
-    assert_eq!(
-        prompts[0],
-        "List three sorting algorithms.",
-        "{prompts:?}"
-    );
+    assert_eq!(prompts[0], "List three sorting algorithms.", "{prompts:?}");
     assert!(prompts.contains(&"Write a haiku about latency.".to_string()));
 }
 
@@ -129,17 +125,17 @@ async fn a_mooncake_trace_is_replayed_at_its_instants_with_its_lengths() {
     assert!(recs.iter().all(|r| r.is_ok()), "{recs:?}");
     recs.sort_by_key(|r| (r.intended_ns, r.session));
     // input_length tokens (+1: the chat template), output_length tokens, in time order.
-    let got: Vec<(Option<u32>, u32)> = recs
+    let mut got: Vec<(Option<u32>, u32)> = recs
         .iter()
         .map(|r| (r.input_tokens, r.output_tokens))
         .collect();
-    let want = [(701, 12), (1101, 20), (301, 8), (521, 5), (65, 16)];
-    let mut got_sorted = got.clone();
-    let mut want_sorted: Vec<(Option<u32>, u32)> =
-        want.iter().map(|&(i, o)| (Some(i), o)).collect();
-    got_sorted.sort();
-    want_sorted.sort();
-    assert_eq!(got_sorted, want_sorted);
+    let mut want: Vec<(Option<u32>, u32)> = [(701, 12), (1101, 20), (301, 8), (521, 5), (65, 16)]
+        .iter()
+        .map(|&(i, o)| (Some(i), o))
+        .collect();
+    got.sort_unstable();
+    want.sort_unstable();
+    assert_eq!(got, want);
     // Each was sent at its trace instant (0, 150, 300, 300, 800 ms after the first).
     let t0 = recs[0].dispatch_ns;
     let offsets: Vec<f64> = recs
@@ -173,13 +169,22 @@ async fn a_bad_dataset_stops_the_run_naming_the_line_and_the_formats() {
     );
     let out = tmp.path().join("out");
     let o = run_bin(
-        &["run", s.to_str().unwrap(), "--out", out.to_str().unwrap(), "-q"],
+        &[
+            "run",
+            s.to_str().unwrap(),
+            "--out",
+            out.to_str().unwrap(),
+            "-q",
+        ],
         &[],
     )
     .await;
     let (_, stderr) = texts(&o);
     assert_eq!(o.status.code(), Some(2), "{stderr}");
-    assert!(stderr.contains("bad.jsonl:2: has none of the keys"), "{stderr}");
+    assert!(
+        stderr.contains("bad.jsonl:2: has none of the keys"),
+        "{stderr}"
+    );
     for f in [
         "openai (JSONL",
         "sharegpt (JSONL",
@@ -239,8 +244,9 @@ async fn url_without_model_takes_the_model_v1_models_lists() {
     let (_, stderr) = texts(&o);
     assert_eq!(o.status.code(), Some(0), "{stderr}");
     assert!(
-        stderr.contains("--url without --model: using model \"sim-fast\", the only one of the 1 model(s) GET")
-            && stderr.contains("/v1/models lists"),
+        stderr.contains(
+            "--url without --model: using model \"sim-fast\", the only one of the 1 model(s) GET"
+        ) && stderr.contains("/v1/models lists"),
         "{stderr}"
     );
     let rows = csv_maps(&only_run(&out).join("requests.csv"));
@@ -249,11 +255,22 @@ async fn url_without_model_takes_the_model_v1_models_lists() {
     // A server whose list is not there, or lists nothing: the error says how to fix it.
     for (url, why) in [
         (answering("404 Not Found", "{\"error\":\"no\"}"), "HTTP 404"),
-        (answering("200 OK", "{\"object\":\"list\",\"data\":[]}"), "lists no model"),
+        (
+            answering("200 OK", "{\"object\":\"list\",\"data\":[]}"),
+            "lists no model",
+        ),
     ] {
         let out = tmp.path().join("err");
         let o = run_bin(
-            &["run", "scenarios/smoke.toml", "--url", &url, "--out", out.to_str().unwrap(), "-q"],
+            &[
+                "run",
+                "scenarios/smoke.toml",
+                "--url",
+                &url,
+                "--out",
+                out.to_str().unwrap(),
+                "-q",
+            ],
             &[],
         )
         .await;

@@ -8,9 +8,9 @@
 //! numbers only (a trace's content does not change with the scenario's seed).
 //! Does not own: sampling, the schedule (`plan::workload`, `plan::build`).
 
+use serde_json::{Map, Value};
 use std::collections::HashMap;
 use std::sync::Arc;
-use serde_json::{Map, Value};
 
 use super::{Conversation, MAX_INPUT_TOKENS, WORDS};
 use crate::rng::Rng;
@@ -111,13 +111,18 @@ impl State {
             .and_then(Value::as_u64)
             .filter(|&n| (1..=u64::from(MAX_INPUT_TOKENS)).contains(&n))
             .ok_or_else(|| {
-                format!("`input_length` is not a whole number of tokens from 1 to {MAX_INPUT_TOKENS}")
+                format!(
+                    "`input_length` is not a whole number of tokens from 1 to {MAX_INPUT_TOKENS}"
+                )
             })? as u32;
         let ids: Vec<u64> = match obj.get("hash_ids") {
             None | Some(Value::Null) => Vec::new(),
             Some(Value::Array(a)) => a
                 .iter()
-                .map(|v| v.as_u64().ok_or("`hash_ids` holds a value that is not a whole number"))
+                .map(|v| {
+                    v.as_u64()
+                        .ok_or("`hash_ids` holds a value that is not a whole number")
+                })
                 .collect::<Result<_, _>>()?,
             Some(_) => return Err("`hash_ids` is not an array".into()),
         };
@@ -127,10 +132,9 @@ impl State {
             if left == 0 {
                 break;
             }
-            let block = self
-                .blocks
-                .entry(id)
-                .or_insert_with(|| block_text(&mut Rng::derive(BLOCK_STREAM, id), BLOCK_TOKENS).into());
+            let block = self.blocks.entry(id).or_insert_with(|| {
+                block_text(&mut Rng::derive(BLOCK_STREAM, id), BLOCK_TOKENS).into()
+            });
             let k = left.min(BLOCK_TOKENS);
             // Every word is 4 characters per token, so k tokens are the first 4k bytes.
             s.push_str(&block[..k as usize * 4]);
@@ -153,7 +157,13 @@ fn block_text(rng: &mut Rng, n: u32) -> String {
     let mut left = n;
     while left > 0 {
         let u = rng.below(10);
-        let want: u32 = if u < 5 { 1 } else if u < 9 { 2 } else { 3 };
+        let want: u32 = if u < 5 {
+            1
+        } else if u < 9 {
+            2
+        } else {
+            3
+        };
         let k = want.min(left);
         let list = WORDS[k as usize - 1];
         s.push(' ');
@@ -194,7 +204,7 @@ fn output(obj: &Map<String, Value>) -> Result<Option<u32>, String> {
         None | Some(Value::Null) => Ok(None),
         Some(v) => v
             .as_u64()
-            .filter(|&n| n >= 1 && n <= u64::from(u32::MAX))
+            .filter(|n| (1..=u64::from(u32::MAX)).contains(n))
             .map(|n| Some(n as u32))
             .ok_or_else(|| "`output_length` is not a whole number of tokens, at least 1".into()),
     }

@@ -35,7 +35,12 @@ pub(super) fn parse(path: &str, text: &str) -> Result<(Vec<Conversation>, Vec<St
         pos = at;
         match bytes.get(pos) {
             Some(b']') => break,
-            None => return Err(fail(line, "the JSON array is not closed (a truncated file?)")),
+            None => {
+                return Err(fail(
+                    line,
+                    "the JSON array is not closed (a truncated file?)",
+                ))
+            }
             _ => {}
         }
         let mut one = serde_json::Deserializer::from_str(&text[pos..]).into_iter::<Value>();
@@ -47,7 +52,12 @@ pub(super) fn parse(path: &str, text: &str) -> Result<(Vec<Conversation>, Vec<St
                     &format!("not valid JSON ({e})"),
                 ))
             }
-            None => return Err(fail(line, "the JSON array is not closed (a truncated file?)")),
+            None => {
+                return Err(fail(
+                    line,
+                    "the JSON array is not closed (a truncated file?)",
+                ))
+            }
         };
         let end = pos + one.byte_offset();
         match element(&v, line) {
@@ -61,6 +71,12 @@ pub(super) fn parse(path: &str, text: &str) -> Result<(Vec<Conversation>, Vec<St
         match bytes.get(pos) {
             Some(b',') => pos += 1,
             Some(b']') => break,
+            None => {
+                return Err(fail(
+                    line,
+                    "the JSON array is not closed (a truncated file?)",
+                ))
+            }
             _ => return Err(fail(line, "expected `,` or `]` after an array element")),
         }
     }
@@ -83,7 +99,9 @@ fn element(v: &Value, line: usize) -> Result<Conversation, String> {
             c.turns.truncate(1);
             Ok(c)
         }
-        _ => Err("no human turn followed by a gpt reply (vLLM drops such conversations too)".into()),
+        _ => {
+            Err("no human turn followed by a gpt reply (vLLM drops such conversations too)".into())
+        }
     }
 }
 

@@ -435,14 +435,24 @@ fn data(name: &str) -> (String, String) {
 #[test]
 fn vllm_sharegpt_json_array_replays_first_turns_by_vllm_rule() {
     let (path, text) = data("sharegpt_vllm.json");
-    for format in [None, Some(DatasetFormat::SharegptJson), Some(DatasetFormat::Sharegpt)] {
+    for format in [
+        None,
+        Some(DatasetFormat::SharegptJson),
+        Some(DatasetFormat::Sharegpt),
+    ] {
         let (c, bad, dropped) = read_dataset(&path, &text, format, false).unwrap();
         assert!(bad.is_empty());
         // Six elements: one with a lone human turn and one empty are left out, as vLLM does.
         assert_eq!(c.len(), 4, "{c:?}");
         assert_eq!(dropped.len(), 2, "{dropped:?}");
-        assert!(dropped[0].starts_with(&format!("{path}:36: no human turn")), "{dropped:?}");
-        assert!(dropped[1].starts_with(&format!("{path}:45: ")), "{dropped:?}");
+        assert!(
+            dropped[0].starts_with(&format!("{path}:36: no human turn")),
+            "{dropped:?}"
+        );
+        assert!(
+            dropped[1].starts_with(&format!("{path}:45: ")),
+            "{dropped:?}"
+        );
         // The first element: its first human turn only, capped by the gpt reply after it.
         assert_eq!(c[0].line, 2);
         assert_eq!(c[0].turns.len(), 1);
@@ -450,23 +460,36 @@ fn vllm_sharegpt_json_array_replays_first_turns_by_vllm_rule() {
         let reply = "The text says spark-bench is a tool that measures latency of streaming APIs. It focuses on what a developer feels while waiting for tokens.";
         assert_eq!(c[0].turns[0].1, Some(tokens_by_rule(reply)));
         // Escapes are decoded.
-        assert_eq!(&*c[1].turns[0].0, "What is a \"prefix cache\"?\nAnswer briefly.");
+        assert_eq!(
+            &*c[1].turns[0].0,
+            "What is a \"prefix cache\"?\nAnswer briefly."
+        );
         // A conversation opening with the assistant: its first human turn.
         assert_eq!(&*c[2].turns[0].0, "Write a haiku about latency.");
         assert_eq!((c[1].line, c[2].line, c[3].line), (23, 49, 66));
     }
     // A broken array names the file and line, and the formats read.
     let broken = text.replacen("\"gpt\",", "\"gpt\"", 1);
-    let e = read_dataset("v.json", &broken, None, false).unwrap_err().to_string();
+    let e = read_dataset("v.json", &broken, None, false)
+        .unwrap_err()
+        .to_string();
     assert!(e.starts_with("v.json:11: not valid JSON"), "{e}");
     assert!(e.contains("sharegpt-json (vLLM's ShareGPT file"), "{e}");
     let e = read_dataset("v.json", &text[..text.len() - 3], None, false)
         .unwrap_err()
         .to_string();
-    assert!(e.contains("not valid JSON") || e.contains("not closed"), "{e}");
-    let e = read_dataset("v.json", "{\"a\": 1}", Some(DatasetFormat::SharegptJson), false)
-        .unwrap_err()
-        .to_string();
+    assert!(
+        e.contains("not valid JSON") || e.contains("not closed"),
+        "{e}"
+    );
+    let e = read_dataset(
+        "v.json",
+        "{\"a\": 1}",
+        Some(DatasetFormat::SharegptJson),
+        false,
+    )
+    .unwrap_err()
+    .to_string();
     assert!(e.starts_with("v.json:1: not a JSON array"), "{e}");
 }
 
@@ -483,7 +506,13 @@ fn mooncake_traces_get_hash_block_text_lengths_and_arrivals() {
     let arr: Vec<Option<f64>> = c.iter().map(|c| c.arrival).collect();
     assert_eq!(
         arr,
-        [Some(0.0), Some(150.0), Some(300.0), Some(300.0), Some(800.0)]
+        [
+            Some(0.0),
+            Some(150.0),
+            Some(300.0),
+            Some(300.0),
+            Some(800.0)
+        ]
     );
     // The same hash ids give the same text: line 1 (blocks 0, 1 cut short) is a prefix of
     // line 2 (blocks 0, 1, 2), line 4 shares block 0 only, line 3 shares nothing.
@@ -522,7 +551,11 @@ fn aiperf_single_and_multi_turn_lines_parse() {
     assert_eq!(c[1].turns[1].1, None);
     assert_eq!(
         c[1].delays,
-        [Duration::ZERO, Duration::from_secs(2), Duration::from_millis(500)]
+        [
+            Duration::ZERO,
+            Duration::from_secs(2),
+            Duration::from_millis(500)
+        ]
     );
     assert!(c.iter().all(|c| c.arrival.is_none()));
 }
@@ -531,8 +564,14 @@ fn aiperf_single_and_multi_turn_lines_parse() {
 fn a_bad_file_names_the_line_and_every_format_read() {
     for (text, want) in [
         ("{\"prompt\": \"hi\"}\n", "x.jsonl:1: has none of the keys"),
-        ("{\"text\": \"a\"}\n{\"input_length\": 0}\n", "x.jsonl:2: `input_length`"),
-        ("{\"session_id\": \"s\", \"turns\": []}\n", "x.jsonl:1: `turns` is not"),
+        (
+            "{\"text\": \"a\"}\n{\"input_length\": 0}\n",
+            "x.jsonl:2: `input_length`",
+        ),
+        (
+            "{\"session_id\": \"s\", \"turns\": []}\n",
+            "x.jsonl:1: `turns` is not",
+        ),
         ("[{\"a\":1}]\n", "x.jsonl: no usable conversation"),
     ] {
         let e = Workload::new(
@@ -581,17 +620,29 @@ fn trace_plan(extra: &str) -> Result<Plan, crate::plan::PlanError> {
     let p = dir.path().join("t.toml");
     std::fs::write(&p, format!("{TRACE}{extra}")).unwrap();
     let l = scenario::load(&p).unwrap();
-    build(&l.scenario, &l.path, l.source.as_bytes(), &Overrides::default())
+    build(
+        &l.scenario,
+        &l.path,
+        l.source.as_bytes(),
+        &Overrides::default(),
+    )
 }
 
 #[test]
 fn a_trace_is_its_own_schedule() {
     let p = trace_plan("").unwrap();
-    let offs: Vec<u128> = p.sessions.iter().map(|s| s.start_offset.as_millis()).collect();
+    let offs: Vec<u128> = p
+        .sessions
+        .iter()
+        .map(|s| s.start_offset.as_millis())
+        .collect();
     assert_eq!(offs, [0, 150, 300, 300, 800]);
     // Every session may run at once: none waits for a slot.
     assert_eq!((p.load.sessions, p.load.concurrency), (5, 5));
-    assert!(p.warnings.iter().any(|w| w.starts_with("trace replay: 5 sessions")));
+    assert!(p
+        .warnings
+        .iter()
+        .any(|w| w.starts_with("trace replay: 5 sessions")));
     // `sample` replays the first N in time order.
     let p = trace_plan("sample = 2\n").unwrap();
     assert_eq!(p.sessions.len(), 2);
