@@ -197,10 +197,11 @@ pub struct RunArgs {
     /// Your own server, by its base URL (http:// or https://, ending in /v1): one target
     /// named url-HOST-PORT (e.g. url-127-0-0-1-8000) in place of the scenario's matrix
     /// targets (beside any --target), over the transports its API can use unless
-    /// --transport says. Needs --model. No targets file.
+    /// --transport says. No targets file.
     #[arg(long, value_name = "URL")]
     pub url: Option<String>,
-    /// With --url: the model name to request (GET URL/models lists what the server serves).
+    /// With --url: the model name to request. Default: the first model GET URL/models
+    /// lists (said on stderr).
     #[arg(long, value_name = "M", requires = "url")]
     pub model: Option<String>,
     /// With --url: the API it speaks, chat (chat completions, the default) or responses.

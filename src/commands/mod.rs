@@ -14,6 +14,7 @@ pub mod report;
 pub mod run;
 pub mod run_status;
 pub mod serve;
+pub mod url_model;
 
 /// Exit code: success.
 pub const EXIT_OK: u8 = 0;

@@ -317,21 +317,18 @@ fn plan_input(args: &RunArgs) -> anyhow::Result<plan::PlanInput> {
 }
 
 /// `--url URL --model M [--api …] [--api-key-env VAR]` as one target (clap makes the other
-/// three need --url); --url without --model says how to find the name.
+/// three need --url); --url without --model takes the first model `GET URL/models` lists.
 fn url_target(args: &RunArgs) -> anyhow::Result<Option<plan::targets::UrlTarget>> {
     let Some(url) = &args.url else {
         return Ok(None);
     };
-    let Some(model) = &args.model else {
-        let (shown, _) = crate::vocab::redact::strip_userinfo(url);
-        anyhow::bail!(
-            "--url needs --model M: the name of a model the server serves (`curl {}/models` lists them), e.g. --url {shown} --model my-model",
-            shown.trim_end_matches('/')
-        );
+    let model = match &args.model {
+        Some(m) => m.clone(),
+        None => super::url_model::first_model(url, args.api_key_env.as_deref())?,
     };
     Ok(Some(plan::targets::UrlTarget {
         url: url.clone(),
-        model: model.clone(),
+        model,
         api: args
             .api
             .unwrap_or(crate::vocab::ApiFlavour::ChatCompletions),

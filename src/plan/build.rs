@@ -135,7 +135,10 @@ pub fn build(
     resolve_schedule_and_cache(s, overrides, &knobs, &mut load, &mut cells, &mut warnings)?;
     let link = resolve_link(s, overrides, &targets, &mut warnings)?;
     let system_prompt = system_prompt(s, seed, &src)?;
-    let sessions = plan_sessions(s, workload.as_ref(), &mut load, seed, default_max)?;
+    let mut sessions = plan_sessions(s, workload.as_ref(), &mut load, seed, default_max)?;
+    if let Some(w) = &workload {
+        w.replay_trace(&mut load, knobs.concurrency.is_some(), &mut sessions)?;
+    }
 
     check_salt_limits(&cells, &sessions)?;
     let workload_info = workload.as_ref().map(|w| w.info(&sessions));

@@ -1,10 +1,13 @@
 //! `[workload]` → session scripts: synthetic prompts sized to seeded token-length draws, or
-//! conversations replayed from a JSONL dataset (OpenAI `messages` or ShareGPT
-//! `conversations` per line), sampled with the seed.
+//! conversations replayed from a dataset (OpenAI `messages` or ShareGPT `conversations`
+//! per line; vLLM's ShareGPT JSON array in `sharegpt_json`; AIPerf's `single_turn`,
+//! `multi_turn` and `mooncake_trace` lines in `aiperf`), sampled with the seed, or, for a
+//! dataset with arrival instants (a trace), replayed in time order on its own schedule.
 //!
 //! Owns: the distributions (fixed, uniform, normal, lognormal, optional clamps), the sizing
 //! rule (~4 characters per token), the synthetic text generator, dataset parsing with
-//! `file:line` errors, and the record of the workload the plan keeps ([`WorkloadInfo`]).
+//! `file:line` errors that list the formats read, a trace's start offsets
+//! ([`Workload::replay_trace`]), and the record of the workload the plan keeps ([`WorkloadInfo`]).
 //! Pure: the dataset's text arrives from `scenario::load`; nothing here reads a file.
 //!
 //! The drawn input length is the length of the *user message* a turn sends. The server's
@@ -19,7 +22,7 @@ use serde_json::Value;
 use sha2::{Digest, Sha256};
 
 use super::check::{PlanError, MAX_OUTPUT_TOKENS_LIMIT};
-use super::{SessionPlan, TurnPlan, STREAM_DATASET, STREAM_WORKLOAD};
+use super::{Load, SessionPlan, TurnPlan, STREAM_DATASET, STREAM_WORKLOAD};
 use crate::rng::Rng;
 use crate::scenario::{DatasetFormat, DistKind, DistSpec, WorkloadSpec};
 
@@ -33,6 +36,11 @@ pub const MAX_TURNS: u32 = 1000;
 const MAX_SESSIONS: u32 = 100_000;
 /// Most prompt text a plan may hold, bytes (the plan, and the manifest, keep every prompt).
 pub const MAX_PLANNED_TEXT: f64 = 256.0 * 1024.0 * 1024.0;
+/// The dataset formats read, for error messages.
+pub const FORMATS_READ: &str = "the formats read are: openai (JSONL, {\"messages\": [{\"role\", \"content\"}, …]}), sharegpt (JSONL, {\"conversations\": [{\"from\", \"value\"}, …]}), sharegpt-json (vLLM's ShareGPT file: one JSON array of such objects), aiperf-single-turn (JSONL, {\"text\": …, \"output_length\": N, \"timestamp\": ms}), aiperf-multi-turn (JSONL, {\"session_id\": …, \"turns\": [{\"text\": …, \"delay\": ms}, …]}), mooncake (JSONL, {\"timestamp\": ms, \"input_length\": N, \"output_length\": M, \"hash_ids\": […]})";
+
+mod aiperf;
+mod sharegpt_json;
 
 /// Tokens of `text` by the sizing rule: ⌈characters / 4⌉, at least 1.
 pub fn tokens_by_rule(text: &str) -> u32 {
@@ -337,8 +345,15 @@ pub struct Workload {
 
 #[derive(Debug, Clone)]
 enum Source {
-    Synthetic { input: Dist, turns: u32 },
-    Dataset { chosen: Vec<Conversation> },
+    Synthetic {
+        input: Dist,
+        turns: u32,
+    },
+    Dataset {
+        chosen: Vec<Conversation>,
+        /// A trace: each chosen conversation's start offset (the first at 0), in order.
+        arrivals: Option<Vec<Duration>>,
+    },
 }
 
 /// One usable dataset line: its user turns and, for each, the token length of the
@@ -351,6 +366,10 @@ pub struct Conversation {
     pub turns: Vec<(std::sync::Arc<str>, Option<u32>)>,
     /// The line had a system message (not replayed: the scenario's `system_prompt` is sent).
     pub had_system: bool,
+    /// When the trace starts it, ms from the trace's start (AIPerf `timestamp`/`delay`).
+    pub arrival: Option<f64>,
+    /// Think time before each turn (AIPerf `multi_turn` `delay`); empty: none.
+    pub delays: Vec<Duration>,
 }
 
 /// A synthetic `[workload]`: its input-token distribution and turns per session, checked.
@@ -414,13 +433,21 @@ fn dataset(
         )));
     };
     let skip = w.skip_bad_lines.unwrap_or(false);
-    let (convs, bad) = parse_dataset(&src.path, &src.text, w.format, skip)?;
+    let (convs, bad, dropped) = read_dataset(&src.path, &src.text, w.format, skip)?;
     if convs.is_empty() {
         return Err(PlanError::new(format!(
-            "{}: no usable conversation ({} bad lines); each line needs {{\"messages\": [{{\"role\": \"user\", \"content\": \"…\"}}, …]}} or {{\"conversations\": [{{\"from\": \"human\", \"value\": \"…\"}}, …]}}",
+            "{}: no usable conversation ({} bad lines, {} conversations without a human turn and its reply); {FORMATS_READ}",
             src.path,
-            bad.len()
+            bad.len(),
+            dropped.len()
         )));
+    }
+    if let Some(first) = dropped.first() {
+        warnings.push(format!(
+            "left out {} of {} conversations of the ShareGPT JSON array, as vLLM does (each replays its first human turn, capped at the length of the gpt reply after it); the first: {first}",
+            dropped.len(),
+            dropped.len() + convs.len()
+        ));
     }
     if let Some(first) = bad.first() {
         warnings.push(format!(
@@ -456,6 +483,9 @@ fn dataset(
     info.conversations = convs.len() as u32;
     info.sampled = sample;
     info.skipped_lines = bad.len() as u32;
+    if convs.iter().any(|c| c.arrival.is_some()) {
+        return trace(convs, sample as usize, &src.path, warnings);
+    }
     let mut rng = Rng::derive(seed, STREAM_DATASET);
     let mut order: Vec<usize> = (0..convs.len()).collect();
     // Partial Fisher–Yates: the first `sample` places are a seeded sample.
@@ -467,7 +497,68 @@ fn dataset(
         .iter()
         .map(|&i| convs[i].clone())
         .collect();
-    Ok(Source::Dataset { chosen })
+    Ok(Source::Dataset {
+        chosen,
+        arrivals: None,
+    })
+}
+
+/// A dataset whose lines carry arrival instants: its first `sample` conversations in time
+/// order, each starting at its offset from the first (every line must have one).
+fn trace(
+    mut convs: Vec<Conversation>,
+    sample: usize,
+    path: &str,
+    warnings: &mut Vec<String>,
+) -> Result<Source, PlanError> {
+    if let Some(c) = convs.iter().find(|c| c.arrival.is_none()) {
+        return Err(PlanError::new(format!(
+            "{path}:{}: no `timestamp` or `delay`, while other lines of the trace have one; give every line its arrival (ms), or none to replay the file without a schedule",
+            c.line
+        )));
+    }
+    let ms = |c: &Conversation| c.arrival.unwrap_or(0.0);
+    convs.sort_by(|a, b| ms(a).total_cmp(&ms(b)));
+    convs.truncate(sample);
+    let t0 = convs.first().map_or(0.0, ms);
+    let arrivals: Vec<Duration> = convs.iter().map(|c| ms_duration(ms(c) - t0)).collect();
+    warnings.push(format!(
+        "trace replay: {} sessions start at the dataset's arrival instants (over {:.3} s), the first {} in time order",
+        convs.len(),
+        arrivals.last().map_or(0.0, Duration::as_secs_f64),
+        convs.len()
+    ));
+    Ok(Source::Dataset {
+        chosen: convs,
+        arrivals: Some(arrivals),
+    })
+}
+
+/// `ms` milliseconds, to the nearest nanosecond.
+fn ms_duration(ms: f64) -> Duration {
+    Duration::from_nanos((ms * 1e6).round().max(0.0) as u64)
+}
+
+/// A dataset file in any format read: vLLM's ShareGPT JSON array (declared, or detected by
+/// its opening `[`), else JSONL. Returns the conversations, the bad lines skipped and the
+/// array's elements left out by vLLM's rule.
+pub fn read_dataset(
+    path: &str,
+    text: &str,
+    format: Option<DatasetFormat>,
+    skip: bool,
+) -> Result<(Vec<Conversation>, Vec<String>, Vec<String>), PlanError> {
+    let array = text.trim_start().starts_with('[');
+    match format {
+        Some(DatasetFormat::SharegptJson) => {}
+        None | Some(DatasetFormat::Sharegpt) if array => {}
+        _ => {
+            let (c, bad) = parse_dataset(path, text, format, skip)?;
+            return Ok((c, bad, Vec::new()));
+        }
+    }
+    let (c, dropped) = sharegpt_json::parse(path, text)?;
+    Ok((c, Vec::new(), dropped))
 }
 
 impl Workload {
@@ -521,7 +612,7 @@ impl Workload {
     /// Sessions the workload provides on its own: a dataset's sampled conversations.
     pub fn natural_sessions(&self) -> Option<u32> {
         match &self.source {
-            Source::Dataset { chosen } => Some((chosen.len() as u32).min(MAX_SESSIONS)),
+            Source::Dataset { chosen, .. } => Some((chosen.len() as u32).min(MAX_SESSIONS)),
             Source::Synthetic { .. } => None,
         }
     }
@@ -532,7 +623,7 @@ impl Workload {
     pub fn check_size(&self, sessions: u32) -> Result<(), PlanError> {
         let per_session = match &self.source {
             Source::Synthetic { input, turns } => input.expected() * 4.0 * f64::from(*turns),
-            Source::Dataset { chosen } => {
+            Source::Dataset { chosen, .. } => {
                 let bytes: usize = chosen
                     .iter()
                     .flat_map(|c| c.turns.iter().map(|t| t.0.len()))
@@ -547,6 +638,46 @@ impl Workload {
                 total / 1024.0 / 1024.0,
                 MAX_PLANNED_TEXT / 1024.0 / 1024.0
             )));
+        }
+        Ok(())
+    }
+
+    /// A trace's schedule: sets each measured session's start offset to its conversation's
+    /// arrival (warm-up sessions, a rate, an interval or a duration would move them, so they
+    /// are refused) and, unless `[load] concurrency` was given, lets every session run at
+    /// once so that none waits for a slot. Nothing for other workloads.
+    pub fn replay_trace(
+        &self,
+        load: &mut Load,
+        concurrency_given: bool,
+        sessions: &mut [SessionPlan],
+    ) -> Result<(), PlanError> {
+        let Source::Dataset {
+            arrivals: Some(arrivals),
+            ..
+        } = &self.source
+        else {
+            return Ok(());
+        };
+        let clash = [
+            (load.rate.is_some(), "rate"),
+            (load.session_interval.is_some(), "session_interval"),
+            (load.warmup_sessions > 0, "warmup_sessions"),
+            (load.warmup_duration.is_some(), "warmup"),
+            (load.duration.is_some(), "duration"),
+            (load.sessions as usize > arrivals.len(), "sessions"),
+        ];
+        if let Some((_, key)) = clash.iter().find(|c| c.0) {
+            return Err(PlanError::new(format!(
+                "the dataset is a trace ({} sessions with arrival instants), which is its own schedule; remove `{key}` from [load] (and its flag), or use `sample` to replay the first N of the trace",
+                arrivals.len()
+            )));
+        }
+        for s in sessions.iter_mut().filter(|s| !s.warmup) {
+            s.start_offset = arrivals[s.index as usize % arrivals.len()];
+        }
+        if !concurrency_given {
+            load.concurrency = load.sessions.clamp(1, 10_000);
         }
         Ok(())
     }
@@ -575,16 +706,20 @@ impl Workload {
                     turn(synthetic_text(&mut rng, n).into(), max)
                 })
                 .collect(),
-            Source::Dataset { chosen } => {
+            Source::Dataset { chosen, .. } => {
                 let c = &chosen[session as usize % chosen.len()];
                 c.turns
                     .iter()
-                    .map(|(text, reply)| {
+                    .enumerate()
+                    .map(|(k, (text, reply))| {
                         let max = match self.output {
                             Some(d) => d.draw(&mut rng),
                             None => reply.unwrap_or(default_max),
                         };
-                        turn(text.clone(), max)
+                        TurnPlan {
+                            think_time: c.delays.get(k).copied().unwrap_or_default(),
+                            ..turn(text.clone(), max)
+                        }
                     })
                     .collect()
             }
@@ -631,18 +766,19 @@ pub fn parse_dataset(
 ) -> Result<(Vec<Conversation>, Vec<String>), PlanError> {
     let mut out = Vec::new();
     let mut bad = Vec::new();
+    let mut state = aiperf::State::default();
     for (i, line) in text.lines().enumerate() {
         let line = line.trim();
         if line.is_empty() {
             continue;
         }
-        match parse_line(line, i + 1, format) {
+        match parse_line(line, i + 1, format, &mut state) {
             Ok(c) => out.push(c),
             Err(what) => {
                 let msg = format!("{path}:{}: {what}", i + 1);
                 if !skip {
                     return Err(PlanError::new(format!(
-                        "{msg}; fix the line, or set skip_bad_lines = true in [workload] to skip such lines (they are counted in a warning)"
+                        "{msg}; {FORMATS_READ}; fix the line, set `format` in [workload] to the one the file is written in, or set skip_bad_lines = true to skip such lines (they are counted in a warning)"
                     )));
                 }
                 bad.push(msg);
@@ -659,8 +795,30 @@ enum Role {
     Tool,
 }
 
-fn parse_line(line: &str, n: usize, format: Option<DatasetFormat>) -> Result<Conversation, String> {
-    let v: Value = serde_json::from_str(line).map_err(|e| format!("not valid JSON ({e})"))?;
+fn parse_line(
+    line: &str,
+    n: usize,
+    format: Option<DatasetFormat>,
+    state: &mut aiperf::State,
+) -> Result<Conversation, String> {
+    let v: Value = serde_json::from_str(line).map_err(|e| {
+        let array = if line.starts_with('[') {
+            "; a JSON array is read as a whole file only (vLLM's ShareGPT file: format = \"sharegpt-json\")"
+        } else {
+            ""
+        };
+        format!("not valid JSON ({e}){array}")
+    })?;
+    parse_value(&v, n, format, state)
+}
+
+/// One conversation object (a JSONL line, or an element of the ShareGPT array).
+fn parse_value(
+    v: &Value,
+    n: usize,
+    format: Option<DatasetFormat>,
+    state: &mut aiperf::State,
+) -> Result<Conversation, String> {
     let obj = v
         .as_object()
         .ok_or("not a JSON object; write one conversation object per line")?;
@@ -668,16 +826,14 @@ fn parse_line(line: &str, n: usize, format: Option<DatasetFormat>) -> Result<Con
         Some(f) => f,
         None if obj.contains_key("messages") => DatasetFormat::Openai,
         None if obj.contains_key("conversations") => DatasetFormat::Sharegpt,
-        None => {
-            return Err(
-                "has neither `messages` (OpenAI format) nor `conversations` (ShareGPT format)"
-                    .into(),
-            )
-        }
+        None => aiperf::detect(obj).ok_or(
+            "has none of the keys that tell a format read (`messages`, `conversations`, `turns`, `input_length`/`hash_ids`, `text`/`texts`)",
+        )?,
     };
     let (list_key, role_key, text_key) = match fmt {
         DatasetFormat::Openai => ("messages", "role", "content"),
-        DatasetFormat::Sharegpt => ("conversations", "from", "value"),
+        DatasetFormat::Sharegpt | DatasetFormat::SharegptJson => ("conversations", "from", "value"),
+        _ => return aiperf::parse(obj, n, fmt, state),
     };
     let list = obj
         .get(list_key)
@@ -687,6 +843,8 @@ fn parse_line(line: &str, n: usize, format: Option<DatasetFormat>) -> Result<Con
         line: n,
         turns: Vec::new(),
         had_system: false,
+        arrival: None,
+        delays: Vec::new(),
     };
     // Whether the last user turn already has its reply.
     let mut answered = true;

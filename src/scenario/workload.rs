@@ -17,9 +17,10 @@ pub struct WorkloadSpec {
     pub output_tokens: Option<DistSpec>,
     /// Synthetic turns per session. Default 1.
     pub turns: Option<u32>,
-    /// JSONL file of conversations, relative to the scenario file's folder.
+    /// Dataset file (JSONL, or vLLM's ShareGPT JSON array), relative to the scenario's folder.
     pub dataset: Option<String>,
-    /// `openai` or `sharegpt`; detected line by line when absent.
+    /// The file's layout (`openai`, `sharegpt`, `sharegpt-json`, `aiperf-single-turn`,
+    /// `aiperf-multi-turn`, `mooncake`); detected from the content when absent.
     pub format: Option<DatasetFormat>,
     /// Conversations drawn from the dataset with the seed. Default: every line.
     pub sample: Option<u32>,
@@ -71,14 +72,28 @@ pub enum DistKind {
     Lognormal,
 }
 
-/// The layout of a dataset line.
+/// The layout of a dataset file (of each line, for the JSONL ones).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
-#[serde(rename_all = "lowercase")]
 pub enum DatasetFormat {
     /// `{"messages": [{"role": "user", "content": "…"}, …]}`.
+    #[serde(rename = "openai")]
     Openai,
     /// `{"conversations": [{"from": "human", "value": "…"}, …]}`.
+    #[serde(rename = "sharegpt")]
     Sharegpt,
+    /// vLLM's ShareGPT file: one JSON array of `{"id", "conversations": […]}` objects.
+    #[serde(rename = "sharegpt-json")]
+    SharegptJson,
+    /// AIPerf `single_turn`: `{"text": "…", "output_length": N, "timestamp": ms}`.
+    #[serde(rename = "aiperf-single-turn")]
+    AiperfSingleTurn,
+    /// AIPerf `multi_turn`: `{"session_id": "…", "turns": [{"text": "…", "delay": ms}, …]}`.
+    #[serde(rename = "aiperf-multi-turn")]
+    AiperfMultiTurn,
+    /// AIPerf `mooncake_trace`: `{"timestamp": ms, "input_length": N, "output_length": M,
+    /// "hash_ids": […]}`.
+    #[serde(rename = "mooncake")]
+    Mooncake,
 }
 
 impl DatasetFormat {
@@ -87,6 +102,10 @@ impl DatasetFormat {
         match self {
             DatasetFormat::Openai => "openai",
             DatasetFormat::Sharegpt => "sharegpt",
+            DatasetFormat::SharegptJson => "sharegpt-json",
+            DatasetFormat::AiperfSingleTurn => "aiperf-single-turn",
+            DatasetFormat::AiperfMultiTurn => "aiperf-multi-turn",
+            DatasetFormat::Mooncake => "mooncake",
         }
     }
 }

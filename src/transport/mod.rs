@@ -28,7 +28,8 @@
 //!    session on [`SessionTransport`]), its arm in `turn`'s dispatch, and its attempt fn
 //!    (what proves a turn unread, for the one re-send). TLS ALPN is chosen in `Connector::new`.
 //!
-//! Before a run, [`probe`] asks each real server once per transport whether it speaks it.
+//! Before a run, [`probe`] asks each real server once per transport whether it speaks it
+//! (and [`fetch`] GETs `/models` when `run --url` names no model).
 //!
 //! Only if the transport brings more than a connection: a new `WireProtocol` also needs
 //! `capture/write.rs`'s mapping back; a body of a new shape
@@ -37,6 +38,7 @@
 
 pub mod bytelog;
 pub mod connect;
+pub mod fetch;
 pub mod http;
 pub mod io;
 pub mod probe;

@@ -13,6 +13,7 @@ mod client_peer;
 mod compare_synthetic;
 mod conn_lifecycle;
 mod data;
+mod datasets;
 mod equivalence;
 mod harness;
 mod hostile;

@@ -137,7 +137,8 @@ async fn a_url_as_target_and_a_url_without_model_say_the_fix() {
     let (code, stderr, _) = run_smoke(&out, &["--url", "http://127.0.0.1:35785/v1"], &[]).await;
     assert_eq!(code, Some(2), "{stderr}");
     assert!(
-        stderr.contains("--url needs --model M") && stderr.contains("/v1/models"),
+        stderr.contains("could not read the model list at http://127.0.0.1:35785/v1/models")
+            && stderr.contains("--model M"),
         "{stderr}"
     );
     // The other three flags need --url.

@@ -423,3 +423,230 @@ fn ignore_eos_needs_chat_completions() {
         "{line}"
     );
 }
+
+fn data(name: &str) -> (String, String) {
+    let p = repo(&format!("tests/data/datasets/{name}"));
+    (
+        p.display().to_string(),
+        std::fs::read_to_string(&p).unwrap(),
+    )
+}
+
+#[test]
+fn vllm_sharegpt_json_array_replays_first_turns_by_vllm_rule() {
+    let (path, text) = data("sharegpt_vllm.json");
+    for format in [
+        None,
+        Some(DatasetFormat::SharegptJson),
+        Some(DatasetFormat::Sharegpt),
+    ] {
+        let (c, bad, dropped) = read_dataset(&path, &text, format, false).unwrap();
+        assert!(bad.is_empty());
+        // Six elements: one with a lone human turn and one empty are left out, as vLLM does.
+        assert_eq!(c.len(), 4, "{c:?}");
+        assert_eq!(dropped.len(), 2, "{dropped:?}");
+        assert!(
+            dropped[0].starts_with(&format!("{path}:36: no human turn")),
+            "{dropped:?}"
+        );
+        assert!(
+            dropped[1].starts_with(&format!("{path}:45: ")),
+            "{dropped:?}"
+        );
+        // The first element: its first human turn only, capped by the gpt reply after it.
+        assert_eq!(c[0].line, 2);
+        assert_eq!(c[0].turns.len(), 1);
+        assert!(c[0].turns[0].0.starts_with("Summarize the main idea"));
+        let reply = "The text says spark-bench is a tool that measures latency of streaming APIs. It focuses on what a developer feels while waiting for tokens.";
+        assert_eq!(c[0].turns[0].1, Some(tokens_by_rule(reply)));
+        // Escapes are decoded.
+        assert_eq!(
+            &*c[1].turns[0].0,
+            "What is a \"prefix cache\"?\nAnswer briefly."
+        );
+        // A conversation opening with the assistant: its first human turn.
+        assert_eq!(&*c[2].turns[0].0, "Write a haiku about latency.");
+        assert_eq!((c[1].line, c[2].line, c[3].line), (23, 49, 66));
+    }
+    // A broken array names the file and line, and the formats read.
+    let broken = text.replacen("\"gpt\",", "\"gpt\"", 1);
+    let e = read_dataset("v.json", &broken, None, false)
+        .unwrap_err()
+        .to_string();
+    assert!(e.starts_with("v.json:11: not valid JSON"), "{e}");
+    assert!(e.contains("sharegpt-json (vLLM's ShareGPT file"), "{e}");
+    let e = read_dataset("v.json", &text[..text.len() - 3], None, false)
+        .unwrap_err()
+        .to_string();
+    assert!(
+        e.contains("not valid JSON") || e.contains("not closed"),
+        "{e}"
+    );
+    let e = read_dataset(
+        "v.json",
+        "{\"a\": 1}",
+        Some(DatasetFormat::SharegptJson),
+        false,
+    )
+    .unwrap_err()
+    .to_string();
+    assert!(e.starts_with("v.json:1: not a JSON array"), "{e}");
+}
+
+#[test]
+fn mooncake_traces_get_hash_block_text_lengths_and_arrivals() {
+    let (path, text) = data("mooncake_trace.jsonl");
+    let (c, bad, _) = read_dataset(&path, &text, None, false).unwrap();
+    assert!(bad.is_empty());
+    assert_eq!(c.len(), 5);
+    let lens: Vec<u32> = c.iter().map(|c| tokens_by_rule(&c.turns[0].0)).collect();
+    assert_eq!(lens, [700, 1100, 300, 520, 64]);
+    let outs: Vec<Option<u32>> = c.iter().map(|c| c.turns[0].1).collect();
+    assert_eq!(outs, [Some(12), Some(20), Some(8), Some(5), Some(16)]);
+    let arr: Vec<Option<f64>> = c.iter().map(|c| c.arrival).collect();
+    assert_eq!(
+        arr,
+        [
+            Some(0.0),
+            Some(150.0),
+            Some(300.0),
+            Some(300.0),
+            Some(800.0)
+        ]
+    );
+    // The same hash ids give the same text: line 1 (blocks 0, 1 cut short) is a prefix of
+    // line 2 (blocks 0, 1, 2), line 4 shares block 0 only, line 3 shares nothing.
+    let t: Vec<&str> = c.iter().map(|c| &*c.turns[0].0).collect();
+    assert!(t[1].starts_with(t[0]));
+    assert_eq!(t[3][..2048], t[0][..2048]);
+    assert_ne!(t[3][2048..], t[0][2048..2080]);
+    assert_ne!(t[2][..40], t[0][..40]);
+    // Same trace, same text: nothing depends on the run's seed.
+    let (again, _, _) = read_dataset(&path, &text, Some(DatasetFormat::Mooncake), false).unwrap();
+    assert_eq!(again, c);
+}
+
+#[test]
+fn aiperf_single_and_multi_turn_lines_parse() {
+    let (path, text) = data("aiperf_single_turn.jsonl");
+    let (c, _, _) = read_dataset(&path, &text, None, false).unwrap();
+    assert_eq!(c.len(), 3);
+    assert_eq!(&*c[0].turns[0].0, "What is the capital of France?");
+    assert_eq!(c[0].turns[0].1, Some(20));
+    assert_eq!(
+        &*c[1].turns[0].0,
+        "Compare two sorting algorithms.\nUse a table."
+    );
+    assert_eq!(c[2].turns[0].1, None);
+    // `delay` counts from the previous line's arrival.
+    let arr: Vec<Option<f64>> = c.iter().map(|c| c.arrival).collect();
+    assert_eq!(arr, [Some(0.0), Some(250.0), Some(750.0)]);
+
+    let (path, text) = data("aiperf_multi_turn.jsonl");
+    let (c, _, _) =
+        read_dataset(&path, &text, Some(DatasetFormat::AiperfMultiTurn), false).unwrap();
+    assert_eq!(c.len(), 2);
+    assert_eq!(c[1].turns.len(), 3);
+    assert_eq!(c[1].turns[0].1, Some(200));
+    assert_eq!(c[1].turns[1].1, None);
+    assert_eq!(
+        c[1].delays,
+        [
+            Duration::ZERO,
+            Duration::from_secs(2),
+            Duration::from_millis(500)
+        ]
+    );
+    assert!(c.iter().all(|c| c.arrival.is_none()));
+}
+
+#[test]
+fn a_bad_file_names_the_line_and_every_format_read() {
+    for (text, want) in [
+        ("{\"prompt\": \"hi\"}\n", "x.jsonl:1: has none of the keys"),
+        (
+            "{\"text\": \"a\"}\n{\"input_length\": 0}\n",
+            "x.jsonl:2: `input_length`",
+        ),
+        (
+            "{\"session_id\": \"s\", \"turns\": []}\n",
+            "x.jsonl:1: `turns` is not",
+        ),
+        ("[{\"a\":1}]\n", "x.jsonl: no usable conversation"),
+    ] {
+        let e = Workload::new(
+            &WorkloadSpec {
+                dataset: Some("x.jsonl".into()),
+                dataset_source: Some(crate::scenario::DatasetSource {
+                    path: "x.jsonl".into(),
+                    text: text.into(),
+                }),
+                ..Default::default()
+            },
+            1,
+            &|_| "s.toml:1:1".into(),
+        )
+        .unwrap_err()
+        .to_string();
+        assert!(e.starts_with(want), "{e}");
+        for f in [
+            "openai (JSONL",
+            "sharegpt (JSONL",
+            "sharegpt-json",
+            "aiperf-single-turn",
+            "aiperf-multi-turn",
+            "mooncake (JSONL",
+        ] {
+            assert!(e.contains(f), "{f} missing: {e}");
+        }
+    }
+}
+
+const TRACE: &str = r#"name = "t"
+[matrix]
+targets = ["sim-wafer"]
+transports = ["http2"]
+[workload]
+dataset = "mooncake_trace.jsonl"
+"#;
+
+fn trace_plan(extra: &str) -> Result<Plan, crate::plan::PlanError> {
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::copy(
+        repo("tests/data/datasets/mooncake_trace.jsonl"),
+        dir.path().join("mooncake_trace.jsonl"),
+    )
+    .unwrap();
+    let p = dir.path().join("t.toml");
+    std::fs::write(&p, format!("{TRACE}{extra}")).unwrap();
+    let l = scenario::load(&p).unwrap();
+    build(
+        &l.scenario,
+        &l.path,
+        l.source.as_bytes(),
+        &Overrides::default(),
+    )
+}
+
+#[test]
+fn a_trace_is_its_own_schedule() {
+    let p = trace_plan("").unwrap();
+    let offs: Vec<u128> = p
+        .sessions
+        .iter()
+        .map(|s| s.start_offset.as_millis())
+        .collect();
+    assert_eq!(offs, [0, 150, 300, 300, 800]);
+    // Every session may run at once: none waits for a slot.
+    assert_eq!((p.load.sessions, p.load.concurrency), (5, 5));
+    assert!(p
+        .warnings
+        .iter()
+        .any(|w| w.starts_with("trace replay: 5 sessions")));
+    // `sample` replays the first N in time order.
+    let p = trace_plan("sample = 2\n").unwrap();
+    assert_eq!(p.sessions.len(), 2);
+    assert_eq!(p.sessions[1].start_offset.as_millis(), 150);
+    let e = trace_plan("[load]\nrate = 5\n").unwrap_err().to_string();
+    assert!(e.contains("remove `rate` from [load]"), "{e}");
+}
