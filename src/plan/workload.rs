@@ -539,15 +539,18 @@ fn ms_duration(ms: f64) -> Duration {
     Duration::from_nanos((ms * 1e6).round().max(0.0) as u64)
 }
 
+/// What [`read_dataset`] read: the conversations, the bad lines skipped and the array's
+/// elements left out by vLLM's rule.
+pub type DatasetRead = (Vec<Conversation>, Vec<String>, Vec<String>);
+
 /// A dataset file in any format read: vLLM's ShareGPT JSON array (declared, or detected by
-/// its opening `[`), else JSONL. Returns the conversations, the bad lines skipped and the
-/// array's elements left out by vLLM's rule.
+/// its opening `[`), else JSONL.
 pub fn read_dataset(
     path: &str,
     text: &str,
     format: Option<DatasetFormat>,
     skip: bool,
-) -> Result<(Vec<Conversation>, Vec<String>, Vec<String>), PlanError> {
+) -> Result<DatasetRead, PlanError> {
     let array = text.trim_start().starts_with('[');
     match format {
         Some(DatasetFormat::SharegptJson) => {}
