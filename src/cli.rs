@@ -63,6 +63,28 @@ pub enum Command {
     /// regressions and change points marked; charts (SVG, PNG) and Markdown for
     /// $GITHUB_STEP_SUMMARY.
     History(HistoryArgs),
+    /// Export a run in a peer tool's format: `export vllm RUN_DIR` writes one
+    /// `vllm bench serve --save-result` JSON per cell (docs/metrics.md).
+    Export(ExportArgs),
+}
+
+/// `spark-bench export`.
+#[derive(Debug, Args)]
+pub struct ExportArgs {
+    /// The format: vllm (the keys `vllm bench serve --save-result --save-detailed` writes).
+    #[arg(value_parser = ["vllm"])]
+    pub format: String,
+    /// The results directory (results/<run-id>).
+    pub dir: PathBuf,
+    /// Where to write the files (default: DIR).
+    #[arg(long, value_name = "DIR")]
+    pub out: Option<PathBuf>,
+    /// Print the written files as a JSON array on stdout.
+    #[arg(long)]
+    pub json: bool,
+    /// Print nothing on success.
+    #[arg(long, short)]
+    pub quiet: bool,
 }
 
 const RUN_ABOUT: &str = "\
@@ -259,6 +281,15 @@ pub struct RunArgs {
     /// --json says `"status": "failed-requests"`.
     #[arg(long, value_name = "RATE", value_parser = parse_error_rate)]
     pub max_error_rate: Option<f64>,
+    /// Serve the run's live measurements at http://ADDR/metrics while it runs (OpenMetrics
+    /// or Prometheus text, for a Prometheus scrape; port 0 picks a free one, printed on
+    /// stderr). The run also writes them to metrics.om. See docs/metrics.md.
+    #[arg(long, value_name = "ADDR")]
+    pub metrics_listen: Option<String>,
+    /// Keep /metrics up this long after the run ends, serving the final values (so a
+    /// scraper gets them), e.g. 5s.
+    #[arg(long, value_name = "DURATION", default_value = "0s", requires = "metrics_listen", value_parser = humantime::parse_duration)]
+    pub metrics_linger: std::time::Duration,
     /// Do not render the report (report.md, report.html, charts) at the end.
     #[arg(long)]
     pub no_report: bool,

@@ -7,6 +7,7 @@ use crate::cli::{Cli, Command};
 
 pub mod calibrate;
 pub mod compare;
+pub mod export;
 pub mod history;
 pub mod merge;
 pub mod record;
@@ -50,6 +51,7 @@ pub fn main(cli: Cli) -> ExitCode {
             Command::Record(args) => record::execute(args).await,
             Command::Merge(args) => merge::execute(args).await,
             Command::History(args) => history::execute(args).await,
+            Command::Export(args) => export::execute(args),
         }
     });
     match result {

@@ -243,6 +243,13 @@ fn options(args: &RunArgs) -> Options {
         calibration: crate::store::default_calibration_path(),
         announce: true,
         force_transports: args.force_transports,
+        metrics: args
+            .metrics_listen
+            .clone()
+            .map(|listen| runner::metrics_server::MetricsOptions {
+                listen,
+                linger: args.metrics_linger,
+            }),
     }
 }
 

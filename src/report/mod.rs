@@ -7,6 +7,12 @@
 //! Does not own: reading results (it goes through `store::LoadedRun`) or statistics
 //! (`recorder::Summary` and the stored histograms are used as they are).
 //!
+//! [`openmetrics`] renders the run's measurements as an OpenMetrics / Prometheus exposition
+//! (`metrics.om`, `run --metrics-listen`); [`openmetrics_parse`] reads one back, strictly.
+//!
+//! [`vllm`] exports a run as `vllm bench serve --save-result` JSON, one file per cell (the
+//! one writer here that reads the rows, on request: `spark-bench export vllm`).
+//!
 //! A report never reads `requests.csv` or `chunks.csv`: it uses `summary.json`, the
 //! histograms (including the `phase_*` waterfall histograms) and `timeline.json` (one sampled
 //! session per cell), so its cost does not grow with the number of requests.
@@ -43,8 +49,11 @@ pub mod fixture;
 pub mod html;
 pub mod markdown;
 pub mod model;
+pub mod openmetrics;
+pub mod openmetrics_parse;
 pub mod style;
 pub mod sweep;
+pub mod vllm;
 
 use std::path::{Path, PathBuf};
 

@@ -8,7 +8,8 @@
 //! drives the cells, records and writes the results
 //! ([`recorder_task`]), stops the simulators, and returns what it did as a [`RunOutcome`] value,
 //! provenance included. What a run can hold open: [`resources`] (the open-file limit,
-//! memory) and [`fd_budget`] (whether a plan's connections fit in that limit).
+//! memory) and [`fd_budget`] (whether a plan's connections fit in that limit). The run's
+//! `metrics.om` and its live `/metrics` endpoint: [`metrics_server`].
 //! Does not own: command-line handling and printing the results (`commands::run`), the
 //! plan (`plan`), the measurements (`driver`, `transport`), the file layout (`store`).
 
@@ -28,6 +29,7 @@ use crate::store::{RunStatus, RunWriter};
 
 pub mod calibrate;
 pub mod fd_budget;
+pub mod metrics_server;
 pub mod probes;
 pub mod recorder_task;
 pub mod resources;
@@ -52,6 +54,8 @@ pub struct Options {
     /// (`--force-transports`), recording their failed requests as `unsupported-transport`,
     /// instead of skipping them (see [`probes`]).
     pub force_transports: bool,
+    /// Serve the live measurements at `/metrics` (`--metrics-listen`, see [`metrics_server`]).
+    pub metrics: Option<metrics_server::MetricsOptions>,
 }
 
 impl Options {
@@ -63,6 +67,7 @@ impl Options {
             calibration: None,
             announce: true,
             force_transports: false,
+            metrics: None,
         }
     }
 }
@@ -102,6 +107,7 @@ pub async fn run(plan: Arc<Plan>, out: &Path, options: Options) -> anyhow::Resul
     // speak are skipped (or forced), before any results directory exists.
     let probed = probes::probe(&plan, &reach).await?;
     let (kept, forced) = probed.apply(&plan, options.force_transports)?;
+    let metrics = metrics_server::start(options.metrics.as_ref()).await?;
     let (endpoints, sims) = targets::endpoints(&kept, &reach).await?;
     let plan = kept;
 
@@ -115,6 +121,10 @@ pub async fn run(plan: Arc<Plan>, out: &Path, options: Options) -> anyhow::Resul
     if options.announce {
         announce(&plan, fd_limit, &dir);
     }
+    let feed = metrics.as_ref().map(|m| {
+        errln!("metrics: http://{}/metrics", m.addr());
+        m.feed(metrics_server::run_info(&dir, &plan.scenario_name))
+    });
 
     let emulator = Arc::new(Emulator::new(counters.clone()));
     let clock = Clock::start();
@@ -135,7 +145,7 @@ pub async fn run(plan: Arc<Plan>, out: &Path, options: Options) -> anyhow::Resul
 
     // The recorder task owns the measurements and the incremental files.
     let recorder = recorder_task::recorder(&plan)?;
-    let recorder_task = recorder_task::spawn(recorder, writer, rx, live_tx, forced);
+    let recorder_task = recorder_task::spawn(recorder, writer, rx, live_tx, forced, feed);
     // The harness watching itself: timer lateness and CPU use while the driver runs.
     let probe = crate::clock::selfwatch::Probe::start();
     let (rss_before_kib, _) = resources::rss_kib();
@@ -181,6 +191,7 @@ pub async fn run(plan: Arc<Plan>, out: &Path, options: Options) -> anyhow::Resul
     let provenance = counters.snapshot();
     writer.set_timestamps(provenance.timestamps());
     writer.finish(status, &recorder)?;
+    metrics_server::finish(metrics, &dir, &recorder, &plan.scenario_name).await;
     // The windows from the recorder's bounded detector; late dispatches from the rows.
     if let Err(e) = crate::store::write_run_stalls(&dir, recorder.stalls()) {
         errln!("warning: stalls.json could not be written: {e}");

@@ -4,7 +4,8 @@
 //! Owns: the run's empty [`Recorder`] (its SLOs and expected write groups), folding each
 //! driver event into it and the results files (a forced unsupported cell's failed requests
 //! relabelled first, see [`super::probes::Forced`]), flushing
-//! them at least once a second, and the live figures the progress display shows.
+//! them at least once a second, and the live figures the progress display shows (and the
+//! `/metrics` endpoint serves, published with each flush).
 //! Does not own: the final summary and manifest (the run writes them when the task ends).
 
 use tokio::sync::{mpsc, watch};
@@ -32,13 +33,15 @@ pub fn recorder(plan: &crate::plan::Plan) -> anyhow::Result<Recorder> {
 }
 
 /// Starts the task: it folds events from `rx` into `recorder` (empty, configured by the run)
-/// until every sender is gone, and sends (sessions done, live figures) to `live_tx` after each.
+/// until every sender is gone, and sends (sessions done, live figures) to `live_tx` after each;
+/// publishes the measurements to `feed` (`--metrics-listen`) with each flush, once a second.
 pub fn spawn(
     mut recorder: Recorder,
     mut writer: RunWriter,
     mut rx: mpsc::Receiver<Event>,
     live_tx: watch::Sender<(u64, LiveStats)>,
     forced: super::probes::Forced,
+    feed: Option<super::metrics_server::Feed>,
 ) -> JoinHandle<Recorded> {
     tokio::spawn(async move {
         let mut sessions_done = 0u64;
@@ -56,6 +59,9 @@ pub fn spawn(
                 _ = flush_tick.tick() => {
                     if let Err(e) = writer.flush() {
                         write_error.get_or_insert(e.into());
+                    }
+                    if let Some(feed) = &feed {
+                        feed.publish(&recorder);
                     }
                     continue;
                 }

@@ -20,6 +20,7 @@ mod hostile;
 mod llama;
 mod load_rate;
 mod load_schedule;
+mod metrics_out;
 mod one_line;
 mod probe;
 mod rates;
