@@ -4,8 +4,10 @@
 //! Owns: the run's empty [`Recorder`] (its SLOs and expected write groups), folding each
 //! driver event into it and the results files (a forced unsupported cell's failed requests
 //! relabelled first, see [`super::probes::Forced`]), flushing
-//! them at least once a second, and the live figures the progress display shows (and the
-//! `/metrics` endpoint serves, published with each flush).
+//! them at least once a second, and the live figures the progress display shows (published
+//! at most every [`LIVE_EVERY`] and once at the end: they merge every cell's TTFT histogram,
+//! which per request cost more than the request's own chunks), and the measurements the
+//! `/metrics` endpoint serves (published with each flush).
 //! Does not own: the final summary and manifest (the run writes them when the task ends).
 
 use tokio::sync::{mpsc, watch};
@@ -17,6 +19,10 @@ use crate::store::RunWriter;
 
 /// How often the incremental CSV files are flushed even when few rows arrived.
 const FLUSH_INTERVAL: std::time::Duration = std::time::Duration::from_secs(1);
+
+/// How often, at most, the live figures are recomputed and published (the progress bar
+/// draws 8 times a second; the line display every 5 s).
+pub const LIVE_EVERY: std::time::Duration = std::time::Duration::from_millis(100);
 
 /// What the task hands back when the driver's events end: the writer, the recorder, and
 /// the first error writing the files, if any.
@@ -33,8 +39,10 @@ pub fn recorder(plan: &crate::plan::Plan) -> anyhow::Result<Recorder> {
 }
 
 /// Starts the task: it folds events from `rx` into `recorder` (empty, configured by the run)
-/// until every sender is gone, and sends (sessions done, live figures) to `live_tx` after each;
-/// publishes the measurements to `feed` (`--metrics-listen`) with each flush, once a second.
+/// until every sender is gone, and sends (sessions done, live figures) to `live_tx`: at most
+/// every [`LIVE_EVERY`] while events arrive, at the next flush tick after a quiet spell, and
+/// once more, final, when the events end; publishes the measurements to `feed`
+/// (`--metrics-listen`) with each flush, once a second.
 pub fn spawn(
     mut recorder: Recorder,
     mut writer: RunWriter,
@@ -50,6 +58,11 @@ pub fn spawn(
         // the last second (plus what the OS had not written).
         let mut flush_tick = tokio::time::interval(FLUSH_INTERVAL);
         flush_tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+        let mut live_at = crate::clock::now();
+        let mut unpublished = false;
+        let publish = |done: u64, recorder: &Recorder| {
+            let _ = live_tx.send((done, recorder.live()));
+        };
         loop {
             let mut event = tokio::select! {
                 event = rx.recv() => match event {
@@ -62,6 +75,10 @@ pub fn spawn(
                     }
                     if let Some(feed) = &feed {
                         feed.publish(&recorder);
+                    }
+                    if std::mem::take(&mut unpublished) {
+                        publish(sessions_done, &recorder);
+                        live_at = crate::clock::now();
                     }
                     continue;
                 }
@@ -81,8 +98,15 @@ pub fn spawn(
             if let Err(e) = written {
                 write_error.get_or_insert(e.into());
             }
-            let _ = live_tx.send((sessions_done, recorder.live()));
+            if crate::clock::since(live_at) >= LIVE_EVERY {
+                publish(sessions_done, &recorder);
+                live_at = crate::clock::now();
+                unpublished = false;
+            } else {
+                unpublished = true;
+            }
         }
+        publish(sessions_done, &recorder);
         (writer, recorder, write_error)
     })
 }

@@ -1,7 +1,8 @@
 //! The CSV writers of a results directory's three row files, shared by `writer` (a run as
 //! it goes) and `merge_rows` (a merged directory).
 //!
-//! Owns: the writer type and flushing the three files with errors that name the file.
+//! Owns: the writer type, flushing the files with errors that name the file, and the integer
+//! formatting of `chunks.csv` rows ([`format_u64`]).
 //! Does not own: the columns (see `rows`) or what is written when (see `writer`,
 //! `merge_rows`).
 
@@ -9,27 +10,49 @@ use std::fs::File;
 use std::io::BufWriter;
 use std::path::Path;
 
-use super::{Result, StoreError, CHUNKS_FILE, REQUESTS_FILE, SESSIONS_FILE};
+use super::{Result, StoreError, REQUESTS_FILE, SESSIONS_FILE};
 
 /// A buffered CSV writer on a file.
 pub(super) type CsvOut = csv::Writer<BufWriter<File>>;
 
-/// Flushes a results directory's three CSV writers to the OS; an error names the file.
-pub(super) fn flush_csvs(
-    dir: &Path,
-    requests: &mut CsvOut,
-    chunks: &mut CsvOut,
-    sessions: &mut CsvOut,
-) -> Result<()> {
-    for (w, name) in [
-        (requests, REQUESTS_FILE),
-        (chunks, CHUNKS_FILE),
-        (sessions, SESSIONS_FILE),
-    ] {
+/// Flushes a results directory's `requests.csv` and `sessions.csv` writers to the OS (the
+/// caller flushes `chunks.csv`, whose writer is its own); an error names the file.
+pub(super) fn flush_csvs(dir: &Path, requests: &mut CsvOut, sessions: &mut CsvOut) -> Result<()> {
+    for (w, name) in [(requests, REQUESTS_FILE), (sessions, SESSIONS_FILE)] {
         w.flush().map_err(|source| StoreError::Write {
             path: dir.join(name),
             source,
         })?;
     }
     Ok(())
+}
+
+/// A buffer for [`format_u64`].
+pub(super) fn itoa_buf() -> [u8; 20] {
+    [0; 20]
+}
+
+/// `v` in decimal, in `buf`: the integer columns of `chunks.csv`, written without `fmt`.
+pub(super) fn format_u64(buf: &mut [u8; 20], mut v: u64) -> &[u8] {
+    let mut i = buf.len();
+    loop {
+        i -= 1;
+        buf[i] = b'0' + (v % 10) as u8;
+        v /= 10;
+        if v == 0 {
+            break;
+        }
+    }
+    &buf[i..]
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn numbers_format_as_decimal() {
+        let mut b = super::itoa_buf();
+        for v in [0u64, 7, 10, 123_456_789, u64::MAX] {
+            assert_eq!(super::format_u64(&mut b, v), v.to_string().as_bytes());
+        }
+    }
 }

@@ -11,7 +11,7 @@ use std::fs::File;
 use std::io::BufWriter;
 use std::path::Path;
 
-use super::csv_out::{flush_csvs, CsvOut as Out};
+use super::csv_out::{flush_csvs, format_u64, itoa_buf, CsvOut as Out};
 use super::rows::{shift_instants, ChunkRow, RequestRow, SessionRow};
 use super::{Result, StoreError, CHUNKS_FILE, REQUESTS_FILE, SESSIONS_FILE};
 use crate::recorder::Recorder;
@@ -208,40 +208,10 @@ impl Writers {
 
     /// Flushes the three files.
     pub(super) fn finish(mut self) -> Result<()> {
-        flush_csvs(
-            &self.dir,
-            &mut self.requests,
-            &mut self.chunks,
-            &mut self.sessions,
-        )
-    }
-}
-
-fn itoa_buf() -> [u8; 20] {
-    [0; 20]
-}
-
-/// `v` in decimal, in `buf`.
-fn format_u64(buf: &mut [u8; 20], mut v: u64) -> &[u8] {
-    let mut i = buf.len();
-    loop {
-        i -= 1;
-        buf[i] = b'0' + (v % 10) as u8;
-        v /= 10;
-        if v == 0 {
-            break;
-        }
-    }
-    &buf[i..]
-}
-
-#[cfg(test)]
-mod tests {
-    #[test]
-    fn numbers_format_as_decimal() {
-        let mut b = super::itoa_buf();
-        for v in [0u64, 7, 10, 123_456_789, u64::MAX] {
-            assert_eq!(super::format_u64(&mut b, v), v.to_string().as_bytes());
-        }
+        self.chunks.flush().map_err(|source| StoreError::Write {
+            path: self.dir.join(CHUNKS_FILE),
+            source,
+        })?;
+        flush_csvs(&self.dir, &mut self.requests, &mut self.sessions)
     }
 }

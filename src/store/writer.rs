@@ -1,18 +1,21 @@
 //! Writing a run: the directory and a `running` manifest at once (so a bad `--out` fails
 //! before any request is sent), CSV rows as results arrive, and the summary, histograms and
 //! final status at the end.
+//!
+//! `chunks.csv`, one row per chunk and the largest file by far, holds integers only: its rows
+//! are formatted by hand ([`chunk_line`]) straight into the file's buffer instead of
+//! through serde and the csv writer, byte for byte what the csv writer wrote (same columns,
+//! `,` and `\n`; a test compares them).
 
 use std::fs::File;
-use std::io::BufWriter;
+use std::io::{BufWriter, Write};
 use std::path::{Path, PathBuf};
 use std::time::{SystemTime, UNIX_EPOCH};
 
-use super::csv_out::{flush_csvs, CsvOut};
+use super::csv_out::{flush_csvs, format_u64, itoa_buf, CsvOut};
 use super::manifest::{rfc3339, run_id, Manifest, RunStatus};
 use super::reader::{TimelineFile, TIMELINE_SCHEMA_VERSION};
-use super::rows::{
-    ChunkRow, RequestRow, SessionRow, CHUNK_COLUMNS, REQUEST_COLUMNS, SESSION_COLUMNS,
-};
+use super::rows::{RequestRow, SessionRow, CHUNK_COLUMNS, REQUEST_COLUMNS, SESSION_COLUMNS};
 use super::{
     hlog, write_json, Result, StoreError, CHUNKS_FILE, MANIFEST_FILE, REQUESTS_FILE, SESSIONS_FILE,
     SUMMARY_FILE, TIMELINE_FILE,
@@ -32,7 +35,7 @@ pub struct RunWriter {
     manifest: Manifest,
     started: SystemTime,
     requests: CsvOut,
-    chunks: CsvOut,
+    chunks: BufWriter<File>,
     sessions: CsvOut,
     unflushed: usize,
     harness: Option<crate::recorder::harness::Harness>,
@@ -77,16 +80,19 @@ impl RunWriter {
         };
         let manifest = Manifest::new(id, plan, command_line, started);
         write_json(&dir.join(MANIFEST_FILE), &manifest)?;
-        let open = |name: &str| -> Result<CsvOut> {
+        let create = |name: &str| -> Result<BufWriter<File>> {
             let path = dir.join(name);
             let f = File::create(&path).map_err(|source| StoreError::Write { path, source })?;
+            Ok(BufWriter::with_capacity(64 << 10, f))
+        };
+        let open = |name: &str| -> Result<CsvOut> {
             Ok(csv::WriterBuilder::new()
                 .has_headers(false)
-                .from_writer(BufWriter::new(f)))
+                .from_writer(create(name)?))
         };
         let mut w = RunWriter {
             requests: open(REQUESTS_FILE)?,
-            chunks: open(CHUNKS_FILE)?,
+            chunks: create(CHUNKS_FILE)?,
             sessions: open(SESSIONS_FILE)?,
             dir,
             manifest,
@@ -108,7 +114,14 @@ impl RunWriter {
             &self.dir.join(REQUESTS_FILE),
             REQUEST_COLUMNS,
         )?;
-        write_header_row(&mut self.chunks, &self.dir.join(CHUNKS_FILE), CHUNK_COLUMNS)?;
+        let mut head = CHUNK_COLUMNS.join(",");
+        head.push('\n');
+        self.chunks
+            .write_all(head.as_bytes())
+            .map_err(|source| StoreError::Write {
+                path: self.dir.join(CHUNKS_FILE),
+                source,
+            })?;
         write_header_row(
             &mut self.sessions,
             &self.dir.join(SESSIONS_FILE),
@@ -135,14 +148,16 @@ impl RunWriter {
     pub fn write_request(&mut self, r: &RequestRecord) -> Result<()> {
         let mut row = RequestRow::from(r);
         row.shard = self.shard;
-        let path = self.dir.join(REQUESTS_FILE);
         self.requests
             .serialize(&row)
-            .map_err(|e| csv_err(&path, e))?;
-        let cpath = self.dir.join(CHUNKS_FILE);
+            .map_err(|e| csv_err(&self.dir.join(REQUESTS_FILE), e))?;
+        let mut line = [0u8; CHUNK_LINE_MAX];
         for (i, c) in r.chunks.iter().enumerate() {
-            let row = ChunkRow::new(c, r.id, i as u32);
-            self.chunks.serialize(row).map_err(|e| csv_err(&cpath, e))?;
+            let n = chunk_line(&mut line, r.id, i as u32, c);
+            if let Err(source) = self.chunks.write_all(&line[..n]) {
+                let path = self.dir.join(CHUNKS_FILE);
+                return Err(StoreError::Write { path, source });
+            }
         }
         self.count_row()
     }
@@ -202,12 +217,11 @@ impl RunWriter {
     /// Flushes every CSV file to the OS.
     pub fn flush(&mut self) -> Result<()> {
         self.unflushed = 0;
-        flush_csvs(
-            &self.dir,
-            &mut self.requests,
-            &mut self.chunks,
-            &mut self.sessions,
-        )
+        self.chunks.flush().map_err(|source| StoreError::Write {
+            path: self.dir.join(CHUNKS_FILE),
+            source,
+        })?;
+        flush_csvs(&self.dir, &mut self.requests, &mut self.sessions)
     }
 
     /// Flushes the CSVs, writes the histograms, `timeline.json` and `summary.json`, and marks
@@ -262,6 +276,73 @@ fn csv_err(path: &Path, e: csv::Error) -> StoreError {
     }
 }
 
+/// The longest `chunks.csv` row: three integers of up to 20 digits, two of up to 10, four
+/// commas and the line end.
+const CHUNK_LINE_MAX: usize = 3 * 20 + 2 * 10 + 5;
+
+/// Formats the `chunks.csv` row of chunk `c`, the `index`th of request `request_id`, into
+/// `out` (columns in [`CHUNK_COLUMNS`] order); returns its length.
+fn chunk_line(
+    out: &mut [u8; CHUNK_LINE_MAX],
+    request_id: u64,
+    index: u32,
+    c: &crate::vocab::Chunk,
+) -> usize {
+    let mut b = itoa_buf();
+    let mut n = 0;
+    let fields = [
+        request_id,
+        u64::from(index),
+        c.at_ns,
+        u64::from(c.tokens),
+        u64::from(c.text_bytes),
+    ];
+    for (i, v) in fields.into_iter().enumerate() {
+        let s = format_u64(&mut b, v);
+        out[n..n + s.len()].copy_from_slice(s);
+        n += s.len();
+        out[n] = if i == 4 { b'\n' } else { b',' };
+        n += 1;
+    }
+    n
+}
+
 fn write_header_row(w: &mut CsvOut, path: &Path, names: &[&str]) -> Result<()> {
     w.write_record(names).map_err(|e| csv_err(path, e))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::super::rows::ChunkRow;
+    use super::*;
+    use crate::vocab::Chunk;
+
+    /// The hand-formatted `chunks.csv` row is the csv writer's row of [`ChunkRow`], byte for
+    /// byte, extremes included.
+    #[test]
+    fn chunk_lines_are_what_the_csv_writer_wrote() {
+        let cases = [
+            (0u64, 0u32, 0u64, 0u32, 0u32),
+            (7, 1, 9_181_009, 3, 8),
+            (u64::MAX, u32::MAX, u64::MAX, u32::MAX, u32::MAX),
+        ];
+        for (id, index, at_ns, tokens, text_bytes) in cases {
+            let c = Chunk {
+                at_ns,
+                tokens,
+                text_bytes,
+            };
+            let mut w = csv::WriterBuilder::new()
+                .has_headers(false)
+                .from_writer(Vec::new());
+            w.serialize(ChunkRow::new(&c, id, index)).unwrap();
+            let want = w.into_inner().unwrap();
+            let mut line = [0u8; CHUNK_LINE_MAX];
+            let n = chunk_line(&mut line, id, index, &c);
+            assert_eq!(
+                std::str::from_utf8(&line[..n]).unwrap(),
+                std::str::from_utf8(&want).unwrap()
+            );
+        }
+    }
 }

@@ -1,0 +1,267 @@
+//! The floor under the harness's CPU per chunk: the same streams from the same `serve`
+//! process, read the same way (`recvmsg` with the kernel's receive stamp through
+//! [`spark_bench::clock::rx::KernelStamped`], plus the run clock's stamp of each read as the
+//! transport's byte meter takes it), and nothing else: no HTTP or WebSocket parser, no JSON,
+//! no recording. What the harness spends per chunk above this is its own work.
+//!
+//! ```sh
+//! taskset -c 1 spark-bench serve --profile fast --listen 127.0.0.1:18190 &
+//! taskset -c 0 cargo run --release --example read_floor -- \
+//!     --addr 127.0.0.1:18190 --transport http-pooled --requests 20000 --concurrency 64
+//! ```
+//!
+//! `scripts/cpu-per-chunk.sh` runs it beside the harness. Transports: `http-pooled`
+//! (keep-alive connections, one per worker), `http` (a new connection per request), `ws`
+//! (the Responses API's WebSocket mode, a new socket per request, as a one-turn session
+//! uses). The request is the one a one-turn `run` sends (64 output tokens at most). It prints
+//! CPU-µs per chunk and per read, chunks per read, and the process's CPU seconds.
+//! Chunks are counted as the harness counts them: events carrying output text.
+
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
+
+use spark_bench::clock::rx::KernelStamped;
+use spark_bench::clock::{self, Clock};
+use spark_bench::provenance::Counters;
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::net::TcpStream;
+
+const PROMPT: &str = "Write a Python function that reverses a string.";
+
+#[derive(Clone, Copy, PartialEq)]
+enum Kind {
+    Http,
+    HttpPooled,
+    Ws,
+}
+
+struct Args {
+    addr: String,
+    kind: Kind,
+    requests: u64,
+    concurrency: usize,
+    max_tokens: u32,
+}
+
+fn args() -> Args {
+    let mut a = Args {
+        addr: "127.0.0.1:18190".into(),
+        kind: Kind::HttpPooled,
+        requests: 20_000,
+        concurrency: 64,
+        max_tokens: 64,
+    };
+    let mut it = std::env::args().skip(1);
+    while let Some(flag) = it.next() {
+        let val = it.next().unwrap_or_else(|| panic!("{flag} needs a value"));
+        match flag.as_str() {
+            "--addr" => a.addr = val,
+            "--transport" => {
+                a.kind = match val.as_str() {
+                    "http" => Kind::Http,
+                    "http-pooled" => Kind::HttpPooled,
+                    "ws" => Kind::Ws,
+                    _ => panic!("--transport http|http-pooled|ws"),
+                }
+            }
+            "--requests" => a.requests = val.parse().expect("--requests N"),
+            "--concurrency" => a.concurrency = val.parse().expect("--concurrency N"),
+            "--max-tokens" => a.max_tokens = val.parse().expect("--max-tokens N"),
+            _ => panic!("unknown flag {flag}"),
+        }
+    }
+    a
+}
+
+#[derive(Default)]
+struct Tally {
+    requests: AtomicU64,
+    reads: AtomicU64,
+    chunks: AtomicU64,
+    bytes: AtomicU64,
+    /// Sum of the stamps, so no stamp is optimised away.
+    stamps: AtomicU64,
+}
+
+fn chat_request(host: &str, max_tokens: u32) -> Vec<u8> {
+    let body = format!(
+        r#"{{"model":"sim","messages":[{{"role":"user","content":"{PROMPT}"}}],"stream":true,"stream_options":{{"include_usage":true}},"max_tokens":{max_tokens}}}"#
+    );
+    format!(
+        "POST /v1/chat/completions HTTP/1.1\r\nhost: {host}\r\ncontent-type: application/json\r\naccept: text/event-stream\r\ncontent-length: {}\r\n\r\n{body}",
+        body.len()
+    )
+    .into_bytes()
+}
+
+fn ws_upgrade(host: &str) -> Vec<u8> {
+    format!(
+        "GET /v1/responses HTTP/1.1\r\nhost: {host}\r\nupgrade: websocket\r\nconnection: Upgrade\r\nsec-websocket-key: dGhlIHNhbXBsZSBub25jZQ==\r\nsec-websocket-version: 13\r\n\r\n"
+    )
+    .into_bytes()
+}
+
+/// A masked client text frame (mask key 0: the payload goes as is).
+fn ws_frame(max_tokens: u32) -> Vec<u8> {
+    let body = format!(
+        r#"{{"type":"response.create","model":"sim","store":false,"input":[{{"role":"user","content":"{PROMPT}"}}],"max_output_tokens":{max_tokens}}}"#
+    );
+    let mut f = vec![0x81u8];
+    let n = body.len();
+    if n < 126 {
+        f.push(0x80 | n as u8);
+    } else {
+        f.push(0x80 | 126);
+        f.extend_from_slice(&(n as u16).to_be_bytes());
+    }
+    f.extend_from_slice(&[0, 0, 0, 0]);
+    f.extend_from_slice(body.as_bytes());
+    f
+}
+
+struct Reader {
+    clock: Clock,
+    counters: Arc<Counters>,
+    tally: Arc<Tally>,
+    chunk: memchr::memmem::Finder<'static>,
+    end: &'static [u8],
+    buf: Vec<u8>,
+}
+
+impl Reader {
+    async fn connect(&self, addr: &str) -> (KernelStamped, spark_bench::clock::rx::Arrivals) {
+        let tcp = TcpStream::connect(addr).await.expect("connect");
+        tcp.set_nodelay(true).ok();
+        KernelStamped::new(tcp, self.counters.clone())
+    }
+
+    /// Reads one response: every read stamped, chunks counted, until the bytes of a read end
+    /// with the response's last bytes. Returns false when the connection closed first.
+    async fn response(
+        &mut self,
+        io: &mut KernelStamped,
+        arrivals: &spark_bench::clock::rx::Arrivals,
+    ) -> bool {
+        let (mut reads, mut chunks, mut bytes, mut stamps) = (0u64, 0u64, 0u64, 0u64);
+        let done = loop {
+            let n = io.read(&mut self.buf).await.unwrap_or(0);
+            if n == 0 {
+                break false;
+            }
+            // The byte meter's stamp: the kernel's arrival, never later than now.
+            let now = self.clock.now_ns();
+            let at = arrivals
+                .latest()
+                .map(|t| self.clock.ns(t).min(now))
+                .unwrap_or(now);
+            stamps = stamps.wrapping_add(at);
+            reads += 1;
+            bytes += n as u64;
+            let got = &self.buf[..n];
+            chunks += self.chunk.find_iter(got).count() as u64;
+            if got.ends_with(self.end) {
+                break true;
+            }
+        };
+        let t = &self.tally;
+        t.reads.fetch_add(reads, Ordering::Relaxed);
+        t.chunks.fetch_add(chunks, Ordering::Relaxed);
+        t.bytes.fetch_add(bytes, Ordering::Relaxed);
+        t.stamps.fetch_add(stamps, Ordering::Relaxed);
+        done
+    }
+}
+
+async fn worker(a: Arc<Args>, mut r: Reader, left: Arc<AtomicU64>) {
+    let (req, upgrade) = match a.kind {
+        Kind::Ws => (ws_frame(a.max_tokens), ws_upgrade(&a.addr)),
+        _ => (chat_request(&a.addr, a.max_tokens), Vec::new()),
+    };
+    let mut conn = None;
+    while left
+        .fetch_update(Ordering::Relaxed, Ordering::Relaxed, |n| n.checked_sub(1))
+        .is_ok()
+    {
+        if conn.is_none() || a.kind != Kind::HttpPooled {
+            let (mut io, arrivals) = r.connect(&a.addr).await;
+            if a.kind == Kind::Ws {
+                io.write_all(&upgrade).await.expect("upgrade");
+                let n = io.read(&mut r.buf).await.expect("101");
+                assert!(r.buf[..n].starts_with(b"HTTP/1.1 101"), "no upgrade");
+            }
+            conn = Some((io, arrivals));
+        }
+        let (io, arrivals) = conn.as_mut().unwrap();
+        io.write_all(&req).await.expect("write");
+        let ok = r.response(io, arrivals).await;
+        r.tally.requests.fetch_add(1, Ordering::Relaxed);
+        if !ok {
+            conn = None;
+        }
+    }
+}
+
+fn main() {
+    let a = Arc::new(args());
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+        .expect("runtime");
+    let tally = Arc::new(Tally::default());
+    let clock = Clock::start();
+    let counters = Arc::new(Counters::default());
+    let (pattern, end): (&'static [u8], &'static [u8]) = match a.kind {
+        Kind::Ws => (
+            b"\"response.output_text.delta\"",
+            b"\"response.completed\"}",
+        ),
+        _ => (b"\"delta\":{\"content\":\"", b"0\r\n\r\n"),
+    };
+    let cpu0 = clock::selfwatch::process_cpu_time().unwrap_or_default();
+    let t0 = clock::now();
+    rt.block_on(async {
+        let left = Arc::new(AtomicU64::new(a.requests));
+        let mut tasks = Vec::new();
+        for _ in 0..a.concurrency {
+            let r = Reader {
+                clock,
+                counters: counters.clone(),
+                tally: tally.clone(),
+                chunk: memchr::memmem::Finder::new(pattern),
+                end,
+                buf: vec![0u8; 16 << 10],
+            };
+            tasks.push(tokio::spawn(worker(a.clone(), r, left.clone())));
+        }
+        for t in tasks {
+            t.await.expect("worker");
+        }
+    });
+    let wall = clock::since(t0).as_secs_f64();
+    let cpu = (clock::selfwatch::process_cpu_time().unwrap_or_default() - cpu0).as_secs_f64();
+    let t = &tally;
+    let (req, reads, chunks) = (
+        t.requests.load(Ordering::Relaxed),
+        t.reads.load(Ordering::Relaxed),
+        t.chunks.load(Ordering::Relaxed),
+    );
+    // The role event carries an empty content string: not a chunk.
+    let chunks = if a.kind == Kind::Ws {
+        chunks
+    } else {
+        chunks.saturating_sub(req)
+    };
+    println!(
+        "floor transport={} requests={req} chunks={chunks} reads={reads} bytes={} cpu_s={cpu:.3} wall_s={wall:.2} us_per_chunk={:.3} us_per_read={:.3} chunks_per_read={:.3} (stamp sum {})",
+        match a.kind {
+            Kind::Http => "http",
+            Kind::HttpPooled => "http-pooled",
+            Kind::Ws => "ws",
+        },
+        t.bytes.load(Ordering::Relaxed),
+        cpu * 1e6 / chunks.max(1) as f64,
+        cpu * 1e6 / reads.max(1) as f64,
+        chunks as f64 / reads.max(1) as f64,
+        t.stamps.load(Ordering::Relaxed) % 1000,
+    );
+}
