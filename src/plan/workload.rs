@@ -19,7 +19,7 @@ use serde_json::Value;
 use sha2::{Digest, Sha256};
 
 use super::check::{PlanError, MAX_OUTPUT_TOKENS_LIMIT};
-use super::{SessionPlan, TurnPlan, STREAM_DATASET, STREAM_WORKLOAD};
+use super::{Sessions, TurnPlan, STREAM_DATASET, STREAM_WORKLOAD};
 use crate::rng::Rng;
 use crate::scenario::{DatasetFormat, DistKind, DistSpec, WorkloadSpec};
 
@@ -592,31 +592,23 @@ impl Workload {
     }
 
     /// The record for the plan, with the means of the measured sessions' turns.
-    pub fn info(&self, sessions: &[SessionPlan]) -> WorkloadInfo {
+    pub fn info(&self, sessions: &Sessions) -> WorkloadInfo {
         let mut info = self.info.clone();
-        let turns: Vec<&TurnPlan> = sessions
-            .iter()
-            .filter(|s| !s.warmup)
-            .flat_map(|s| s.turns.iter())
-            .collect();
-        let n = turns.len().max(1) as f64;
+        // Streamed: one session's turns at a time, summed in the order a list would be.
+        let (mut count, mut input, mut output) = (0u64, 0.0f64, 0.0f64);
+        for s in sessions.iter().filter(|s| !s.warmup) {
+            for t in s.turns.iter() {
+                count += 1;
+                input += f64::from(tokens_by_rule(&t.user_text));
+                output += f64::from(t.max_output_tokens);
+            }
+        }
+        let n = count.max(1) as f64;
         // Three decimals: enough, and a short decimal survives the manifest's JSON exactly.
         let round = |x: f64| (x * 1000.0).round() / 1000.0;
-        info.measured_turns = turns.len() as u64;
-        info.mean_input_tokens = round(
-            turns
-                .iter()
-                .map(|t| f64::from(tokens_by_rule(&t.user_text)))
-                .sum::<f64>()
-                / n,
-        );
-        info.mean_output_tokens = round(
-            turns
-                .iter()
-                .map(|t| f64::from(t.max_output_tokens))
-                .sum::<f64>()
-                / n,
-        );
+        info.measured_turns = count;
+        info.mean_input_tokens = round(input / n);
+        info.mean_output_tokens = round(output / n);
         info
     }
 }

@@ -217,8 +217,8 @@ fn synthetic_plans_are_seeded_per_session_and_recorded() {
     assert!(a.sessions.iter().all(|s| s.turns.len() == 2));
     // Every session draws its own lengths.
     assert_ne!(
-        a.sessions[2].turns[0].user_text,
-        a.sessions[3].turns[0].user_text
+        a.sessions.get(2).unwrap().turns[0].user_text,
+        a.sessions.get(3).unwrap().turns[0].user_text
     );
     let w = a.workload.as_ref().unwrap();
     assert_eq!(w.kind, "synthetic");
@@ -356,8 +356,8 @@ fn the_shipped_dataset_scenario_samples_with_the_seed() {
     let p = build_with(Some(20), 3);
     assert_eq!(p.sessions.len(), 20);
     assert_eq!(
-        p.sessions[0].turns[0].user_text,
-        p.sessions[8].turns[0].user_text
+        p.sessions.get(0).unwrap().turns[0].user_text,
+        p.sessions.get(8).unwrap().turns[0].user_text
     );
 }
 
