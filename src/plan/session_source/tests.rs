@@ -22,42 +22,64 @@ fn same(a: &SessionPlan, b: &SessionPlan) -> bool {
         && a.turns == b.turns
 }
 
+/// `p`'s source stretched to `whole` sessions (`[load] sessions` stops at 100,000; the
+/// source does not care how many it is asked for).
+fn stretched(p: &Plan, whole: u32) -> Sessions {
+    match &p.sessions.kind {
+        Kind::Source { src, .. } => Sessions::from_source((**src).clone(), whole),
+        Kind::Runs(_) => panic!("a built plan is a source"),
+    }
+}
+
 #[test]
-fn ten_million_sessions_plan_at_once_and_session_i_is_the_small_plans() {
-    let t = Instant::now();
-    let big = agent(10_000_000, "");
-    // Nothing per session: building, cloning and asking for a late session are immediate.
-    let late = big.sessions.get(9_999_990).unwrap();
-    let copy = big.clone();
-    assert!(t.elapsed() < Duration::from_secs(2), "{:?}", t.elapsed());
-    assert_eq!(big.sessions.len(), 10_000_002);
-    assert_eq!(big.sessions.end_index(), 10_000_002);
-    assert_eq!(late.index, 9_999_990);
-    assert!(!late.warmup);
-    // Session i depends on the seed and i only: the plan of 30 sessions has the same ones.
+fn ten_million_sessions_cost_nothing_and_session_i_is_the_small_plans() {
     let small = agent(30, "");
+    let t = Instant::now();
+    let big = stretched(&small, 10_000_002);
+    // Nothing per session: making, cloning and asking for a late session are immediate.
+    let late = big.get(9_999_990).unwrap();
+    let copy = big.clone();
+    assert!(
+        t.elapsed() < Duration::from_millis(500),
+        "{:?}",
+        t.elapsed()
+    );
+    assert_eq!((big.len(), big.end_index()), (10_000_002, 10_000_002));
+    assert_eq!((late.index, late.warmup), (9_999_990, false));
+    // Session i depends on the seed and i only: the plan of 30 sessions has the same ones,
+    // and so does the biggest plan `[load]` allows.
     let listed = small.sessions.to_vec();
     assert_eq!(listed.len(), 32);
+    let most = agent(100_000, "");
     for (k, s) in listed.iter().enumerate() {
-        assert!(same(s, &big.sessions.get(k).unwrap()), "session {k}");
-        assert!(
-            same(s, &copy.sessions.iter().nth(k).unwrap()),
-            "session {k}"
-        );
+        assert!(same(s, &big.get(k).unwrap()), "session {k}");
+        assert!(same(s, &copy.iter().nth(k).unwrap()), "session {k}");
+        assert!(same(s, &most.sessions.get(k).unwrap()), "session {k}");
     }
     let scripts: Vec<_> = listed.iter().map(|s| &s.turns).collect();
     assert!(
         scripts.windows(2).any(|w| w[0] != w[1]),
         "tool orders differ"
     );
-    // And a plan just long enough for the late session holds the same one.
-    let shorter = agent(9_999_989, "");
-    assert!(same(&late, &shorter.sessions.get(9_999_990).unwrap()));
+    let k = 99_999;
+    assert!(same(&big.get(k).unwrap(), &most.sessions.get(k).unwrap()));
+    assert!(same(
+        &big.get(k).unwrap(),
+        &most.sessions.iter().nth(k).unwrap()
+    ));
+    // A shard of it is as cheap.
+    let shard = big.shard(3, 4);
+    assert_eq!(shard.len(), 2_500_000);
+    assert!(same(
+        &shard.get(2_499_999).unwrap(),
+        &big.get(9_999_999).unwrap()
+    ));
+    assert!(t.elapsed() < Duration::from_secs(5), "{:?}", t.elapsed());
 }
 
 #[test]
 fn a_closed_loop_of_one_script_shares_it_and_folds_to_two_entries() {
-    let p = plan_of("name = \"m\"\n[load]\nsessions = 1000000\nwarmup_sessions = 2\n[[turns]]\nprompt = \"hi\"\n");
+    let p = plan_of("name = \"m\"\n[load]\nsessions = 100000\nwarmup_sessions = 2\n[[turns]]\nprompt = \"hi\"\n");
     let first = p.sessions.get(0).unwrap();
     assert!(p
         .sessions
@@ -68,7 +90,7 @@ fn a_closed_loop_of_one_script_shares_it_and_folds_to_two_entries() {
         runs.iter()
             .map(|r| (r.index, r.warmup, r.count))
             .collect::<Vec<_>>(),
-        vec![(0, true, 2), (2, false, 1_000_000)]
+        vec![(0, true, 2), (2, false, 100_000)]
     );
 }
 
