@@ -59,6 +59,13 @@ pub fn serialize<S: Serializer>(sessions: &Sessions, s: S) -> Result<S::Ok, S::E
     s.collect_seq(sessions.runs().map(Entry::from))
 }
 
+/// The folded JSON form (as `plan.sessions`).
+impl Serialize for Sessions {
+    fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        serialize(self, s)
+    }
+}
+
 /// Reads folded or one-per-session entries as runs; consecutive equal scripts share one
 /// `Arc`.
 pub fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<Sessions, D::Error> {

@@ -5,7 +5,8 @@
 //! count-based warm-up, the open-loop arrival process) with an optional shard filter, or
 //! explicit runs (read back from a manifest, merged from shards, edited by `calibrate`);
 //! its iterator, which draws open-loop start offsets from the seeded arrival process as it
-//! goes; and the folding of consecutive equal sessions into runs.
+//! goes; the folding of consecutive equal sessions into runs; and the requests a session
+//! plans.
 //! Does not own: how scripts are made (`plan::build`, `plan::workload`), counting an
 //! open-loop plan's sessions and its checks (`plan::build`), nor the JSON form
 //! (`session_runs`).
@@ -98,12 +99,6 @@ impl fmt::Debug for Sessions {
             .field("kind", &kind)
             .field("len", &self.len)
             .finish()
-    }
-}
-
-impl serde::Serialize for Sessions {
-    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
-        super::session_runs::serialize(self, s)
     }
 }
 
@@ -328,7 +323,7 @@ impl Iterator for Iter<'_> {
                 }
                 let turns = (keep || a.per_request).then(|| (src.script)(i));
                 let claims = match (&turns, a.per_request) {
-                    (Some(t), true) => super::build::planned_requests(t),
+                    (Some(t), true) => planned_requests(t),
                     _ => 1,
                 };
                 let start = at.claim(claims);
@@ -360,6 +355,15 @@ impl Iterator for Iter<'_> {
             },
         }
     }
+}
+
+/// Requests a session plans: one per turn plus one per tool call.
+pub fn planned_requests(turns: &[TurnPlan]) -> u32 {
+    turns
+        .iter()
+        .map(|t| t.tool_calls.len() as u32 + 1)
+        .sum::<u32>()
+        .max(1)
 }
 
 /// Folds consecutive equal sessions into runs, streaming.

@@ -1,27 +1,20 @@
 //! The sessions a load implies.
 //!
 //! Owns: the sessions' source of a load (the closed loop's count; the open loop's arrival
-//! process, warm-up by time and `duration` stop, walked once to count and check them) and
-//! the requests a session plans. Pure, like the rest of `build`: a resolved [`Load`] and a
+//! process, warm-up by time and `duration` stop, walked once to count and check them).
+//! Pure, like the rest of `build`: a resolved [`Load`] and a
 //! session-script function in, a [`Sessions`] source out.
 //! Does not own: the load itself (`plan::load`), nor the session scripts (`build`).
 
 use crate::plan::arrival;
 use crate::plan::session_source::{Arrivals, ScriptFn, Source};
 use crate::plan::PlanError;
-use crate::plan::{Load, Sessions, TurnPlan};
+use crate::plan::{Load, Sessions};
 
 /// Most sessions a `duration` may generate per cell (open loop).
 pub const MAX_GENERATED_SESSIONS: usize = 200_000;
 
-/// Requests a session plans: one per turn plus one per tool call.
-pub fn planned_requests(turns: &[TurnPlan]) -> u32 {
-    turns
-        .iter()
-        .map(|t| t.tool_calls.len() as u32 + 1)
-        .sum::<u32>()
-        .max(1)
-}
+pub use crate::plan::session_source::planned_requests;
 
 /// Every session of a cell as a [`Sessions`] source, and how many of them are measured:
 /// sessions `0..load.warmup_sessions` are warm-up sessions at offset 0, then `script` gives
