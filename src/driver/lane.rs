@@ -193,7 +193,7 @@ impl Fresh {
         let ctx = &cells[i];
         let next = self.next[i].get_or_insert_with(|| {
             let plan = &ctx.plan;
-            let top = plan.sessions.iter().map(|s| s.index + 1).max().unwrap_or(0);
+            let top = plan.sessions.end_index();
             let warm = plan.sessions_of_cell(ctx.index as usize) - plan.sessions.len();
             // A shard numbers its fresh sessions `index` modulo `count`, so the shards of
             // one plan never give two sessions the same index.

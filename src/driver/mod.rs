@@ -229,12 +229,12 @@ impl CellContext {
         } else {
             Vec::new()
         };
-        let keep = move |s: &&SessionPlan| match phase {
+        let keep = move |s: &SessionPlan| match phase {
             Phase::Warmup => s.warmup && s.index < counted,
             Phase::Measured => s.index >= counted,
         };
         warm.into_iter()
-            .chain(self.plan.sessions.iter().filter(keep).cloned())
+            .chain(self.plan.sessions.iter().filter(keep))
     }
 }
 

@@ -14,13 +14,16 @@ use sha2::{Digest, Sha256};
 
 use super::check::{check_max_tokens, check_turn, PlanError, Src};
 use super::schedule::{default_schedule, shared_servers};
+use super::session_source::ScriptFn;
 use super::targets::{self, dedup, BUILTIN_TARGETS};
 use super::workload::Workload;
-use super::{salt, same_script, Cell, Load, Plan, SessionPlan, Target, ToolCallPlan, TurnPlan};
+use super::{salt, Cell, Load, Plan, Sessions, Target, ToolCallPlan, TurnPlan};
 use super::{STREAM_AGENT, STREAM_ARRIVALS, STREAM_CONTEXT};
 use crate::link::Link;
 use crate::rng::Rng;
-use crate::scenario::{suggest, LoadKnobs, LoadedScenario, Scenario, TargetSpec, TargetsFile};
+use crate::scenario::{
+    suggest, LoadKnobs, LoadedScenario, Scenario, TargetSpec, TargetsFile, TurnSpec,
+};
 use crate::vocab::TransportKind;
 use crate::vocab::{CacheMode, Schedule};
 
@@ -309,50 +312,39 @@ fn system_prompt(s: &Scenario, seed: u64, src: &Src) -> Result<String, PlanError
 }
 
 /// Every session of a cell: the count-based warm-up sessions first, then the measured ones
-/// (and, in open loop, the warm-up-by-time ones before them). Under a `duration` in open
-/// loop the sessions generated set `load.sessions`.
+/// (and, in open loop, the warm-up-by-time ones before them), as a source that builds each
+/// one when it is reached. Under a `duration` in open loop the sessions generated set
+/// `load.sessions`.
 fn plan_sessions(
     s: &Scenario,
     workload: Option<&Workload>,
     load: &mut Load,
     seed: u64,
     default_max: u32,
-) -> Result<Vec<SessionPlan>, PlanError> {
-    // Each scenario turn's text once, shared by every session that sends it; a script
-    // equal to the previous session's is that one (closed loops of one script hold one).
+) -> Result<Sessions, PlanError> {
+    // Each scenario turn's text once, shared by every session that sends it; a script that
+    // does not depend on the session (no agent loop, no workload) is built once and shared.
     let prompts: Vec<Arc<str>> = s.turns.iter().map(|t| t.prompt.trim_end().into()).collect();
-    let mut last: Option<Arc<[TurnPlan]>> = None;
-    let mut script = |i: u32| {
-        let turns: Arc<[TurnPlan]> = match workload {
-            Some(w) => w.turns(seed, i, default_max),
-            None => expand_turns(s, &prompts, default_max, seed, i),
+    let script: ScriptFn = match workload {
+        Some(w) => {
+            let w = Arc::new(w.clone());
+            Arc::new(move |i| w.turns(seed, i, default_max).into())
         }
-        .into();
-        let turns = match last.take() {
-            Some(prev) if same_script(&prev, &turns) => prev,
-            _ => turns,
-        };
-        last = Some(turns.clone());
-        turns
+        None if s.turns.iter().all(|t| t.agent.is_none()) => {
+            let fixed: Arc<[TurnPlan]> =
+                expand_turns(&s.turns, &prompts, default_max, seed, 0).into();
+            Arc::new(move |_| fixed.clone())
+        }
+        None => {
+            let turns = Arc::new(s.turns.clone());
+            Arc::new(move |i| expand_turns(&turns, &prompts, default_max, seed, i).into())
+        }
     };
-    let mut sessions = Vec::new();
-    for i in 0..load.warmup_sessions {
-        sessions.push(SessionPlan {
-            index: i,
-            warmup: true,
-            start_offset: Duration::ZERO,
-            turns: script(i),
-        });
-    }
-    sessions.extend(sessions::sessions(
-        load,
-        Rng::derive(seed, STREAM_ARRIVALS).next_u64(),
-        load.warmup_sessions,
-        &mut script,
-    )?);
+    let (sessions, measured) =
+        sessions::sessions(load, Rng::derive(seed, STREAM_ARRIVALS).next_u64(), script)?;
     if load.sessions_from_duration && load.open_loop() {
         // The duration decided how many measured sessions there are.
-        load.sessions = sessions.iter().filter(|s| !s.warmup).count() as u32;
+        load.sessions = measured;
     }
     Ok(sessions)
 }
@@ -429,17 +421,21 @@ fn resolve_schedule_and_cache(
 }
 
 /// `cold` salts are distinct only while the request coordinates fit their bit fields.
-fn check_salt_limits(cells: &[Cell], sessions: &[SessionPlan]) -> Result<(), PlanError> {
+fn check_salt_limits(cells: &[Cell], sessions: &Sessions) -> Result<(), PlanError> {
     if !cells.iter().any(|c| c.cache == CacheMode::Cold) {
         return Ok(());
     }
     let (max_cells, max_sessions, max_turns, max_steps) = salt::LIMITS;
-    let turns = sessions.iter().map(|s| s.turns.len()).max().unwrap_or(0) as u64;
-    let steps = sessions
-        .iter()
-        .flat_map(|s| s.turns.iter().map(|t| t.tool_calls.len() as u64 + 1))
-        .max()
-        .unwrap_or(0);
+    // Cache-warming sessions are numbered after the measured ones.
+    let session_ids = 2 * sessions.len() as u64;
+    let (mut turns, mut steps) = (0u64, 0u64);
+    if session_ids <= max_sessions {
+        for s in sessions.iter() {
+            turns = turns.max(s.turns.len() as u64);
+            let most = s.turns.iter().map(|t| t.tool_calls.len() as u64 + 1).max();
+            steps = steps.max(most.unwrap_or(0));
+        }
+    }
     // Cache-warming sessions are numbered after the measured ones.
     let session_ids = 2 * sessions.len() as u64;
     let problem = if cells.len() as u64 > max_cells {
@@ -572,14 +568,14 @@ fn unknown_target(name: &str, known: &[&str], from_cli: bool, src: &Src) -> Plan
 /// (different per session, identical across cells, so every transport replays exactly the
 /// same conversations).
 fn expand_turns(
-    s: &Scenario,
+    scenario_turns: &[TurnSpec],
     prompts: &[Arc<str>],
     default_max: u32,
     seed: u64,
     session: u32,
 ) -> Vec<TurnPlan> {
     let mut out = Vec::new();
-    for (ti, t) in s.turns.iter().enumerate() {
+    for (ti, t) in scenario_turns.iter().enumerate() {
         let mut rng = Rng::derive(seed, STREAM_AGENT + u64::from(session) * 4096 + ti as u64);
         for _ in 0..t.repeat.unwrap_or(1) {
             let tool_calls = match &t.agent {

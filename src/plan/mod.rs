@@ -21,6 +21,7 @@ mod load;
 pub mod salt;
 pub mod schedule;
 pub mod session_runs;
+pub mod session_source;
 pub mod shard;
 pub mod slo;
 pub mod sweep;
@@ -30,6 +31,7 @@ pub mod workload;
 pub use build::{build, Overrides, PlanInput};
 pub use check::PlanError;
 pub use load::Load;
+pub use session_source::Sessions;
 pub use slo::{Slo, SloBound};
 
 // Seed streams of the plan's RNG, so adding randomness in one place never shifts another.
@@ -58,11 +60,12 @@ pub struct Plan {
     pub system_prompt: String,
     /// The target × transport matrix, in display order (targets outer, transports inner).
     pub cells: Vec<Cell>,
-    /// The session scripts; every cell runs the same sessions. Sessions with the same
-    /// script share it (one `Arc`), and the JSON form folds consecutive sessions that differ
-    /// only in their index into one entry with a `count` (see [`session_runs`]).
+    /// The sessions; every cell runs the same sessions. A built plan generates each one
+    /// when it is reached (see [`session_source`]: nothing is kept per session), and the
+    /// JSON form folds consecutive sessions that differ only in their index into one entry
+    /// with a `count` (see [`session_runs`]).
     #[serde(with = "session_runs")]
-    pub sessions: Vec<SessionPlan>,
+    pub sessions: Sessions,
     /// Load shape.
     pub load: Load,
     /// Link emulation applied on the client side for embedded-simulator targets (and for
@@ -123,19 +126,17 @@ impl Plan {
     /// warm-up and numbered after the measured sessions. Its prompts then sit in the server's
     /// prefix cache when the measured sessions start.
     pub fn cache_warm_sessions(&self) -> Vec<SessionPlan> {
-        let mut seen: Vec<&Arc<[TurnPlan]>> = Vec::new();
-        let mut out = Vec::new();
-        let next = self.sessions.iter().map(|s| s.index + 1).max().unwrap_or(0);
+        let mut out: Vec<SessionPlan> = Vec::new();
+        let next = self.sessions.end_index();
         for s in self.sessions.iter().filter(|s| !s.warmup) {
-            if seen.iter().any(|t| same_script(t, &s.turns)) {
+            if out.iter().any(|t| same_script(&t.turns, &s.turns)) {
                 continue;
             }
-            seen.push(&s.turns);
             out.push(SessionPlan {
                 index: next + out.len() as u32,
                 warmup: true,
                 start_offset: Duration::ZERO,
-                turns: s.turns.clone(),
+                turns: s.turns,
             });
         }
         out

@@ -3,9 +3,11 @@
 //! another, are one entry with a `count`, so a closed-loop plan of a million sessions of one
 //! script is one entry, not a million.
 //!
-//! Owns: that folding and its reverse (which shares one script `Arc` across the sessions it
-//! expands), and the serde helpers for the plan's shared texts (`Arc<str>`, `Arc<[T]>`).
-//! Does not own: the plan types (`plan`), nor building sessions (`plan::build`).
+//! Owns: writing that folding (streamed from [`Sessions::runs`], so a plan generated on
+//! demand is never listed) and reading it back as runs (consecutive equal scripts share one
+//! `Arc`), and the serde helpers for the plan's shared texts (`Arc<str>`, `Arc<[T]>`).
+//! Does not own: the plan types (`plan`), the sessions themselves (`plan::session_source`),
+//! nor building them (`plan::build`).
 //!
 //! An entry without `count` is one session: manifests written before the folding read
 //! unchanged.
@@ -15,7 +17,8 @@ use std::time::Duration;
 
 use serde::{Deserialize, Deserializer, Serialize, Serializer};
 
-use super::{same_script, SessionPlan, TurnPlan};
+use super::session_source::{Run, Sessions};
+use super::{same_script, TurnPlan};
 
 /// One entry: `count` sessions numbered from `index`.
 #[derive(Serialize, Deserialize)]
@@ -38,57 +41,50 @@ fn is_one(n: &u32) -> bool {
     *n == 1
 }
 
-/// The folded entries of `sessions`.
-fn fold(sessions: &[SessionPlan]) -> Vec<Entry> {
-    let mut out: Vec<Entry> = Vec::new();
-    for s in sessions {
-        if let Some(last) = out.last_mut() {
-            if last.warmup == s.warmup
-                && last.start_offset == s.start_offset
-                && last.index.checked_add(last.count) == Some(s.index)
-                && same_script(&last.turns, &s.turns)
-            {
-                last.count += 1;
-                continue;
-            }
+impl From<Run> for Entry {
+    fn from(r: Run) -> Self {
+        Entry {
+            index: r.index,
+            warmup: r.warmup,
+            start_offset: r.start_offset,
+            turns: r.turns,
+            count: r.count,
         }
-        out.push(Entry {
-            index: s.index,
-            warmup: s.warmup,
-            start_offset: s.start_offset,
-            turns: s.turns.clone(),
-            count: 1,
-        });
     }
-    out
 }
 
-/// Serializes the sessions folded (see the module header).
-pub fn serialize<S: Serializer>(sessions: &[SessionPlan], s: S) -> Result<S::Ok, S::Error> {
-    fold(sessions).serialize(s)
+/// Serializes the sessions folded (see the module header), streaming: a plan generated on
+/// demand is never listed.
+pub fn serialize<S: Serializer>(sessions: &Sessions, s: S) -> Result<S::Ok, S::Error> {
+    s.collect_seq(sessions.runs().map(Entry::from))
 }
 
-/// Reads folded or one-per-session entries; consecutive equal scripts share one `Arc`.
-pub fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<Vec<SessionPlan>, D::Error> {
+/// The folded JSON form (as `plan.sessions`).
+impl Serialize for Sessions {
+    fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        serialize(self, s)
+    }
+}
+
+/// Reads folded or one-per-session entries as runs; consecutive equal scripts share one
+/// `Arc`.
+pub fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<Sessions, D::Error> {
     let entries = Vec::<Entry>::deserialize(d)?;
-    let mut out = Vec::with_capacity(entries.iter().map(|e| e.count as usize).sum());
-    let mut prev: Option<Arc<[TurnPlan]>> = None;
+    let mut runs: Vec<Run> = Vec::with_capacity(entries.len());
     for e in entries {
-        let turns = match prev.take() {
-            Some(p) if same_script(&p, &e.turns) => p,
+        let turns = match runs.last() {
+            Some(p) if same_script(&p.turns, &e.turns) => p.turns.clone(),
             _ => e.turns,
         };
-        for k in 0..e.count {
-            out.push(SessionPlan {
-                index: e.index.saturating_add(k),
-                warmup: e.warmup,
-                start_offset: e.start_offset,
-                turns: turns.clone(),
-            });
-        }
-        prev = Some(turns);
+        runs.push(Run {
+            index: e.index,
+            warmup: e.warmup,
+            start_offset: e.start_offset,
+            turns,
+            count: e.count,
+        });
     }
-    Ok(out)
+    Ok(Sessions::from_runs(runs))
 }
 
 /// `#[serde(with)]` for `Arc<str>`: a plain JSON string.
@@ -141,16 +137,16 @@ mod tests {
 
     /// Distinct script allocations and the text bytes they retain.
     fn retained(p: &Plan) -> (usize, usize) {
-        let mut scripts: Vec<&Arc<[TurnPlan]>> = Vec::new();
-        let mut texts: Vec<&Arc<str>> = Vec::new();
+        let mut scripts: Vec<Arc<[TurnPlan]>> = Vec::new();
+        let mut texts: Vec<Arc<str>> = Vec::new();
         for s in &p.sessions {
-            if !scripts.iter().any(|t| Arc::ptr_eq(t, &s.turns)) {
-                scripts.push(&s.turns);
-            }
             for t in s.turns.iter() {
                 if !texts.iter().any(|x| Arc::ptr_eq(x, &t.user_text)) {
-                    texts.push(&t.user_text);
+                    texts.push(t.user_text.clone());
                 }
+            }
+            if !scripts.iter().any(|t| Arc::ptr_eq(t, &s.turns)) {
+                scripts.push(s.turns);
             }
         }
         (scripts.len(), texts.iter().map(|t| t.len()).sum())
@@ -178,7 +174,7 @@ mod tests {
             .enumerate()
             .all(|(i, s)| s.index == i as u32
                 && s.warmup == (i < 2)
-                && Arc::ptr_eq(&s.turns, &back.sessions[0].turns)));
+                && Arc::ptr_eq(&s.turns, &back.sessions.get(0).unwrap().turns)));
         assert_eq!(retained(&back).0, 1);
     }
 

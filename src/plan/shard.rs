@@ -123,12 +123,7 @@ impl Plan {
         }
         shard_load.rate = load.rate.map(|r| r / f64::from(n));
         shard_load.session_interval = load.session_interval.map(|g| g * n);
-        let sessions: Vec<_> = self
-            .sessions
-            .iter()
-            .filter(|s| s.index % n == spec.index)
-            .cloned()
-            .collect();
+        let sessions = self.sessions.shard(spec.index, n);
         shard_load.sessions = sessions.iter().filter(|s| !s.warmup).count() as u32;
         if load.sessions_from_duration && !load.open_loop() {
             shard_load.sessions = load.sessions;
@@ -152,8 +147,7 @@ impl Plan {
         let first = shards.first()?;
         let info = first.shard.clone()?;
         let mut p = first.clone();
-        p.sessions = shards.iter().flat_map(|s| s.sessions.clone()).collect();
-        p.sessions.sort_by_key(|s| s.index);
+        p.sessions = super::Sessions::merged(shards.iter().map(|s| &s.sessions));
         p.load = info.plan_load;
         p.load.salt_key = 0;
         p.shard = None;

@@ -22,7 +22,7 @@ use serde_json::Value;
 use sha2::{Digest, Sha256};
 
 use super::check::{PlanError, MAX_OUTPUT_TOKENS_LIMIT};
-use super::{Load, SessionPlan, TurnPlan, STREAM_DATASET, STREAM_WORKLOAD};
+use super::{Load, SessionPlan, Sessions, TurnPlan, STREAM_DATASET, STREAM_WORKLOAD};
 use crate::rng::Rng;
 use crate::scenario::{DatasetFormat, DistKind, DistSpec, WorkloadSpec};
 
@@ -653,7 +653,7 @@ impl Workload {
         &self,
         load: &mut Load,
         concurrency_given: bool,
-        sessions: &mut [SessionPlan],
+        sessions: &mut Sessions,
     ) -> Result<(), PlanError> {
         let Source::Dataset {
             arrivals: Some(arrivals),
@@ -676,9 +676,13 @@ impl Workload {
                 arrivals.len()
             )));
         }
-        for s in sessions.iter_mut().filter(|s| !s.warmup) {
+        // A trace has one session per line at most, so its sessions are listed explicitly
+        // (each with its own start offset).
+        let mut listed: Vec<SessionPlan> = sessions.to_vec();
+        for s in listed.iter_mut().filter(|s| !s.warmup) {
             s.start_offset = arrivals[s.index as usize % arrivals.len()];
         }
+        *sessions = Sessions::from_sessions(listed);
         if !concurrency_given {
             load.concurrency = load.sessions.clamp(1, 10_000);
         }
@@ -730,31 +734,23 @@ impl Workload {
     }
 
     /// The record for the plan, with the means of the measured sessions' turns.
-    pub fn info(&self, sessions: &[SessionPlan]) -> WorkloadInfo {
+    pub fn info(&self, sessions: &Sessions) -> WorkloadInfo {
         let mut info = self.info.clone();
-        let turns: Vec<&TurnPlan> = sessions
-            .iter()
-            .filter(|s| !s.warmup)
-            .flat_map(|s| s.turns.iter())
-            .collect();
-        let n = turns.len().max(1) as f64;
+        // Streamed: one session's turns at a time, summed in the order a list would be.
+        let (mut count, mut input, mut output) = (0u64, 0.0f64, 0.0f64);
+        for s in sessions.iter().filter(|s| !s.warmup) {
+            for t in s.turns.iter() {
+                count += 1;
+                input += f64::from(tokens_by_rule(&t.user_text));
+                output += f64::from(t.max_output_tokens);
+            }
+        }
+        let n = count.max(1) as f64;
         // Three decimals: enough, and a short decimal survives the manifest's JSON exactly.
         let round = |x: f64| (x * 1000.0).round() / 1000.0;
-        info.measured_turns = turns.len() as u64;
-        info.mean_input_tokens = round(
-            turns
-                .iter()
-                .map(|t| f64::from(tokens_by_rule(&t.user_text)))
-                .sum::<f64>()
-                / n,
-        );
-        info.mean_output_tokens = round(
-            turns
-                .iter()
-                .map(|t| f64::from(t.max_output_tokens))
-                .sum::<f64>()
-                / n,
-        );
+        info.measured_turns = count;
+        info.mean_input_tokens = round(input / n);
+        info.mean_output_tokens = round(output / n);
         info
     }
 }

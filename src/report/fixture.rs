@@ -426,7 +426,7 @@ fn plan(o: &SyntheticOptions) -> Plan {
                 })
             })
             .collect(),
-        sessions: Vec::new(),
+        sessions: Default::default(),
         load: Load {
             sessions: 0,
             concurrency: o.concurrency,

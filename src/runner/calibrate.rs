@@ -521,9 +521,11 @@ async fn ramp(
         // Poisson arrivals at `rate` (a scenario's `session_interval` stops at 1 ms).
         let gap = Duration::from_nanos((1e9 / rate).round().max(1.0) as u64);
         let offsets = crate::plan::arrival::poisson(p.seed ^ rate.to_bits(), sessions, gap);
-        for (s, off) in p.sessions.iter_mut().filter(|s| !s.warmup).zip(offsets) {
+        let mut sessions = p.sessions.to_vec();
+        for (s, off) in sessions.iter_mut().filter(|s| !s.warmup).zip(offsets) {
             s.start_offset = off;
         }
+        p.sessions = crate::plan::Sessions::from_sessions(sessions);
         p.load.session_interval = Some(gap);
         let options = super::Options {
             announce: false,

@@ -53,7 +53,7 @@ pub(crate) fn test_plan() -> Plan {
                 cache: Default::default(),
             },
         ],
-        sessions: Vec::new(),
+        sessions: Default::default(),
         load: Load {
             sessions: 1,
             concurrency: 1,

@@ -82,7 +82,7 @@ fn plan(scenario_hash: &str, link: &str, transports: &[TransportKind]) -> Plan {
                 cache: Default::default(),
             })
             .collect(),
-        sessions: Vec::new(),
+        sessions: Default::default(),
         load: Load {
             sessions: BASE.sessions,
             concurrency: 4,

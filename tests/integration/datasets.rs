@@ -84,7 +84,8 @@ async fn vllm_sharegpt_json_replays_first_turns_with_their_reply_lengths() {
     let mut prompts = Vec::new();
     for r in &recs {
         assert!(r.is_ok(), "{r:?}");
-        let turn = &plan.sessions[r.session as usize].turns[0];
+        let session = plan.sessions.get(r.session as usize).unwrap();
+        let turn = &session.turns[0];
         // The element this prompt is the first human turn of, and the gpt reply after it.
         let conv = file
             .as_array()

@@ -617,7 +617,7 @@ async fn llama_http_ttft_matches_a_raw_socket_client() {
     let tmp = tempfile::tempdir().unwrap();
     let plan = resolved_plan(tmp.path());
     let target = plan.cells[0].target.clone();
-    let turn = &plan.sessions[0].turns[0];
+    let turn = &plan.sessions.get(0).unwrap().turns[0];
     let spec = RequestSpec {
         max_output_tokens: turn.max_output_tokens,
         ..Default::default()

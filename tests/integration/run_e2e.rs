@@ -88,7 +88,10 @@ async fn smoke_run_writes_the_whole_results_contract() {
     assert_eq!(header_of(&dir.join("sessions.csv")), SESSION_COLUMNS);
     let measured_sessions = plan.sessions.iter().filter(|s| !s.warmup).count();
     assert_eq!(measured_sessions, 2);
-    let per_session: usize = plan.sessions[0]
+    let per_session: usize = plan
+        .sessions
+        .get(0)
+        .unwrap()
         .turns
         .iter()
         .map(|t| 1 + t.tool_calls.len())

@@ -87,7 +87,7 @@ async fn synthetic_token_lengths_reach_the_server_as_drawn() {
     let mut drawn_out = Vec::new();
     for r in &recs {
         assert!(r.is_ok(), "{r:?}");
-        let turn = &plan.sessions[r.session as usize].turns[r.turn as usize];
+        let turn = &plan.sessions.get(r.session as usize).unwrap().turns[r.turn as usize];
         let want_in = tokens_by_rule(&turn.user_text);
         // The simulator's chat template: one newline token per message (no system prompt).
         assert_eq!(r.input_tokens, Some(want_in + 1), "session {}", r.session);

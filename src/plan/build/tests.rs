@@ -118,7 +118,7 @@ fn snake_story_numbers() {
     assert_eq!(plan.load.sessions, 2);
     assert_eq!(plan.load.concurrency, 2);
     assert_eq!(plan.link.to_string(), "rtt=40ms");
-    let turns = &plan.sessions[0].turns;
+    let turns = &plan.sessions.get(0).unwrap().turns;
     assert_eq!(turns[0].max_output_tokens, 2800);
     // GPU profile ~65 tok/s: output alone ≤ ~75 s per session, think time included.
     let tokens: u32 = turns.iter().map(|t| t.max_output_tokens).sum();
@@ -160,7 +160,7 @@ fn overrides_take_precedence() {
     let p = plan_of(MINIMAL, &Overrides::default()).unwrap();
     assert_eq!(p.cells.len(), 8);
     assert_eq!((p.seed, p.link.to_string()), (1, "rtt=40ms".to_string()));
-    assert_eq!(p.sessions[0].turns[0].max_output_tokens, 1024);
+    assert_eq!(p.sessions.get(0).unwrap().turns[0].max_output_tokens, 1024);
 }
 
 #[test]
@@ -356,17 +356,17 @@ fn warmup_sessions_come_first_and_open_loop_offsets_are_seeded() {
     let text = "name = \"m\"\nseed = 3\n[load]\nsessions = 6\nwarmup_sessions = 2\nsession_interval = \"2s\"\n[[turns]]\nprompt = \"go\"\nagent = { calls = 20, tools = [\"read_file\", \"run_tests\", \"apply_patch\"], tool_time = \"300ms\" }\n";
     let a = plan_of(text, &Overrides::default()).unwrap();
     assert_eq!(a.sessions.len(), 8);
-    assert!(a.sessions[..2]
+    assert!(a.sessions.to_vec()[..2]
         .iter()
         .all(|s| s.warmup && s.start_offset.is_zero()));
-    assert!(a.sessions[2..].iter().all(|s| !s.warmup));
+    assert!(a.sessions.to_vec()[2..].iter().all(|s| !s.warmup));
     assert_eq!(
         a.sessions.iter().map(|s| s.index).collect::<Vec<_>>(),
         (0..8).collect::<Vec<_>>()
     );
-    assert_eq!(a.sessions[2].start_offset, Duration::ZERO);
-    assert!(a.sessions[3].start_offset > Duration::ZERO);
-    let calls = &a.sessions[2].turns[0].tool_calls;
+    assert_eq!(a.sessions.get(2).unwrap().start_offset, Duration::ZERO);
+    assert!(a.sessions.get(3).unwrap().start_offset > Duration::ZERO);
+    let calls = &a.sessions.get(2).unwrap().turns[0].tool_calls;
     assert_eq!(calls.len(), 20);
     assert!(calls
         .iter()
@@ -388,9 +388,12 @@ fn warmup_sessions_come_first_and_open_loop_offsets_are_seeded() {
         },
     )
     .unwrap();
-    assert_ne!(a.sessions[3].start_offset, c.sessions[3].start_offset);
+    assert_ne!(
+        a.sessions.get(3).unwrap().start_offset,
+        c.sessions.get(3).unwrap().start_offset
+    );
     let order = |p: &Plan| {
-        p.sessions[2].turns[0]
+        p.sessions.get(2).unwrap().turns[0]
             .tool_calls
             .iter()
             .map(|c| c.name.clone())
@@ -400,7 +403,7 @@ fn warmup_sessions_come_first_and_open_loop_offsets_are_seeded() {
     // Sessions differ from each other but every cell replays the same ones (one list).
     assert_ne!(
         order(&a),
-        a.sessions[3].turns[0]
+        a.sessions.get(3).unwrap().turns[0]
             .tool_calls
             .iter()
             .map(|c| c.name.clone())
@@ -412,7 +415,7 @@ fn warmup_sessions_come_first_and_open_loop_offsets_are_seeded() {
 fn repeat_context_and_explicit_tool_calls_expand() {
     let text = "name = \"m\"\ncontext_bytes = 5000\nsystem_prompt = \"Be brief.\"\n[[turns]]\nprompt = \"x\"\nrepeat = 3\nfault = \"status=500\"\n[[turns]]\nprompt = \"y\"\ntool_calls = [{ name = \"grep\", tool_time = \"20ms\", output_bytes = 10 }, { name = \"read_file\" }]\n";
     let p = plan_of(text, &Overrides::default()).unwrap();
-    let turns = &p.sessions[0].turns;
+    let turns = &p.sessions.get(0).unwrap().turns;
     assert_eq!(turns.len(), 4);
     assert!(turns[..3]
         .iter()

@@ -217,8 +217,8 @@ fn synthetic_plans_are_seeded_per_session_and_recorded() {
     assert!(a.sessions.iter().all(|s| s.turns.len() == 2));
     // Every session draws its own lengths.
     assert_ne!(
-        a.sessions[2].turns[0].user_text,
-        a.sessions[3].turns[0].user_text
+        a.sessions.get(2).unwrap().turns[0].user_text,
+        a.sessions.get(3).unwrap().turns[0].user_text
     );
     let w = a.workload.as_ref().unwrap();
     assert_eq!(w.kind, "synthetic");
@@ -356,8 +356,8 @@ fn the_shipped_dataset_scenario_samples_with_the_seed() {
     let p = build_with(Some(20), 3);
     assert_eq!(p.sessions.len(), 20);
     assert_eq!(
-        p.sessions[0].turns[0].user_text,
-        p.sessions[8].turns[0].user_text
+        p.sessions.get(0).unwrap().turns[0].user_text,
+        p.sessions.get(8).unwrap().turns[0].user_text
     );
 }
 
@@ -646,7 +646,7 @@ fn a_trace_is_its_own_schedule() {
     // `sample` replays the first N in time order.
     let p = trace_plan("sample = 2\n").unwrap();
     assert_eq!(p.sessions.len(), 2);
-    assert_eq!(p.sessions[1].start_offset.as_millis(), 150);
+    assert_eq!(p.sessions.get(1).unwrap().start_offset.as_millis(), 150);
     let e = trace_plan("[load]\nrate = 5\n").unwrap_err().to_string();
     assert!(e.contains("remove `rate` from [load]"), "{e}");
 }
