@@ -42,16 +42,17 @@ pub async fn execute(args: RunArgs) -> anyhow::Result<u8> {
         errln!("interrupted: every completed request was written; the run is marked interrupted");
         Status::Interrupted
     } else {
-        let gate = match &args.baseline {
-            Some(name) => super::compare::gate_against_baseline(name, &outcome.dir, args.json)?,
-            None => EXIT_OK,
+        let regressed = match &args.baseline {
+            Some(name) => {
+                super::compare::gate_against_baseline(name, &outcome.dir, args.json)?
+                    == EXIT_REGRESSION
+            }
+            None => false,
         };
         if !failed.is_empty() {
             Status::FailedRequests
-        } else if gate == EXIT_REGRESSION {
+        } else if regressed {
             Status::Regression
-        } else if gate == crate::compare::EXIT_NO_DECISION {
-            Status::NoDecision
         } else {
             Status::Ok
         }

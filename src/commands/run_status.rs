@@ -39,8 +39,6 @@ pub enum Status {
     Interrupted,
     /// `--baseline NAME`: the gate found a regression.
     Regression,
-    /// `--baseline NAME`: the gate decided nothing (every row inconclusive or not gated).
-    NoDecision,
 }
 
 impl Status {
@@ -51,7 +49,6 @@ impl Status {
             Status::FailedRequests => EXIT_FAILED_REQUESTS,
             Status::Interrupted => EXIT_INTERRUPTED,
             Status::Regression => EXIT_REGRESSION,
-            Status::NoDecision => crate::compare::EXIT_NO_DECISION,
         }
     }
 }
