@@ -1,4 +1,3 @@
-use std::time::{Duration, Instant};
 
 use super::*;
 use crate::plan::{build, Overrides, Plan};
@@ -34,16 +33,13 @@ fn stretched(p: &Plan, whole: u32) -> Sessions {
 #[test]
 fn ten_million_sessions_cost_nothing_and_session_i_is_the_small_plans() {
     let small = agent(30, "");
-    let t = Instant::now();
     let big = stretched(&small, 10_000_002);
-    // Nothing per session: making, cloning and asking for a late session are immediate.
+    // Nothing per session: the value is the source (a function of the index), not a list,
+    // and a late session is built when asked for.
     let late = big.get(9_999_990).unwrap();
     let copy = big.clone();
-    assert!(
-        t.elapsed() < Duration::from_millis(500),
-        "{:?}",
-        t.elapsed()
-    );
+    assert!(matches!(big.kind, Kind::Source { .. }));
+    assert!(matches!(copy.kind, Kind::Source { .. }));
     assert_eq!((big.len(), big.end_index()), (10_000_002, 10_000_002));
     assert_eq!((late.index, late.warmup), (9_999_990, false));
     // Session i depends on the seed and i only: the plan of 30 sessions has the same ones,
@@ -74,7 +70,7 @@ fn ten_million_sessions_cost_nothing_and_session_i_is_the_small_plans() {
         &shard.get(2_499_999).unwrap(),
         &big.get(9_999_999).unwrap()
     ));
-    assert!(t.elapsed() < Duration::from_secs(5), "{:?}", t.elapsed());
+    assert!(matches!(shard.kind, Kind::Source { .. }));
 }
 
 #[test]
