@@ -74,7 +74,7 @@ pub struct ExportArgs {
     /// The format: vllm (the keys `vllm bench serve --save-result --save-detailed` writes).
     #[arg(value_parser = ["vllm"])]
     pub format: String,
-    /// The results directory (results/<run-id>).
+    /// The results directory (`results/<run-id>`).
     pub dir: PathBuf,
     /// Where to write the files (default: DIR).
     #[arg(long, value_name = "DIR")]

@@ -1,4 +1,3 @@
-
 use super::*;
 use crate::plan::{build, Overrides, Plan};
 
