@@ -314,9 +314,15 @@ pub fn synthetic_text(rng: &mut Rng, n: u32) -> String {
         return s;
     }
     s.push_str(OPENERS[rng.below(OPENERS.len() as u64) as usize]);
-    let mut left = n - 1;
+    push_words(&mut s, rng, n - 1);
+    s
+}
+
+/// Appends words worth exactly `n` tokens to `s`, each with its leading space: mostly short
+/// words, some long ones (3, 7 or 11 letters: 1, 2 or 3 tokens), never past the count.
+fn push_words(s: &mut String, rng: &mut Rng, n: u32) {
+    let mut left = n;
     while left > 0 {
-        // Mostly short words, some long ones, never past the count.
         let u = rng.below(10);
         let want: u32 = if u < 5 {
             1
@@ -331,7 +337,6 @@ pub fn synthetic_text(rng: &mut Rng, n: u32) -> String {
         s.push_str(list[rng.below(list.len() as u64) as usize]);
         left -= k;
     }
-    s
 }
 
 /// A `[workload]`, validated and ready to script sessions.

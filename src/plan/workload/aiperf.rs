@@ -12,7 +12,7 @@ use serde_json::{Map, Value};
 use std::collections::HashMap;
 use std::sync::Arc;
 
-use super::{Conversation, MAX_INPUT_TOKENS, WORDS};
+use super::{Conversation, MAX_INPUT_TOKENS};
 use crate::rng::Rng;
 use crate::scenario::DatasetFormat;
 
@@ -154,22 +154,7 @@ impl State {
 /// exactly 4 characters), so any prefix of whole words is a prefix of whole tokens.
 fn block_text(rng: &mut Rng, n: u32) -> String {
     let mut s = String::with_capacity(n as usize * 4);
-    let mut left = n;
-    while left > 0 {
-        let u = rng.below(10);
-        let want: u32 = if u < 5 {
-            1
-        } else if u < 9 {
-            2
-        } else {
-            3
-        };
-        let k = want.min(left);
-        let list = WORDS[k as usize - 1];
-        s.push(' ');
-        s.push_str(list[rng.below(list.len() as u64) as usize]);
-        left -= k;
-    }
+    super::push_words(&mut s, rng, n);
     s
 }
 
