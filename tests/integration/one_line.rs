@@ -127,17 +127,23 @@ async fn url_and_model_run_a_scenario_against_serve_with_no_targets_file() {
 async fn a_url_as_target_and_a_url_without_model_say_the_fix() {
     let tmp = tempfile::tempdir().unwrap();
     let out = tmp.path().join("r");
-    let (code, stderr, _) = run_smoke(&out, &["--target", "http://127.0.0.1:35785/v1"], &[]).await;
+    // A port nothing listens on: bound by the OS, then closed (no fixed port).
+    let port = std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port();
+    let url = format!("http://127.0.0.1:{port}/v1");
+    let (code, stderr, _) = run_smoke(&out, &["--target", &url], &[]).await;
     assert_eq!(code, Some(2), "{stderr}");
     assert!(
-        stderr.contains("use --url http://127.0.0.1:35785/v1 --model M")
-            && !stderr.contains("[targets.http"),
+        stderr.contains(&format!("use --url {url} --model M")) && !stderr.contains("[targets.http"),
         "{stderr}"
     );
-    let (code, stderr, _) = run_smoke(&out, &["--url", "http://127.0.0.1:35785/v1"], &[]).await;
+    let (code, stderr, _) = run_smoke(&out, &["--url", &url], &[]).await;
     assert_eq!(code, Some(2), "{stderr}");
     assert!(
-        stderr.contains("could not read the model list at http://127.0.0.1:35785/v1/models")
+        stderr.contains(&format!("could not read the model list at {url}/models"))
             && stderr.contains("--model M"),
         "{stderr}"
     );
