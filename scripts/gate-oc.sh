@@ -3,7 +3,10 @@
 # (default settings) fails an A/A pair (false alarms), and how often it catches an injected
 # +10% TTFT and −10% decode rate (detection), with Wilson 95% intervals; a stall injected on
 # purpose (SIGSTOP/SIGCONT of a run for 200 ms) and what the gate makes of it; and a 20-run
-# gate history with a shift injected from run 13, drawn by `spark-bench history`.
+# gate history of the last 30 A/A pairs followed by 8 pairs with +10% TTFT (the shift starts
+# at run 31), drawn by `spark-bench history`. Per section: first-comparison alarms (before
+# confirmation), final alarms, the headline counts (PASS ✅, PASS ⚠️, NO DECISION) and the
+# wall time per pair; every pair's line is in OUT/pairs.txt.
 #
 # Usage:
 #   scripts/gate-oc.sh                       # all sections, the numbers docs/gate.md quotes
@@ -14,8 +17,12 @@
 #   AA_PAIRS   A/A pairs (default 40): baseline and candidate the same build and simulator,
 #              different seeds (the "every run draws new lengths" case)
 #   DET_PAIRS  pairs per injected change (default 20)
-#   HOGS       CPU-bound busy loops running beside every run (default 2)
+#   HOGS       CPU-bound busy loops running beside the runs (default 2)
+#   LOAD_STEP  1 (default): the busy loops stop half-way through the A/A pairs, so the A/A
+#              history sees the machine's load change; 0: they run throughout
 #   SECTIONS   which sections to run (default "aa ttft decode stall history")
+#   PRIORITY   passed to ci-regression.sh (auto, realtime, normal); the issue-26 figures are
+#              measured with PRIORITY=normal
 #   OUT        working directory (default target/gate-oc); a summary goes to OUT/oc.txt
 #
 # Cost: each pair is one default gate (3 runs per side, ~4 s a run, plus a confirmation
@@ -60,41 +67,70 @@ wilson() {
         printf "%d/%d = %.1f%% (95%% Wilson CI %.1f–%.1f%%)", k, n, 100*p, 100*lo, 100*hi }'
 }
 
-# pair NAME I SEED CAND_SEED CAND_ARGS [HISTORY] → prints the gate's exit code
+# outcome FILE → the verdict JSON's outcome (pass, pass-inconclusive, no-decision,
+# regression, failed), or "-" when the file is missing
+outcome() {
+    [ -f "$1" ] || { echo -; return; }
+    python3 -c 'import json,sys; print(json.load(open(sys.argv[1])).get("outcome", "-"))' "$1" 2>/dev/null || echo -
+}
+
+# pair NAME I SEED CAND_SEED CAND_ARGS [HISTORY] → prints "FIRST_EXIT FINAL_EXIT OUTCOME SECS"
 pair() {
-    local name=$1 i=$2 s=$3 cs=$4 cargs=$5 hist=${6:-none} start end code
+    local name=$1 i=$2 s=$3 cs=$4 cargs=$5 hist=${6:-none} start end code first dir
+    dir=$out/$name/$i
     start=$(date +%s)
     set +e
     BASELINE_BIN=$BIN CANDIDATE_BIN=$BIN SEED=$s CANDIDATE_SEED=$cs \
-        CANDIDATE_RUN_ARGS="$cargs" HISTORY_DIR=$hist OUT="$out/$name/$i" \
+        CANDIDATE_RUN_ARGS="$cargs" HISTORY_DIR=$hist OUT="$dir" \
         scripts/ci-regression.sh >"$out/$name-$i.log" 2>&1
     code=$?
     set -e
     end=$(date +%s)
-    echo "$name $i seeds $s/$cs exit $code $((end - start))s" >>"$out/pairs.txt"
-    echo "$code"
+    first=$(sed -n 's/^ci-regression: first comparison: exit \([0-9]*\)$/\1/p' "$out/$name-$i.log" | head -n 1)
+    local oc
+    oc=$(outcome "$dir/verdict.json")
+    echo "$name $i seeds $s/$cs first-exit ${first:--} exit $code outcome $oc $((end - start))s" >>"$out/pairs.txt"
+    echo "${first:-2} $code $oc $((end - start))"
 }
 
-# section NAME PAIRS CAND_ARGS WANT(0|1) → counts pairs that exited 1
+# section NAME PAIRS CAND_ARGS → first-comparison alarms, final alarms (exit 1), headline
+# counts and wall time per pair
 section() {
-    local name=$1 n=$2 cargs=$3 fails=0 errors=0 secs=0 code t0 hist
+    local name=$1 n=$2 cargs=$3 first_fails=0 fails=0 errors=0 pass=0 passw=0 nodec=0 secs=0 t0 hist
+    local first code oc took
     t0=$(date +%s)
     for ((i = 1; i <= n; i++)); do
         hist=none
-        # The history section's 20 runs: the last 12 A/A pairs, then the first 8 TTFT pairs.
+        # The histories: every A/A pair in history-aa (no change point expected); the last
+        # 12 A/A entries then the first 8 TTFT pairs in history (a +10% shift at run 13).
         if [[ " $sections " == *" history "* ]]; then
-            { [ "$name" = aa ] && [ "$i" -gt $((n - 12)) ]; } && hist=$out/history
-            { [ "$name" = ttft ] && [ "$i" -le 8 ]; } && hist=$out/history
+            [ "$name" = aa ] && hist=$out/history-aa
+            if [ "$name" = ttft ] && [ "$i" -le 8 ]; then
+                hist=$out/history
+                if [ "$i" -eq 1 ] && [ -f "$out/history-aa/history.jsonl" ]; then
+                    mkdir -p "$out/history"
+                    tail -n 12 "$out/history-aa/history.jsonl" >"$out/history/history.jsonl"
+                fi
+            fi
         fi
-        code=$(pair "$name" "$i" $((100 * i + 7)) $((100 * i + 57)) "$cargs" "$hist")
-        case $code in 0) ;; 1) fails=$((fails + 1)) ;; *) errors=$((errors + 1)) ;; esac
-        echo "gate-oc: $name pair $i/$n: exit $code" >&2
+        # The machine's load changes half-way through the A/A pairs: the busy loops stop.
+        if [ "$name" = aa ] && [ "${LOAD_STEP:-1}" = 1 ] && [ "$i" -eq $((n / 2 + 1)) ] && [ "${#hog_pids[@]}" -gt 0 ]; then
+            stop_hogs
+            hog_pids=()
+            say "aa: load step: the $hogs busy loops stopped before pair $i"
+        fi
+        read -r first code oc took < <(pair "$name" "$i" $((100 * i + 7)) $((100 * i + 57)) "$cargs" "$hist")
+        [ "$first" = 1 ] && first_fails=$((first_fails + 1))
+        case $code in 0) ;; 1) fails=$((fails + 1)) ;; 4) ;; *) errors=$((errors + 1)) ;; esac
+        case $oc in pass) pass=$((pass + 1)) ;; pass-inconclusive) passw=$((passw + 1)) ;; no-decision) nodec=$((nodec + 1)) ;; esac
+        secs=$((secs + took))
+        echo "gate-oc: $name pair $i/$n: first exit $first, final exit $code ($oc), ${took}s" >&2
     done
-    secs=$(($(date +%s) - t0))
-    say "$name: gate exit 1 in $(wilson "$fails" "$n"); errors (exit 2): $errors; $((secs / n)) s per pair"
+    say "$name: first comparison exit 1 in $(wilson "$first_fails" "$n"); final exit 1 (after confirmation) in $(wilson "$fails" "$n")"
+    say "$name: headline PASS ✅ $pass/$n, PASS ⚠️ $passw/$n, NO DECISION $nodec/$n; errors (exit 2): $errors; wall $((secs / n)) s per pair ($(($(date +%s) - t0)) s in all)"
 }
 
-[[ " $sections " == *" history "* ]] && rm -rf "$out/history"
+[[ " $sections " == *" history "* ]] && rm -rf "$out/history" "$out/history-aa"
 [[ " $sections " == *" aa "* ]] && section aa "$aa_pairs" ""
 [[ " $sections " == *" ttft "* ]] && section ttft "$det_pairs" "--targets profiles/inject-slow-ttft.toml"
 [[ " $sections " == *" decode "* ]] && section decode "$det_pairs" "--targets profiles/inject-slow-decode.toml"
@@ -136,10 +172,13 @@ if [[ " $sections " == *" stall "* ]]; then
     say "stall: gate on the stalled run alone vs one baseline run: exit $code1 (verdict in $sd/verdict-one.txt)"
 fi
 
-if [[ " $sections " == *" history "* ]] && [ -f "$out/history/history.jsonl" ]; then
-    "$BIN" history "$out/history" --format md >"$out/history.md"
-    n=$(wc -l <"$out/history/history.jsonl")
-    say "history: $n gate runs in $out/history; change points: $(grep -c '^| .* | [0-9]* | .* | .* | [+-]' "$out/history.md" || true) (table in $out/history.md; charts in $out/history/charts/)"
-    grep -A12 '^### Change points' "$out/history.md" | tee -a "$summary" >&2
+if [[ " $sections " == *" history "* ]]; then
+    for h in history-aa history; do
+        [ -f "$out/$h/history.jsonl" ] || continue
+        "$BIN" history "$out/$h" --format md >"$out/$h.md" 2>/dev/null
+        n=$(wc -l <"$out/$h/history.jsonl")
+        say "$h: $n gate runs in $out/$h; change points: $(grep -c '^| .* | [0-9]* | .* | .* | [+-]' "$out/$h.md" || true) (table in $out/$h.md)"
+        grep -A12 '^### Change points' "$out/$h.md" | tee -a "$summary" >&2
+    done
 fi
 say "gate-oc: done $(date -u +%FT%TZ); per-pair log: $out/pairs.txt"

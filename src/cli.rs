@@ -18,8 +18,9 @@ use crate::vocab::{ApiFlavour, TransportKind};
 ///
 /// Exit codes: 0 success; 1 `compare` (or `run --baseline`) found a regression; 2 usage,
 /// configuration or runtime error; 3 `run` wrote its results but a measured cell's requests
-/// all failed (or its error rate passed --max-error-rate); 130 interrupted by Ctrl-C
-/// (results written, marked interrupted).
+/// all failed (or its error rate passed --max-error-rate); 4 `compare` (or `run
+/// --baseline`) decided nothing; 130 interrupted by Ctrl-C (results written, marked
+/// interrupted).
 ///
 /// Every subcommand that prints results takes --json (one JSON object on stdout) and
 /// -q/--quiet (no progress or status lines on stderr; results, warnings and errors still
@@ -45,7 +46,8 @@ pub enum Command {
     Serve(ServeArgs),
     /// Render charts, a Markdown report and an HTML page from results directories.
     Report(ReportArgs),
-    /// Compare a candidate run against a baseline: the CI regression gate (exit 1 on regression).
+    /// Compare a candidate run against a baseline: the CI regression gate (exit 1 on
+    /// regression, 4 when it decided nothing).
     Compare(CompareArgs),
     /// Measure this machine's ceiling: chunks/s the harness ingests, its timestamp error, and
     /// the highest request rate it can drive on time.
@@ -93,7 +95,8 @@ Replay a scenario against targets over transports and measure every phase.
 Exit codes: 0 success; 1 --baseline found a regression; 2 usage, configuration or runtime \
 error; 3 the results were written but a measured cell's requests all failed, or its error \
 rate passed --max-error-rate (stderr names the error kinds with a sample message each; \
---json says \"status\": \"failed-requests\"); 130 interrupted (results written, marked \
+--json says \"status\": \"failed-requests\"); 4 --baseline decided nothing (no gated row \
+could decide); 130 interrupted (results written, marked \
 interrupted). --json prints one object per run: the summary's keys plus run_id, \
 results_dir, status, exit_code and failed_cells.";
 
@@ -393,10 +396,8 @@ pub struct CompareArgs {
     /// Threshold per metric, repeatable: ttft=+10%, tpot=+5%, overhead=+20ms.
     #[arg(long = "threshold", value_name = "METRIC=±X%|±Xms")]
     pub thresholds: Vec<String>,
-    /// Metrics to compare (comma-separated): ttft, tpot, itl, e2e, overhead, output_tok_s,
-    /// decode_tok_s, session_wall, error_rate. Default: all but itl (plus any metric a
-    /// threshold names).
-    #[arg(long, value_parser = crate::compare::MetricList::parse)]
+    /// Metrics to compare (comma-separated); the list, bands and defaults: --help.
+    #[arg(long, value_parser = crate::compare::MetricList::parse, long_help = crate::compare::gate::metrics_help())]
     pub metrics: Vec<crate::compare::MetricList>,
     /// Output format: text (terminal table), md (Markdown for $GITHUB_STEP_SUMMARY or a PR
     /// comment), json (the verdict JSON; see docs/gate.md).
@@ -419,6 +420,10 @@ pub struct CompareArgs {
     /// counts only if it regressed in every re-run too (scripts/ci-regression.sh CONFIRM=K).
     #[arg(long, value_name = "DIR")]
     pub confirm_run: Vec<PathBuf>,
+    /// A fresh baseline run beside the i-th --confirm-run (repeatable): that re-run is then
+    /// compared with it, so a fault in the first baseline can be cleared too.
+    #[arg(long, value_name = "DIR")]
+    pub confirm_baseline: Vec<PathBuf>,
     /// Append this verdict to the gate history in DIR (e.g. results/history/main; created),
     /// keeping the last --history-keep entries; draw it with `spark-bench history DIR`.
     #[arg(long, value_name = "DIR")]

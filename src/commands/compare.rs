@@ -1,6 +1,6 @@
 //! `spark-bench compare` and the `run --baseline NAME` gate: arguments → the gate's use case
 //! ([`crate::compare::runs`]) → the verdict printed → the exit code (0 pass, 1 regression,
-//! 2 error).
+//! 2 error, 4 no decision).
 //!
 //! Owns: turning [`CompareArgs`] into a [`compare::runs::Request`], the history label
 //! (`--label`, else `$GITHUB_SHA`), and printing. Does not own: finding and loading the
@@ -32,6 +32,7 @@ pub async fn execute(args: CompareArgs) -> anyhow::Result<u8> {
         baseline: args.baseline.clone(),
         candidate: args.candidate.clone(),
         confirm: args.confirm_run.clone(),
+        confirm_baseline: args.confirm_baseline.clone(),
         fail_on_inconclusive: args.fail_on_inconclusive,
         allow_mismatch: args.allow_mismatch,
     };
@@ -57,7 +58,7 @@ pub async fn execute(args: CompareArgs) -> anyhow::Result<u8> {
 
 /// The gate of `spark-bench run --baseline NAME` ([`compare::gate_comparison`]): prints the
 /// text verdict (on stderr with `to_stderr`, for `run --json`, whose stdout is one JSON
-/// object) and returns the exit code (0 pass, 1 regression).
+/// object) and returns the exit code (0 pass, 1 regression, 4 no decision).
 pub fn gate_against_baseline(
     name: &str,
     candidate_dir: &Path,

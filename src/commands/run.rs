@@ -42,17 +42,16 @@ pub async fn execute(args: RunArgs) -> anyhow::Result<u8> {
         errln!("interrupted: every completed request was written; the run is marked interrupted");
         Status::Interrupted
     } else {
-        let regressed = match &args.baseline {
-            Some(name) => {
-                super::compare::gate_against_baseline(name, &outcome.dir, args.json)?
-                    == EXIT_REGRESSION
-            }
-            None => false,
+        let gate = match &args.baseline {
+            Some(name) => super::compare::gate_against_baseline(name, &outcome.dir, args.json)?,
+            None => EXIT_OK,
         };
         if !failed.is_empty() {
             Status::FailedRequests
-        } else if regressed {
+        } else if gate == EXIT_REGRESSION {
             Status::Regression
+        } else if gate == crate::compare::EXIT_NO_DECISION {
+            Status::NoDecision
         } else {
             Status::Ok
         }

@@ -39,6 +39,8 @@ pub enum Status {
     Interrupted,
     /// `--baseline NAME`: the gate found a regression.
     Regression,
+    /// `--baseline NAME`: the gate decided nothing (every row inconclusive or not gated).
+    NoDecision,
 }
 
 impl Status {
@@ -49,6 +51,7 @@ impl Status {
             Status::FailedRequests => EXIT_FAILED_REQUESTS,
             Status::Interrupted => EXIT_INTERRUPTED,
             Status::Regression => EXIT_REGRESSION,
+            Status::NoDecision => crate::compare::EXIT_NO_DECISION,
         }
     }
 }

@@ -115,6 +115,16 @@ impl Statistic {
     }
 }
 
+/// Fewest fresh connections per side before `connection_setup` is gated.
+pub const MIN_FRESH_CONNECTIONS: usize = 50;
+
+/// The power rule: a row is gated only when the 95 % interval of a zero difference at its
+/// sample sizes and dispersion (the baseline resampled against itself) has a half-width of
+/// at most this share of its noise band. Then an A/A pair lands inside the band (a
+/// `no-change`) in at least ~95 % of comparisons from sampling alone, and a change of twice
+/// the band is caught; a row whose samples cannot do that is "not gated: too few samples".
+pub const POWER_SHARE: f64 = 0.5;
+
 /// The unit family of a gate metric, for thresholds and display.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Kind {
@@ -222,10 +232,12 @@ impl GateMetric {
 
     /// The statistics compared by default. Latencies: the median and two tails. Session
     /// wall time: p50 and p90 only (a run has few sessions; p99 would need 500). Throughput:
-    /// the mean of per-request rates. Error rate: the proportion.
+    /// the median of per-request rates (not the mean: one request whose chunks a stall
+    /// bunched together reads 195,316 tok/s against a profile of 250 and moves a mean by
+    /// hundreds of percent; the median does not notice). Error rate: the proportion.
     pub fn statistics(self) -> &'static [Statistic] {
         match self {
-            GateMetric::OutputTokS | GateMetric::DecodeTokS => &[Statistic::Mean],
+            GateMetric::OutputTokS | GateMetric::DecodeTokS => &[Statistic::P50],
             GateMetric::SessionWall => &[Statistic::P50, Statistic::P90],
             GateMetric::ErrorRate => &[Statistic::Rate],
             GateMetric::ConnectionSetup => &[Statistic::P50],
@@ -286,6 +298,19 @@ impl GateMetric {
         }
     }
 
+    /// Fewest samples per side this metric needs before any of its rows is gated, on top of
+    /// the statistic's own minimum ([`Statistic::min_samples`]). `connection_setup` is a
+    /// per-connection figure: only requests that opened a connection carry it, and a pooled
+    /// transport opens a handful per run, all at its start, so they follow the machine's
+    /// load at that moment (A/A pairs moved it −29 % … +73 %). It needs
+    /// [`MIN_FRESH_CONNECTIONS`] fresh connections per side; every other metric 10.
+    pub fn min_samples(self) -> usize {
+        match self {
+            GateMetric::ConnectionSetup => MIN_FRESH_CONNECTIONS,
+            _ => 10,
+        }
+    }
+
     /// An absolute floor under the noise band, in the metric's unit (ms), for tiny values:
     /// a 5 % band on a 0.2 ms overhead is 10 µs, far below timer and scheduler jitter
     /// (tokio wakes in ~1 ms steps on a loaded runner). 0.5 ms for request- and
@@ -302,6 +327,100 @@ impl GateMetric {
             GateMetric::OutputTokS | GateMetric::DecodeTokS | GateMetric::ErrorRate => 0.0,
         }
     }
+}
+
+impl GateMetric {
+    /// Why the metric's default band is what it is, one line (the band table's last column).
+    pub fn why(self) -> &'static str {
+        match self {
+            GateMetric::Ttft => "sums of prefill, API work and RTTs repeat within a few percent on a quiet runner",
+            GateMetric::Tpot => "decode speed is stable per deployment",
+            GateMetric::Itl => "chunk gaps reflect how the client's reads coalesced frames and when the scheduler woke it as much as the server (A/A runs flagged p90/p99 in 5 of 20 pairs); `tpot` and `decode_tok_s` gate decode speed robustly",
+            GateMetric::E2e => "as TTFT, plus the drawn output lengths",
+            GateMetric::Overhead => "a few ms, dominated by scheduler and network jitter",
+            GateMetric::OutputTokS => "whole-request throughput (includes TTFT); the median, so one stalled request cannot move it",
+            GateMetric::DecodeTokS => "decode rate after the first chunk; the median, so one stalled request cannot move it",
+            GateMetric::SessionWall => "a run has few sessions; p99 would need 500",
+            GateMetric::ErrorRate => "a few hundred requests cannot resolve less (the 95 % upper bound of 0 failures in 200 is 1.9 %)",
+            GateMetric::ConnectionSetup => "fresh connections only; a pooled transport opens a handful per run, all at its start, so they follow the machine's load",
+        }
+    }
+
+    /// When the metric is gated without being named, in words.
+    pub fn gated_when(self) -> &'static str {
+        if self.gated_by_default() {
+            "always"
+        } else if self.length_dependent() {
+            "when both sides replayed the same conversation"
+        } else {
+            "only when named in `--metrics` or a threshold"
+        }
+    }
+
+    /// The default band, in words (`5 % (floor 0.5 ms)`; p90 1.5×, p99 2×).
+    pub fn band_words(self) -> String {
+        let noise = self.default_noise() * 100.0;
+        if self.kind() == Kind::Proportion {
+            return format!("{} percentage points", trim(noise));
+        }
+        let floor = self.noise_floor();
+        if floor >= 0.1 {
+            format!("{} % (floor {} ms)", trim(noise), trim(floor))
+        } else if floor > 0.0 {
+            format!("{} % (floor {} µs)", trim(noise), trim(floor * 1e3))
+        } else {
+            format!("{} %", trim(noise))
+        }
+    }
+}
+
+/// The table of gated metrics, their statistics, default bands and when each is gated, in
+/// Markdown: the one source of `docs/compare-gate.md`'s table (a test checks the page holds
+/// it verbatim) and of `compare --metrics`'s help ([`metrics_help`]).
+pub fn defaults_table() -> String {
+    let mut out = String::from(
+        "| metric | statistics | direction | default band | gated by default | min. samples per side | why this band |\n\
+         |---|---|---|---|---|---|---|\n",
+    );
+    for m in GateMetric::ALL {
+        let stats: Vec<&str> = m.statistics().iter().map(|s| s.name()).collect();
+        let dir = if m.higher_is_better() {
+            "higher is better"
+        } else {
+            "lower is better"
+        };
+        out.push_str(&format!(
+            "| `{}` | {} | {dir} | {} | {} | {} | {} |\n",
+            m.name(),
+            stats.join(", "),
+            m.band_words(),
+            m.gated_when(),
+            m.min_samples(),
+            m.why()
+        ));
+    }
+    out
+}
+
+/// `compare --metrics`'s long help, generated from the same data as [`defaults_table`].
+pub fn metrics_help() -> String {
+    let mut out = String::from(
+        "Metrics to compare (comma-separated). Default: every metric gated \"always\" below, the \
+         length-dependent ones when both sides replayed the same conversation, plus any metric a \
+         threshold names. p90 bands are 1.5×, p99 2× the band shown. A row is gated only when its \
+         samples can decide at its band (docs/compare-gate.md, \"The power rule\").\n",
+    );
+    for m in GateMetric::ALL {
+        let stats: Vec<&str> = m.statistics().iter().map(|s| s.name()).collect();
+        out.push_str(&format!(
+            "\n  {:<17} {}; band {}; gated {}",
+            m.name(),
+            stats.join(", "),
+            m.band_words(),
+            m.gated_when().replace('`', "")
+        ));
+    }
+    out
 }
 
 impl std::fmt::Display for GateMetric {
@@ -614,6 +733,39 @@ mod tests {
         assert!(e.to_string().contains("never apply"), "{e}");
         let e = Thresholds::parse_cli(&["ttft=+abc%"]).unwrap_err();
         assert!(e.to_string().contains("not a number"), "{e}");
+    }
+
+    /// docs/compare-gate.md holds [`defaults_table`] verbatim between its markers
+    /// (`UPDATE_SNAPSHOTS=1` rewrites it), and `--metrics`' help names every metric with the
+    /// same band words: one source.
+    #[test]
+    fn band_table_in_the_docs_is_the_codes() {
+        let path = concat!(env!("CARGO_MANIFEST_DIR"), "/docs/compare-gate.md");
+        let doc = std::fs::read_to_string(path).unwrap();
+        let (begin, end) = (
+            "<!-- gate-defaults:begin -->\n",
+            "<!-- gate-defaults:end -->",
+        );
+        let a = doc.find(begin).expect("begin marker") + begin.len();
+        let b = doc.find(end).expect("end marker");
+        let table = defaults_table();
+        if std::env::var_os("UPDATE_SNAPSHOTS").is_some() {
+            std::fs::write(path, format!("{}{table}{}", &doc[..a], &doc[b..])).unwrap();
+        } else {
+            assert_eq!(&doc[a..b], table, "regenerate with UPDATE_SNAPSHOTS=1");
+        }
+        assert!(table.contains("| `connection_setup` | p50 |"), "{table}");
+        assert!(
+            table.contains("| `decode_tok_s` | p50 | higher is better | 5 % |"),
+            "{table}"
+        );
+        let help = metrics_help();
+        for m in GateMetric::ALL {
+            assert!(
+                help.contains(m.name()) && help.contains(&m.band_words()),
+                "{help}"
+            );
+        }
     }
 
     #[test]

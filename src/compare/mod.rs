@@ -34,7 +34,7 @@ use serde::Serialize;
 pub use gate::{GateMetric, MetricList, Statistic, Threshold, ThresholdError, Thresholds};
 pub use runs::{
     compare_dirs, compare_loaded, compare_sides, exit_code, gate_comparison, load_samples,
-    EXIT_PASS, EXIT_REGRESSION,
+    EXIT_NO_DECISION, EXIT_PASS, EXIT_REGRESSION,
 };
 pub use samples::{CellSamples, RunSamples};
 pub use sides::{check_comparable, find_baseline_under};
@@ -43,8 +43,9 @@ pub use verdict::{ChangeUnit, Row, Verdict};
 
 use crate::recorder::CellKey;
 
-/// Version of the verdict JSON shape (`--format json`).
-pub const VERDICT_SCHEMA_VERSION: u32 = 1;
+/// Version of the verdict JSON shape (`--format json`). 2: `outcome`, `counts.not_gated`,
+/// `harness_bound`, rows with verdict `not-gated`, throughput rows on `p50`.
+pub const VERDICT_SCHEMA_VERSION: u32 = 2;
 
 /// Bootstrap resamples per side by default: enough that the 2.5 % / 97.5 % percentiles of
 /// the resampled changes are stable to a few tenths of a percent.
@@ -120,6 +121,33 @@ pub struct Counts {
     pub improved: usize,
     /// No-change rows.
     pub no_change: usize,
+    /// Rows the power rule left ungated (too few samples for their band).
+    pub not_gated: usize,
+}
+
+impl Counts {
+    /// Gated rows that reached a decision (regressed, improved or no change).
+    pub fn decided(&self) -> usize {
+        self.regressed + self.improved + self.no_change
+    }
+}
+
+crate::vocab::names! {
+    /// What the gate says in its headline, and its exit code.
+    #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+    pub enum Outcome ("outcome") {
+        /// A gated row regressed (exit 1).
+        Regression = "regression",
+        /// No regression, but `--fail-on-inconclusive` and an inconclusive row (exit 1).
+        Failed = "failed",
+        /// Nothing regressed and no gated row decided anything: every row was inconclusive
+        /// or not gated (exit [`EXIT_NO_DECISION`]).
+        NoDecision = "no-decision",
+        /// No regression; some gated rows inconclusive (exit 0, shown ⚠️).
+        PassInconclusive = "pass-inconclusive",
+        /// No regression and every gated row decided (exit 0, shown ✅).
+        Pass = "pass",
+    }
 }
 
 /// The whole comparison.
@@ -136,6 +164,10 @@ pub struct Comparison {
     pub notes: Vec<String>,
     /// The settings used.
     pub settings: Settings,
+    /// Loud warnings about a side's runs that judged themselves harness-bound (the client,
+    /// not the target, limited them; `summary.json` → `harness`), one per run: they go in
+    /// the headline, and such a comparison never reads as a clean PASS.
+    pub harness_bound: Vec<String>,
 }
 
 impl Comparison {
@@ -148,34 +180,51 @@ impl Comparison {
                 Verdict::Inconclusive => c.inconclusive += 1,
                 Verdict::Improved => c.improved += 1,
                 Verdict::NoChange => c.no_change += 1,
+                Verdict::NotGated => c.not_gated += 1,
             }
         }
         c
     }
 
-    /// The headline: `Regressed` if any row regressed, else `Inconclusive` if any row is,
-    /// else `Improved` if any row improved, else `NoChange`.
+    /// The verdict over the gated rows: `Regressed` if any regressed, else `Inconclusive`
+    /// if any is (or none was gated), else `Improved` if any improved, else `NoChange`.
     pub fn overall(&self) -> Verdict {
         self.rows
             .iter()
             .map(|r| r.verdict)
+            .filter(|v| *v != Verdict::NotGated)
             .min()
             .unwrap_or(Verdict::Inconclusive)
+    }
+
+    /// The headline outcome (see [`Outcome`]).
+    pub fn outcome(&self) -> Outcome {
+        let c = self.counts();
+        if c.regressed > 0 {
+            Outcome::Regression
+        } else if self.settings.fail_on_inconclusive && (c.inconclusive > 0 || self.rows.is_empty())
+        {
+            Outcome::Failed
+        } else if c.decided() == 0 {
+            Outcome::NoDecision
+        } else if c.inconclusive > 0 || !self.harness_bound.is_empty() {
+            Outcome::PassInconclusive
+        } else {
+            Outcome::Pass
+        }
     }
 
     /// True when the gate fails: a regression, or (with `fail_on_inconclusive`) an
     /// inconclusive row, or nothing at all to compare.
     pub fn fails(&self) -> bool {
-        let c = self.counts();
-        c.regressed > 0
-            || (self.settings.fail_on_inconclusive && c.inconclusive > 0)
-            || (self.settings.fail_on_inconclusive && self.rows.is_empty())
+        matches!(self.outcome(), Outcome::Regression | Outcome::Failed)
     }
 
-    /// Applies re-runs of the candidate (`--confirm`): a row stays `Regressed` only if the
-    /// same metric × statistic × cell regressed in every re-run too; otherwise it becomes
-    /// `Inconclusive` and says on which re-run it did not reproduce. A note records the
-    /// outcome either way.
+    /// Applies confirmation re-runs (`--confirm-run`, optionally with `--confirm-baseline`:
+    /// a fresh baseline beside each, so a fault in the first baseline can be cleared as well
+    /// as one in the candidate): a row stays `Regressed` only if the same metric × statistic ×
+    /// cell regressed in every re-run too; otherwise it becomes `Inconclusive` and says on
+    /// which re-run it did not reproduce. A note records the outcome either way.
     pub fn confirm_with(&mut self, reruns: &[Comparison]) {
         if reruns.is_empty() {
             return;
@@ -202,7 +251,7 @@ impl Comparison {
             if failed_on.is_empty() {
                 kept += 1;
                 row.reason = format!(
-                    "{}; reproduced on {} re-run(s) of the candidate",
+                    "{}; reproduced on {} confirmation re-run(s)",
                     row.reason,
                     reruns.len()
                 );
@@ -210,7 +259,7 @@ impl Comparison {
                 dropped += 1;
                 row.verdict = Verdict::Inconclusive;
                 row.reason = format!(
-                    "{}; NOT reproduced on re-run {} of the candidate: not confirmed",
+                    "{}; NOT reproduced on re-run {}: not confirmed",
                     row.reason,
                     failed_on
                         .iter()
@@ -221,7 +270,7 @@ impl Comparison {
             }
         }
         self.notes.push(format!(
-            "confirmation: the candidate was re-run {} time(s); {kept} regression(s) reproduced, {dropped} did not (those are shown as inconclusive)",
+            "confirmation: {} re-run(s); {kept} regression(s) reproduced, {dropped} did not (those are shown as inconclusive)",
             reruns.len()
         ));
     }
@@ -303,6 +352,7 @@ pub fn compare(
         rows,
         notes,
         settings: settings.clone(),
+        harness_bound: Vec::new(),
     }
 }
 

@@ -11,7 +11,7 @@ use std::fmt::Write as _;
 use serde::Serialize;
 
 use super::verdict::{fmt_change, Row, Verdict};
-use super::{Comparison, Counts, RunLabel, VERDICT_SCHEMA_VERSION};
+use super::{Comparison, Counts, Outcome, RunLabel, VERDICT_SCHEMA_VERSION};
 
 /// Output format of `compare` (`--format`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -86,14 +86,14 @@ fn fmt_band(r: &Row) -> String {
 fn short_reason(r: &Row) -> &'static str {
     match r.verdict {
         Verdict::Inconclusive if r.ci_low.is_none() => {
-            if r.reason.starts_with("too few") {
-                "too few samples"
-            } else if r.reason.starts_with("no samples") {
+            if r.reason.starts_with("no samples") {
                 "no samples on one side"
             } else {
                 "undefined"
             }
         }
+        Verdict::NotGated if r.reason.contains("floor") => "not gated: below the floor",
+        Verdict::NotGated => "not gated: too few samples",
         Verdict::Inconclusive => "CI straddles band edge",
         Verdict::Regressed => "worse beyond band",
         Verdict::Improved => "better beyond band",
@@ -101,22 +101,36 @@ fn short_reason(r: &Row) -> &'static str {
     }
 }
 
-fn headline(c: &Comparison) -> String {
+/// The one-line headline: the outcome first (REGRESSION, FAILED, NO DECISION, PASS ⚠️,
+/// PASS ✅), then the counts, then any harness-bound side.
+pub fn headline(c: &Comparison) -> String {
     let n = c.counts();
     let total = c.rows.len();
+    let gated = total - n.not_gated;
     let detail = format!(
-        "{} regressed, {} inconclusive, {} improved, {} no change (of {total})",
-        n.regressed, n.inconclusive, n.improved, n.no_change
+        "{} regressed, {} inconclusive, {} improved, {} no change (of {gated} gated; {} not gated: too few samples)",
+        n.regressed, n.inconclusive, n.improved, n.no_change, n.not_gated
     );
-    if n.regressed > 0 {
-        format!("REGRESSION: {detail}")
-    } else if c.fails() {
-        format!("FAILED (--fail-on-inconclusive): {detail}")
-    } else if total == 0 {
-        "NOTHING COMPARED: no metric had samples in both runs".to_string()
-    } else {
-        format!("PASS, no regression: {detail}")
+    let mut line = match c.outcome() {
+        Outcome::Regression => format!("REGRESSION ❌: {detail}"),
+        Outcome::Failed => format!("FAILED (--fail-on-inconclusive): {detail}"),
+        Outcome::NoDecision if total == 0 => {
+            "NO DECISION: no metric had samples in both runs".to_string()
+        }
+        Outcome::NoDecision => format!(
+            "NO DECISION: not one of {total} rows could be decided ({} inconclusive, {} not gated: too few samples); this gate cannot judge the change",
+            n.inconclusive, n.not_gated
+        ),
+        Outcome::PassInconclusive => format!("PASS ⚠️ no regression, but not every gated row decided: {detail}"),
+        Outcome::Pass => format!("PASS ✅ every gated row decided, none regressed: {detail}"),
+    };
+    if !c.harness_bound.is_empty() {
+        line.push_str(&format!(
+            " — ⚠️ HARNESS-BOUND: {} run(s) judged themselves limited by the client, not the target (see below)",
+            c.harness_bound.len()
+        ));
     }
+    line
 }
 
 fn settings_line(c: &Comparison) -> String {
@@ -142,6 +156,9 @@ fn settings_line(c: &Comparison) -> String {
 pub fn text(c: &Comparison) -> String {
     let mut out = String::new();
     let _ = writeln!(out, "spark-bench compare: {}", headline(c));
+    for h in &c.harness_bound {
+        let _ = writeln!(out, "  ⚠️ {h}");
+    }
     let _ = writeln!(
         out,
         "  baseline:  {} ({})",
@@ -222,6 +239,7 @@ fn md_table(rows: &[&Row], with_reason: bool) -> String {
             Verdict::Inconclusive => "⚠️ inconclusive",
             Verdict::Improved => "✅ improved",
             Verdict::NoChange => "no change",
+            Verdict::NotGated => "not gated",
         };
         let _ = write!(
             out,
@@ -258,32 +276,33 @@ fn md_run(label: &str, r: &RunLabel) -> String {
 /// to the candidate's report and charts when it has them.
 pub fn markdown(c: &Comparison) -> String {
     let mut out = String::new();
-    let n = c.counts();
-    let icon = if n.regressed > 0 || c.fails() {
-        "❌"
-    } else if n.inconclusive > 0 {
-        "⚠️"
-    } else {
-        "✅"
+    let icon = match c.outcome() {
+        Outcome::Regression | Outcome::Failed => "❌",
+        Outcome::NoDecision => "⛔",
+        Outcome::PassInconclusive => "⚠️",
+        Outcome::Pass => "✅",
     };
     let _ = writeln!(out, "## {icon} spark-bench: {}\n", headline(c));
+    for h in &c.harness_bound {
+        let _ = writeln!(out, "> **⚠️ Harness-bound:** {h}\n");
+    }
     let rows = c.rows_for_display();
     let regressed: Vec<&Row> = rows
         .iter()
         .copied()
         .filter(|r| r.verdict == Verdict::Regressed)
         .collect();
-    // Inconclusive rows with an interval get a table; rows without one (too few samples)
-    // get one compact line, so they are visible without drowning the table.
+    // Inconclusive rows get a table; rows the power rule left ungated get one compact line,
+    // so they are visible without drowning the table.
     let inconclusive: Vec<&Row> = rows
         .iter()
         .copied()
-        .filter(|r| r.verdict == Verdict::Inconclusive && r.ci_low.is_some())
+        .filter(|r| r.verdict == Verdict::Inconclusive)
         .collect();
     let undecided: Vec<&Row> = rows
         .iter()
         .copied()
-        .filter(|r| r.verdict == Verdict::Inconclusive && r.ci_low.is_none())
+        .filter(|r| r.verdict == Verdict::NotGated)
         .collect();
     if !regressed.is_empty() {
         let _ = writeln!(out, "### Regressions\n\n{}", md_table(&regressed, true));
@@ -307,8 +326,8 @@ pub fn markdown(c: &Comparison) -> String {
             .collect();
         let _ = writeln!(
             out,
-            "**⚠️ Not decided, too few samples ({}):** {}. A percentile q needs at least \
-             5 / (1 − q) samples per side (p90: 50, p99: 500); run more sessions to gate on these.\n",
+            "**Not gated: too few samples ({}):** {}. A row is gated only when its samples can \
+             decide at its band (docs/compare-gate.md, \"The power rule\"); run more sessions to gate on these.\n",
             undecided.len(),
             list.join("; ")
         );
@@ -415,6 +434,7 @@ fn mermaid_changes(c: &Comparison) -> String {
 #[derive(Serialize)]
 struct VerdictJson<'a> {
     schema_version: u32,
+    outcome: Outcome,
     verdict: Verdict,
     passed: bool,
     headline: String,
@@ -422,6 +442,7 @@ struct VerdictJson<'a> {
     baseline: &'a RunLabel,
     candidate: &'a RunLabel,
     settings: JsonSettings,
+    harness_bound: &'a [String],
     notes: &'a [String],
     rows: Vec<&'a Row>,
 }
@@ -441,6 +462,7 @@ pub fn json(c: &Comparison) -> String {
     let s = &c.settings;
     let v = VerdictJson {
         schema_version: VERDICT_SCHEMA_VERSION,
+        outcome: c.outcome(),
         verdict: c.overall(),
         passed: !c.fails(),
         headline: headline(c),
@@ -455,6 +477,7 @@ pub fn json(c: &Comparison) -> String {
             metrics: s.metrics.iter().map(|m| m.name()).collect(),
             thresholds: s.thresholds.describe().into_iter().collect(),
         },
+        harness_bound: &c.harness_bound,
         notes: &c.notes,
         rows: c.rows_for_display(),
     };

@@ -5,7 +5,8 @@
 //! regression with re-runs, and maps the verdict to the exit code.
 //!
 //! Owns: the comparability refusal, pairing, the stall policy ([`MAX_STALLED_SHARE`]), the
-//! notes about the runs, and the verdict → exit code mapping ([`exit_code`]).
+//! notes about the runs (harness-bound sides among them), confirmation pairs, and the
+//! outcome → exit code mapping ([`exit_code`]).
 //! Does not own: argument parsing and printing (`commands::compare`), the statistics and the
 //! decision rule ([`super::compare`]), reading the files (`store`).
 
@@ -13,7 +14,7 @@ use std::path::{Path, PathBuf};
 
 use super::samples::Window;
 use super::sides::{self, check_comparable, find_baseline, gate_thresholds, open};
-use super::{Comparison, GateMetric, RunSamples, Settings, Thresholds};
+use super::{Comparison, GateMetric, Outcome, RunSamples, Settings, Thresholds};
 use crate::recorder::stalls::Stalls;
 use crate::store::{self, LoadedRun};
 use crate::vocab::RequestRecord;
@@ -23,6 +24,10 @@ pub const EXIT_PASS: u8 = 0;
 /// Exit code of a gate that failed: a regression (or, with `--fail-on-inconclusive`, an
 /// inconclusive row).
 pub const EXIT_REGRESSION: u8 = 1;
+/// Exit code of a gate that decided nothing: no regression, and not one gated row reached
+/// a decision (every row inconclusive or not gated, e.g. a smoke scenario too small for its
+/// bands). Not a pass: the CI job should say the gate could not judge this change.
+pub const EXIT_NO_DECISION: u8 = 4;
 
 /// Runs whose stall windows cover more than this share of their measured requests keep
 /// them: that many stalls is not a moment of the machine but how the system behaves.
@@ -38,6 +43,10 @@ pub struct Request {
     pub candidate: PathBuf,
     /// Re-runs of the candidate that a regression must reproduce in (`--confirm-run`).
     pub confirm: Vec<PathBuf>,
+    /// Fresh baseline runs beside the re-runs (`--confirm-baseline`): re-run i of the
+    /// candidate is compared with the i-th of these (or with the baseline when absent), so
+    /// a fault in the baseline can be cleared as well as one in the candidate.
+    pub confirm_baseline: Vec<PathBuf>,
     /// Metrics to compare; empty for the default set.
     pub metrics: Vec<GateMetric>,
     /// Thresholds layered over the candidate scenario's `[gate]` (`--threshold`).
@@ -48,12 +57,13 @@ pub struct Request {
     pub allow_mismatch: bool,
 }
 
-/// 1 ([`EXIT_REGRESSION`]) when the gate fails, else 0 ([`EXIT_PASS`]).
+/// 1 ([`EXIT_REGRESSION`]) when the gate fails, 4 ([`EXIT_NO_DECISION`]) when it decided
+/// nothing, else 0 ([`EXIT_PASS`]).
 pub fn exit_code(c: &Comparison) -> u8 {
-    if c.fails() {
-        EXIT_REGRESSION
-    } else {
-        EXIT_PASS
+    match c.outcome() {
+        Outcome::Regression | Outcome::Failed => EXIT_REGRESSION,
+        Outcome::NoDecision => EXIT_NO_DECISION,
+        Outcome::Pass | Outcome::PassInconclusive => EXIT_PASS,
     }
 }
 
@@ -72,10 +82,24 @@ pub fn compare_dirs(req: &Request) -> anyhow::Result<Comparison> {
     settings.thresholds = gate_thresholds(&cand[0])?;
     settings.thresholds.extend(&req.thresholds);
     let mut comparison = compare_sides(&base, &cand, &settings, req.allow_mismatch)?;
+    if req.confirm_baseline.len() > req.confirm.len() {
+        anyhow::bail!(
+            "{} --confirm-baseline but {} --confirm-run: give each fresh baseline its candidate re-run",
+            req.confirm_baseline.len(),
+            req.confirm.len()
+        );
+    }
     let mut confirmations = Vec::new();
-    for dir in &req.confirm {
+    for (i, dir) in req.confirm.iter().enumerate() {
         let rerun = open(dir, "confirmation re-run")?;
-        confirmations.push(compare_sides(&base, &rerun, &settings, req.allow_mismatch)?);
+        let c = match req.confirm_baseline.get(i) {
+            Some(b) => {
+                let fresh = open(b, "confirmation baseline")?;
+                compare_sides(&fresh, &rerun, &settings, req.allow_mismatch)?
+            }
+            None => compare_sides(&base, &rerun, &settings, req.allow_mismatch)?,
+        };
+        confirmations.push(c);
     }
     comparison.confirm_with(&confirmations);
     Ok(comparison)
@@ -147,6 +171,7 @@ pub fn compare_sides(
         );
     }
     let mut c = super::compare(&sb, &sc, &settings, sides::label(base), sides::label(cand));
+    c.harness_bound = harness_bound(base, cand);
     notes.extend(run_notes(base, cand));
     notes.append(&mut c.notes);
     c.notes = notes;
@@ -212,6 +237,33 @@ fn run_notes(base: &[LoadedRun], cand: &[LoadedRun]) -> Vec<String> {
         }
     }
     notes
+}
+
+/// One warning per run that judged itself harness-bound (`summary.json` → `harness`): its
+/// figures say how fast the client kept up, not how fast the target was.
+fn harness_bound(base: &[LoadedRun], cand: &[LoadedRun]) -> Vec<String> {
+    let mut out = Vec::new();
+    for (side, runs) in [("baseline", base), ("candidate", cand)] {
+        for run in runs {
+            if let Some(h) = run
+                .summary
+                .harness
+                .as_ref()
+                .filter(|h| h.verdict == crate::recorder::harness::Verdict::HarnessBound)
+            {
+                out.push(format!(
+                    "the {side} run {} judged itself HARNESS-BOUND (the client, not the target, limited it: {}); its numbers are not the target's",
+                    run.manifest.run_id,
+                    if h.reasons.is_empty() {
+                        "see its summary".to_string()
+                    } else {
+                        h.reasons.join("; ")
+                    }
+                ));
+            }
+        }
+    }
+    out
 }
 
 /// True when run i of both sides replayed the same conversation: same scenario, same seed.

@@ -14,13 +14,21 @@
 //! * the whole interval beyond the worse edge → `Regressed`;
 //! * the whole interval beyond the better edge → `Improved`;
 //! * the whole interval inside the band → `NoChange`;
-//! * otherwise (it straddles an edge), or too few samples → `Inconclusive`.
+//! * otherwise (it straddles an edge) → `Inconclusive`.
 //!
-//! Too few samples is never a pass: it is `Inconclusive`, shown as such.
+//! # The power rule
+//! Before deciding, a row must be able to decide: at least the statistic's and the
+//! metric's minimum samples per side, a baseline value above the metric's absolute floor,
+//! and a zero-difference interval (the baseline resampled against itself, same bootstrap)
+//! whose half-width is at most [`POWER_SHARE`] of the band. A row that fails is
+//! `NotGated` ("not gated: too few samples"): listed, never failing the gate, never counted
+//! as a decision, so a gate that decided nothing says NO DECISION instead of PASS. The
+//! error rate is the one exception that can still fail: failures are not machine noise, so
+//! an error rate whose interval lies wholly beyond the worse edge regresses at any n.
 
 use serde::Serialize;
 
-use super::gate::{GateMetric, Kind, Statistic, Threshold, Thresholds};
+use super::gate::{GateMetric, Kind, Statistic, Threshold, Thresholds, POWER_SHARE};
 use super::samples::CellSamples;
 use super::stats::{self, BootstrapConfig, Interval, Pairing, Sample, Stat};
 use crate::recorder::CellKey;
@@ -38,6 +46,10 @@ crate::vocab::names! {
         Improved = "improved",
         /// Within the band, with confidence.
         NoChange = "no-change",
+        /// Not gated: the samples cannot decide at the row's band (too few, or too
+        /// dispersed; see [`super::gate::POWER_SHARE`]), or its value is below the metric's
+        /// floor. Shown, never failing the gate, never counted as decided.
+        NotGated = "not-gated",
     }
 }
 
@@ -178,15 +190,23 @@ pub fn compare_metric(
         .iter()
         .copied()
         .filter(|s| {
-            sb.len().min(sc.len()) >= s.min_samples() && sb.clusters().min(sc.clusters()) >= 10
+            sb.len().min(sc.len()) >= s.min_samples().max(metric.min_samples())
+                && sb.clusters().min(sc.clusters()) >= 10
         })
         .collect();
-    let intervals = stats::relative_change_paired(
+    let wanted_stats: Vec<Stat> = enough.iter().map(|s| as_stat(*s)).collect();
+    let intervals = stats::relative_change_paired(&sb, &sc, &wanted_stats, boot, pairing);
+    // The power rule: the interval of a zero difference at these sizes and this spread (the
+    // baseline against itself, resampled independently).
+    let zero = stats::relative_change_paired(
         &sb,
-        &sc,
-        &enough.iter().map(|s| as_stat(*s)).collect::<Vec<_>>(),
-        boot,
-        pairing,
+        &sb,
+        &wanted_stats,
+        BootstrapConfig {
+            seed: boot.seed ^ 0x7a65_726f,
+            ..boot
+        },
+        Pairing::None,
     );
     let hib = metric.higher_is_better();
     stats
@@ -229,6 +249,8 @@ pub fn compare_metric(
                     row.ci_high = Some(ci.high);
                     row.verdict = decide(ci, band_low, band_high, hib);
                     row.reason = reason(&row, boot.confidence, ci);
+                    let zero_ci = idx.and_then(|i| zero[i]);
+                    apply_power_rule(&mut row, zero_ci);
                 }
                 None => {
                     if let (Some(b), Some(c)) = (bval, cval) {
@@ -237,6 +259,10 @@ pub fn compare_metric(
                         }
                     }
                     row.reason = no_interval_reason(metric, st, &sb, &sc, idx.is_none());
+                    if idx.is_none() && !sb.is_empty() && !sc.is_empty() {
+                        row.verdict = Verdict::NotGated;
+                        row.reason = format!("not gated: {}", row.reason);
+                    }
                 }
             }
             row
@@ -304,6 +330,10 @@ fn band(
         Some(b) if b > 0.0 => metric.noise_floor() / b,
         _ => 0.0,
     };
+    // A value below the metric's floor is not gated (see `apply_power_rule`); its band is
+    // then shown as the noise alone rather than as the floor over a tiny value (a 0.5 ms floor
+    // over a 0.019 ms connection setup printed [-2623.6%, +2623.6%]).
+    let floor_rel = if floor_rel > 1.0 { 0.0 } else { floor_rel };
     let better_edge = noise.max(floor_rel);
     let worse_edge = better_edge.max(
         threshold
@@ -316,6 +346,40 @@ fn band(
         (-better_edge, worse_edge)
     };
     (noise, band_low, band_high)
+}
+
+/// The power rule (module doc) on a row that has an interval: `NotGated` when its baseline
+/// is below the metric's floor or when `zero` (the interval of a zero difference at its
+/// sizes and spread) is wider than [`POWER_SHARE`] of its band; the interval stays shown.
+fn apply_power_rule(row: &mut Row, zero: Option<Interval>) {
+    let floor = row.metric.noise_floor();
+    if let Some(b) = row.baseline.filter(|b| floor > 0.0 && *b < floor) {
+        row.verdict = Verdict::NotGated;
+        row.reason = format!(
+            "not gated: the baseline's {b:.3} {} is below {}'s {floor} {} floor, too small to gate; {}",
+            row.unit,
+            row.metric.name(),
+            row.unit,
+            row.reason
+        );
+        return;
+    }
+    let edge = (-row.band_low).min(row.band_high);
+    let Some(half) = zero.map(|z| (z.high - z.low) / 2.0) else {
+        return;
+    };
+    if half > POWER_SHARE * edge {
+        row.verdict = Verdict::NotGated;
+        row.reason = format!(
+            "not gated: too few samples for its band: a zero difference at n = {} / {} with this spread has a 95% interval of ±{:.1}%, more than {:.0}% of the band ±{:.1}%; {}",
+            row.n_baseline,
+            row.n_candidate,
+            half * 100.0,
+            POWER_SHARE * 100.0,
+            edge * 100.0,
+            row.reason
+        );
+    }
 }
 
 /// Why a row has no interval: a side without samples, too few samples for the statistic
@@ -395,8 +459,9 @@ fn compare_error_rate(
             .to_string(),
     };
     if base.counted.min(cand.counted) < st.min_samples() as u64 {
+        row.verdict = Verdict::NotGated;
         row.reason = format!(
-            "too few samples: the error rate needs ≥ {} requests per side, have {} / {}",
+            "not gated: too few samples: the error rate needs ≥ {} requests per side, have {} / {}",
             st.min_samples(),
             base.counted,
             cand.counted
@@ -415,6 +480,24 @@ fn compare_error_rate(
     row.ci_high = Some(ci.high);
     row.verdict = decide(ci, row.band_low, row.band_high, false);
     row.reason = reason(&row, confidence, ci);
+    // The power rule, with the baseline's rate on both sides. A rise in failures beyond the
+    // band still regresses: failures are not machine noise.
+    let same = (base.failed as f64 / base.counted as f64 * cand.counted as f64).round() as u64;
+    let zero =
+        stats::proportion_difference(base.failed, base.counted, same, cand.counted, confidence);
+    let half = zero.map_or(f64::INFINITY, |z| (z.high - z.low) / 2.0);
+    if row.verdict != Verdict::Regressed && half > POWER_SHARE * noise {
+        row.verdict = Verdict::NotGated;
+        row.reason = format!(
+            "not gated: too few requests for the ±{:.0}pp band: a zero difference at n = {} / {} has a 95% interval of ±{:.2}pp, more than {:.0}% of the band (a rise in failures beyond the band would still fail the gate); {}",
+            noise * 100.0,
+            base.counted,
+            cand.counted,
+            half * 100.0,
+            POWER_SHARE * 100.0,
+            row.reason
+        );
+    }
     Some(row)
 }
 
@@ -452,6 +535,7 @@ fn reason(row: &Row, confidence: f64, ci: Interval) -> String {
         Verdict::Inconclusive => {
             format!("{ci_s} straddles an edge of the {band}; more samples would decide")
         }
+        Verdict::NotGated => format!("{ci_s}, {band}"),
     }
 }
 
