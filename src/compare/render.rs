@@ -521,9 +521,10 @@ mod tests {
             charts: vec!["report.md".into()],
             ..Default::default()
         };
+        // 2,000 requests a side: enough for the p50 row to be gated (the power rule).
         let c = compare(
-            &run(1.0, 200),
-            &run(1.2, 200),
+            &run(1.0, 2000),
+            &run(1.2, 2000),
             &settings,
             label("a"),
             label("b"),

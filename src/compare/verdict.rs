@@ -590,7 +590,7 @@ mod tests {
     }
 
     #[test]
-    fn too_few_samples_is_inconclusive_never_a_pass() {
+    fn too_few_samples_are_not_gated_never_a_pass() {
         let key = CellKey::new("t", "http");
         let base = cell_with(&[10.0; 5], 0, 0);
         let cand = cell_with(&[30.0; 5], 0, 0);
@@ -605,7 +605,8 @@ mod tests {
         );
         assert_eq!(rows.len(), 3);
         for r in &rows {
-            assert_eq!(r.verdict, Verdict::Inconclusive, "{r:?}");
+            // The power rule: rows that cannot decide at their band are not gated.
+            assert_eq!(r.verdict, Verdict::NotGated, "{r:?}");
             assert!(r.reason.contains("too few samples"), "{}", r.reason);
         }
         assert_eq!(rows[0].change, Some(2.0));
@@ -657,6 +658,21 @@ mod tests {
     #[test]
     fn error_rate_uses_points() {
         let key = CellKey::new("t", "http");
+        let sized = |bf, cf, n| {
+            compare_metric(
+                &key,
+                GateMetric::ErrorRate,
+                &cell_with(&[], bf, n),
+                &cell_with(&[], cf, n),
+                &Thresholds::new(),
+                boot(),
+                Pairing::None,
+            )
+        };
+        // 0% against 0% at 300 requests a side cannot decide at ±2pp (its interval is
+        // ±1.26pp, over half the band): not gated. At 3,000 it can.
+        assert_eq!(sized(0, 0, 300)[0].verdict, Verdict::NotGated);
+        assert_eq!(sized(0, 0, 3000)[0].verdict, Verdict::NoChange);
         let rows = |bf, cf| {
             compare_metric(
                 &key,
@@ -668,15 +684,16 @@ mod tests {
                 Pairing::None,
             )
         };
-        assert_eq!(rows(0, 0)[0].verdict, Verdict::NoChange, "{:?}", rows(0, 0));
         assert_eq!(
             rows(0, 30)[0].verdict,
             Verdict::Regressed,
             "{:?}",
             rows(0, 30)
         );
-        assert_eq!(rows(30, 0)[0].verdict, Verdict::Improved);
-        assert_eq!(rows(0, 4)[0].verdict, Verdict::Inconclusive);
+        // A fall beyond the band is only claimed where the row is gated.
+        assert_eq!(rows(30, 0)[0].verdict, Verdict::NotGated);
+        assert_eq!(sized(300, 0, 3000)[0].verdict, Verdict::Improved);
+        assert_eq!(rows(0, 4)[0].verdict, Verdict::NotGated);
         assert_eq!(rows(0, 30)[0].change_unit, ChangeUnit::Points);
         assert_eq!(rows(0, 30)[0].candidate, Some(10.0));
     }
