@@ -17,14 +17,15 @@
 //! * otherwise (it straddles an edge) → `Inconclusive`.
 //!
 //! # The power rule
-//! Before deciding, a row must be able to decide: at least the statistic's and the
-//! metric's minimum samples per side, a baseline value above the metric's absolute floor,
-//! and a zero-difference interval (the baseline resampled against itself, same bootstrap)
-//! whose half-width is at most [`POWER_SHARE`] of the band. A row that fails is
-//! `NotGated` ("not gated: too few samples"): listed, never failing the gate, never counted
-//! as a decision, so a gate that decided nothing says NO DECISION instead of PASS. The
-//! error rate is the one exception that can still fail: failures are not machine noise, so
-//! an error rate whose interval lies wholly beyond the worse edge regresses at any n.
+//! A row is gated only when its samples can decide: at least the statistic's and the
+//! metric's minimum samples per side and a baseline value above the metric's absolute
+//! floor. A row whose interval then decides (regressed, improved or no change) keeps its
+//! verdict. A row left straddling an edge is asked whether it could have decided at all:
+//! if a zero-difference interval (the baseline resampled against itself) has a half-width
+//! over [`POWER_SHARE`] of the band, its samples cannot decide at that band and it is
+//! `NotGated` ("not gated: too few samples") rather than inconclusive. A not-gated row is
+//! listed, never fails the gate and never counts as a decision, so a gate that decided
+//! nothing says NO DECISION instead of PASS.
 
 use serde::Serialize;
 
@@ -364,6 +365,12 @@ fn apply_power_rule(row: &mut Row, zero: Option<Interval>) {
         );
         return;
     }
+    // A row whose interval decided (wholly beyond an edge, or wholly inside the band) has
+    // shown that its samples could decide; only a row left straddling an edge is asked
+    // whether it could have decided at all.
+    if row.verdict != Verdict::Inconclusive {
+        return;
+    }
     let edge = (-row.band_low).min(row.band_high);
     let Some(half) = zero.map(|z| (z.high - z.low) / 2.0) else {
         return;
@@ -480,13 +487,12 @@ fn compare_error_rate(
     row.ci_high = Some(ci.high);
     row.verdict = decide(ci, row.band_low, row.band_high, false);
     row.reason = reason(&row, confidence, ci);
-    // The power rule, with the baseline's rate on both sides. A rise in failures beyond the
-    // band still regresses: failures are not machine noise.
+    // The power rule (only for an undecided row), with the baseline's rate on both sides.
     let same = (base.failed as f64 / base.counted as f64 * cand.counted as f64).round() as u64;
     let zero =
         stats::proportion_difference(base.failed, base.counted, same, cand.counted, confidence);
     let half = zero.map_or(f64::INFINITY, |z| (z.high - z.low) / 2.0);
-    if row.verdict != Verdict::Regressed && half > POWER_SHARE * noise {
+    if row.verdict == Verdict::Inconclusive && half > POWER_SHARE * noise {
         row.verdict = Verdict::NotGated;
         row.reason = format!(
             "not gated: too few requests for the ±{:.0}pp band: a zero difference at n = {} / {} has a 95% interval of ±{:.2}pp, more than {:.0}% of the band (a rise in failures beyond the band would still fail the gate); {}",
