@@ -675,9 +675,10 @@ mod tests {
                 Pairing::None,
             )
         };
-        // 0% against 0% at 300 requests a side cannot decide at ±2pp (its interval is
-        // ±1.26pp, over half the band): not gated. At 3,000 it can.
-        assert_eq!(sized(0, 0, 300)[0].verdict, Verdict::NotGated);
+        // 0% against 0% at 100 requests a side straddles the ±2pp band and has no power
+        // to decide at it: not gated. At 300 its interval (±1.26pp) lies inside: decided.
+        assert_eq!(sized(0, 0, 100)[0].verdict, Verdict::NotGated);
+        assert_eq!(sized(0, 0, 300)[0].verdict, Verdict::NoChange);
         assert_eq!(sized(0, 0, 3000)[0].verdict, Verdict::NoChange);
         let rows = |bf, cf| {
             compare_metric(
@@ -696,8 +697,9 @@ mod tests {
             "{:?}",
             rows(0, 30)
         );
-        // A fall beyond the band is only claimed where the row is gated.
-        assert_eq!(rows(30, 0)[0].verdict, Verdict::NotGated);
+        // A fall wholly beyond the band is a decision at any n; an undecided row without
+        // the power to decide is not gated.
+        assert_eq!(rows(30, 0)[0].verdict, Verdict::Improved);
         assert_eq!(sized(300, 0, 3000)[0].verdict, Verdict::Improved);
         assert_eq!(rows(0, 4)[0].verdict, Verdict::NotGated);
         assert_eq!(rows(0, 30)[0].change_unit, ChangeUnit::Points);
