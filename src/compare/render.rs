@@ -570,7 +570,9 @@ mod tests {
         kept.confirm_with(std::slice::from_ref(&again));
         assert!(kept.fails(), "{:?}", kept.rows);
         assert!(
-            kept.rows[0].reason.contains("reproduced on 1 confirmation re-run"),
+            kept.rows[0]
+                .reason
+                .contains("reproduced on 1 confirmation re-run"),
             "{}",
             kept.rows[0].reason
         );

@@ -428,20 +428,25 @@ fn smoke_sized_gate_says_no_decision() {
 /// A baseline run whose harness stalled on 5 % of its requests (first token 200 ms late,
 /// the rest of each answer read at once: ~10⁶ tok/s) against a clean candidate of the same
 /// system: no false regression. The decode rate compares medians, so the stalled requests'
-/// absurd rates do not move it, and it is still gated and decided.
+/// absurd rates do not move it, and it is still gated and decided (1,000 requests a side:
+/// at 200 its interval can straddle the ±5 % band, and an undecided row is not gated).
 #[test]
 fn stalled_baseline_is_no_false_regression() {
     let tmp = tempfile::tempdir().unwrap();
+    let sized = Profile {
+        sessions: 200,
+        ..BASE
+    };
     for t in 0..5u64 {
         let base = samples(&write_run(
             tmp.path(),
             7000 + 2 * t,
             Profile {
                 stalled_share: 0.05,
-                ..BASE
+                ..sized
             },
         ));
-        let cand = samples(&write_run(tmp.path(), 7001 + 2 * t, BASE));
+        let cand = samples(&write_run(tmp.path(), 7001 + 2 * t, sized));
         let c = compare_samples(&base, &cand);
         let text = compare::render::text(&c);
         assert_eq!(c.counts().regressed, 0, "trial {t}:\n{text}");

@@ -208,10 +208,12 @@ async fn compare_and_history_take_json_and_quiet() {
         }
         let o = run_bin(&args, &[]).await;
         let (stdout, stderr) = texts(&o);
-        assert_eq!(o.status.code(), Some(0), "{stdout}\n{stderr}");
+        // A run this small cannot decide a row at its band: NO DECISION, exit 4.
+        assert_eq!(o.status.code(), Some(4), "{stdout}\n{stderr}");
         let v: serde_json::Value = serde_json::from_str(&stdout)
             .unwrap_or_else(|e| panic!("not the verdict JSON ({e}):\n{stdout}"));
-        assert_eq!(v["schema_version"], 1, "{v}");
+        assert_eq!(v["schema_version"], 2, "{v}");
+        assert_eq!(v["outcome"], "no-decision", "{v}");
         assert_eq!(stderr.contains("history: "), !quiet, "{stderr}");
     }
     let o = run_bin(&["history", h, "--json", "-q"], &[]).await;
