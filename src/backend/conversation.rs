@@ -109,6 +109,25 @@ impl Conversation {
         }
     }
 
+    /// Puts `text` (a recorded answer) in place of the last reply's answer text, so the
+    /// history later requests resend is the recorded conversation. Items the server already
+    /// holds through `previous_response_id` are not sent again, so chaining is unaffected.
+    pub fn replace_last_answer(&mut self, text: &str) {
+        match self.items.last_mut() {
+            Some(Item::Assistant { text: t, .. }) => *t = text.to_string(),
+            _ => {
+                let all_seen = self.seen >= self.items.len();
+                self.items.push(Item::Assistant {
+                    text: text.to_string(),
+                    calls: Vec::new(),
+                });
+                if all_seen {
+                    self.seen = self.items.len();
+                }
+            }
+        }
+    }
+
     /// A turn failed. On a WebSocket the server evicted the chain head: send everything next.
     pub fn on_failure(&mut self) {
         if self.ws {

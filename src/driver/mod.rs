@@ -458,8 +458,9 @@ async fn run_session(
         }
         run.conv.add_user_message(&turn.user_text);
         let tools: Vec<String> = turn.tool_calls.iter().map(|t| t.name.clone()).collect();
-        let mut calls = turn.tool_calls.iter();
-        let mut next_call = calls.next();
+        let groups = call_groups(&turn.tool_calls);
+        let mut groups = groups.iter();
+        let mut next_group = groups.next();
         let mut fault = turn.fault.clone();
         let mut kind = RequestKind::User;
         let mut step = 0;
@@ -468,14 +469,17 @@ async fn run_session(
                 interrupted = true;
                 break 'turns;
             }
-            let tool_choice = match next_call {
-                Some(call) => ToolChoice::Function(call.name.clone()),
+            let tool_choice = match next_group {
+                Some([call]) => ToolChoice::Function(call.name.clone()),
+                Some(group) => ToolChoice::Parallel(group.iter().map(|c| c.name.clone()).collect()),
                 None if tools.is_empty() => ToolChoice::Auto,
                 None => ToolChoice::None,
             };
             let spec = RequestSpec {
                 kind,
-                max_output_tokens: turn.max_output_tokens,
+                max_output_tokens: next_group
+                    .and_then(|g| g.first()?.max_output_tokens)
+                    .unwrap_or(turn.max_output_tokens),
                 tool_choice,
                 tools: tools.clone(),
                 fault: fault.take(),
@@ -493,22 +497,32 @@ async fn run_session(
                 // The turn is lost; the session goes on with the next turn.
                 continue 'turns;
             }
-            let Some(call) = next_call else { break };
+            let Some(group) = next_group else {
+                if let Some(answer) = &turn.answer {
+                    run.conv.replace_last_answer(answer);
+                }
+                break;
+            };
             if reply.tool_calls.is_empty() {
                 // The model answered in text although a tool was requested: nothing to return.
                 break;
             }
-            // Answer each tool call the model made, after the simulated tool time.
+            // Answer each tool call the model made (the planned call of the same name, else
+            // the group's first), after the simulated tool time.
             for tc in &reply.tool_calls {
+                let call = group
+                    .iter()
+                    .find(|c| c.name == tc.name)
+                    .unwrap_or(&group[0]);
                 run.conv
                     .add_tool_output(&tc.call_id, &tool_output(&tc.name, call.output_bytes));
             }
-            intended = end + call.tool_time.as_nanos() as u64;
+            intended = end + group[0].tool_time.as_nanos() as u64;
             if !lane.sleep_until(ctx.clock, intended).await {
                 interrupted = true;
                 break 'turns;
             }
-            next_call = calls.next();
+            next_group = groups.next();
             kind = RequestKind::ToolResult;
         }
     }
@@ -526,6 +540,20 @@ async fn run_session(
             interrupted,
         }))
         .await;
+}
+
+/// A turn's tool calls grouped by the response that makes them: a call marked `parallel`
+/// joins the group before it.
+fn call_groups(calls: &[crate::plan::ToolCallPlan]) -> Vec<&[crate::plan::ToolCallPlan]> {
+    let mut out: Vec<&[crate::plan::ToolCallPlan]> = Vec::new();
+    let mut start = 0;
+    for i in 1..=calls.len() {
+        if i == calls.len() || !calls[i].parallel {
+            out.push(&calls[start..i]);
+            start = i;
+        }
+    }
+    out
 }
 
 /// A deterministic tool output of about `bytes` bytes (looks like test-runner output).
