@@ -189,6 +189,36 @@ mod tests {
     }
 
     #[test]
+    fn a_recorded_answer_replaces_the_replays_own_in_the_history_sent() {
+        let mut c = Conversation::new(
+            "sys",
+            ApiFlavour::ChatCompletions,
+            TransportKind::Http,
+            false,
+        );
+        c.add_user_message("a");
+        c.on_reply(&reply("r1", "the replay's own words"));
+        c.replace_last_answer("as recorded");
+        c.add_user_message("b");
+        let want = [
+            Item::User("a".into()),
+            Item::Assistant {
+                text: "as recorded".into(),
+                calls: vec![],
+            },
+            Item::User("b".into()),
+        ];
+        assert_eq!(c.items_to_send(), &want);
+        // Chained over a WebSocket: the server holds the answer; nothing extra is sent.
+        let mut w = Conversation::new("sys", ApiFlavour::Responses, TransportKind::Ws, false);
+        w.add_user_message("a");
+        w.on_reply(&reply("r1", ""));
+        w.replace_last_answer("as recorded");
+        w.add_user_message("b");
+        assert_eq!(w.items_to_send(), &[Item::User("b".into())]);
+    }
+
+    #[test]
     fn ws_chains_incrementally_and_resets_on_failure_and_new_socket() {
         let mut c = Conversation::new("sys", ApiFlavour::Responses, TransportKind::Ws, false);
         c.add_user_message("a");

@@ -278,3 +278,59 @@ pub fn peak_concurrency(sessions: &[Session]) -> u32 {
     }
     peak.max(1) as u32
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use bytes::Bytes;
+
+    /// A Responses SSE exchange sending `body`, answered by a completed `output`.
+    fn x(start_ms: u64, end_ms: u64, body: &str, output: &str, out_tokens: u32) -> Exchange {
+        let done = format!(
+            r#"data: {{"type":"response.completed","response":{{"id":"r{start_ms}","status":"completed","output":{output},"usage":{{"input_tokens":10,"output_tokens":{out_tokens}}}}}}}"#
+        );
+        Exchange {
+            conn: 1,
+            path: "/v1/responses".into(),
+            body: Bytes::from(body.to_string()),
+            start_ns: start_ms * 1_000_000,
+            status: Some(200),
+            chunks: vec![(end_ms * 1_000_000, Bytes::from(done + "\n\n"))],
+            end_ns: end_ms * 1_000_000,
+            ..Default::default()
+        }
+    }
+
+    #[test]
+    fn parallel_calls_of_one_response_are_kept_together_with_their_own_outputs() {
+        let user = r#"{"type":"message","role":"user","content":"fix it"}"#;
+        let calls = r#"[{"type":"function_call","call_id":"c1","name":"read_file","arguments":"{}"},{"type":"function_call","call_id":"c2","name":"run_tests","arguments":"{}"}]"#;
+        let answer = r#"[{"type":"message","content":[{"type":"output_text","text":"Fixed."}]}]"#;
+        let a = x(0, 100, &format!(r#"{{"input":[{user}]}}"#), calls, 30);
+        let b = x(
+            250,
+            300,
+            &format!(
+                r#"{{"input":[{user},{{"type":"function_call","call_id":"c1","name":"read_file"}},{{"type":"function_call","call_id":"c2","name":"run_tests"}},{{"type":"function_call_output","call_id":"c1","output":"file text"}},{{"type":"function_call_output","call_id":"c2","output":"test output, longer"}}]}}"#
+            ),
+            answer,
+            12,
+        );
+        let s = sessions(&[a, b]);
+        assert_eq!(s.len(), 1);
+        let t = &s[0].turns[0];
+        assert_eq!(t.calls.len(), 2);
+        assert_eq!(
+            (t.calls[0].parallel, t.calls[1].parallel),
+            (false, true),
+            "{t:?}"
+        );
+        assert_eq!(t.calls[0].output, "file text");
+        assert_eq!(t.calls[1].output, "test output, longer");
+        assert_eq!(t.calls[0].tool_time_ns, 150_000_000);
+        assert_eq!(t.calls[0].max_output, Some(30));
+        assert_eq!(t.max_output, Some(12));
+        assert_eq!(t.answer.as_deref(), Some("Fixed."));
+        assert_eq!(s[0].reqs[1].step, 1);
+    }
+}

@@ -481,3 +481,78 @@ fn responses_object(r: &Value, p: &mut Parsed) {
     p.ok =
         p.error.is_none() && (status == "completed" || status == "incomplete" || status.is_empty());
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use bytes::Bytes;
+
+    /// A chat SSE exchange: `events` one network chunk each, 1 ms apart.
+    fn chat(events: &[&str]) -> Exchange {
+        Exchange {
+            path: "/v1/chat/completions".into(),
+            body: Bytes::from_static(
+                br#"{"model":"m","stream":true,"messages":[{"role":"user","content":"hi"}]}"#,
+            ),
+            status: Some(200),
+            chunks: events
+                .iter()
+                .enumerate()
+                .map(|(i, e)| (i as u64 * 1_000_000, Bytes::from(format!("data: {e}\n\n"))))
+                .collect(),
+            ..Default::default()
+        }
+    }
+
+    #[test]
+    fn a_llama_cpp_stream_without_usage_gives_its_length_and_timing_from_timings() {
+        // What llama-server streams to a client that set no `stream_options.include_usage`.
+        let x = chat(&[
+            r#"{"id":"c1","choices":[{"delta":{"content":"a"}}]}"#,
+            r#"{"id":"c1","choices":[{"delta":{"content":"b"}}]}"#,
+            r#"{"id":"c1","choices":[{"delta":{},"finish_reason":"length"}],"timings":{"cache_n":4,"prompt_n":11,"prompt_ms":12.5,"predicted_n":7,"predicted_ms":30.0}}"#,
+            "[DONE]",
+        ]);
+        let p = parse(&x);
+        assert!(p.ok);
+        assert_eq!(p.output_length(), (7, TokenSource::ServerUsage));
+        assert_eq!(p.input_length(), Some(15));
+        let t = p.server_timing.expect("llama.cpp timings kept");
+        assert_eq!(t.source, "llamacpp-timings");
+        assert_eq!((t.ttft_ms, t.total_ms), (Some(12.5), Some(42.5)));
+    }
+
+    #[test]
+    fn usage_wins_and_a_stream_with_neither_counts_its_deltas() {
+        let with_usage = chat(&[
+            r#"{"id":"c1","choices":[{"delta":{"content":"a"}}]}"#,
+            r#"{"id":"c1","choices":[],"usage":{"prompt_tokens":9,"completion_tokens":3},"timings":{"predicted_n":7}}"#,
+        ]);
+        assert_eq!(
+            parse(&with_usage).output_length(),
+            (3, TokenSource::ServerUsage)
+        );
+        let bare = chat(&[
+            r#"{"id":"c1","choices":[{"delta":{"content":"a"}}]}"#,
+            r#"{"id":"c1","choices":[{"delta":{"content":"b"}}]}"#,
+            r#"{"id":"c1","choices":[{"delta":{"content":"c"}}]}"#,
+        ]);
+        assert_eq!(parse(&bare).output_length(), (3, TokenSource::ChunkCount));
+        assert_eq!(parse(&bare).input_length(), None);
+    }
+
+    #[test]
+    fn tool_outputs_keep_their_call_ids() {
+        let x = Exchange {
+            path: "/v1/responses".into(),
+            body: Bytes::from_static(
+                br#"{"input":[{"type":"function_call_output","call_id":"call_2","output":"two"}]}"#,
+            ),
+            ..Default::default()
+        };
+        assert_eq!(
+            parse(&x).input,
+            vec![In::ToolOutput("call_2".into(), "two".into())]
+        );
+    }
+}

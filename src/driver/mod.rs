@@ -459,7 +459,7 @@ async fn run_session(
         run.conv.add_user_message(&turn.user_text);
         let tools: Vec<String> = turn.tool_calls.iter().map(|t| t.name.clone()).collect();
         let groups = call_groups(&turn.tool_calls);
-        let mut groups = groups.iter();
+        let mut groups = groups.into_iter();
         let mut next_group = groups.next();
         let mut fault = turn.fault.clone();
         let mut kind = RequestKind::User;
@@ -469,23 +469,13 @@ async fn run_session(
                 interrupted = true;
                 break 'turns;
             }
-            let tool_choice = match next_group {
-                Some([call]) => ToolChoice::Function(call.name.clone()),
-                Some(group) => ToolChoice::Parallel(group.iter().map(|c| c.name.clone()).collect()),
-                None if tools.is_empty() => ToolChoice::Auto,
-                None => ToolChoice::None,
-            };
             let spec = RequestSpec {
                 kind,
-                max_output_tokens: next_group
-                    .and_then(|g| g.first()?.max_output_tokens)
-                    .unwrap_or(turn.max_output_tokens),
-                tool_choice,
-                tools: tools.clone(),
                 fault: fault.take(),
                 // Exact per-chunk token counts where the server supports the vLLM extension
                 // (the embedded simulator does); real APIs may reject unknown stream options.
                 continuous_usage_stats: target.sim_profile.is_some(),
+                ..step_spec(turn, next_group, &tools)
             };
             let Some((reply, end, ok)) = run.send(spec, (turn_no, step), intended).await else {
                 interrupted = true;
@@ -542,6 +532,31 @@ async fn run_session(
         .await;
 }
 
+/// What a step of a turn asks for: the tool calls of `group` (one forced function, or
+/// parallel calls) or, after the last group, the answer; and the output length.
+fn step_spec(
+    turn: &TurnPlan,
+    group: Option<&[crate::plan::ToolCallPlan]>,
+    tools: &[String],
+) -> RequestSpec {
+    let tool_choice = match group {
+        Some([call]) => ToolChoice::Function(call.name.clone()),
+        Some(group) => ToolChoice::Parallel(group.iter().map(|c| c.name.clone()).collect()),
+        None if tools.is_empty() => ToolChoice::Auto,
+        None => ToolChoice::None,
+    };
+    RequestSpec {
+        kind: RequestKind::User,
+        max_output_tokens: group
+            .and_then(|g| g.first()?.max_output_tokens)
+            .unwrap_or(turn.max_output_tokens),
+        tool_choice,
+        tools: tools.to_vec(),
+        fault: None,
+        continuous_usage_stats: false,
+    }
+}
+
 /// A turn's tool calls grouped by the response that makes them: a call marked `parallel`
 /// joins the group before it.
 fn call_groups(calls: &[crate::plan::ToolCallPlan]) -> Vec<&[crate::plan::ToolCallPlan]> {
@@ -571,6 +586,35 @@ pub fn tool_output(tool: &str, bytes: u32) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn parallel_calls_share_a_group_and_a_request() {
+        let call = |name: &str, parallel| crate::plan::ToolCallPlan {
+            name: name.into(),
+            tool_time: std::time::Duration::ZERO,
+            output_bytes: 10,
+            parallel,
+            max_output_tokens: None,
+        };
+        let calls = [call("a", false), call("b", true), call("c", false)];
+        let groups = call_groups(&calls);
+        assert_eq!(groups.iter().map(|g| g.len()).collect::<Vec<_>>(), [2, 1]);
+        let turn = TurnPlan {
+            user_text: "u".into(),
+            think_time: std::time::Duration::ZERO,
+            max_output_tokens: 7,
+            tool_calls: calls.to_vec(),
+            fault: None,
+            answer: None,
+        };
+        assert_eq!(turn.requests(), 3);
+        let spec = step_spec(&turn, Some(groups[0]), &[]);
+        assert_eq!(
+            spec.tool_choice,
+            ToolChoice::Parallel(vec!["a".into(), "b".into()])
+        );
+        assert_eq!(spec.max_output_tokens, 7);
+    }
 
     #[test]
     fn the_session_gauge_keeps_the_most_in_progress_at_once() {

@@ -98,3 +98,22 @@ pub(crate) fn record_single_write(engine: &model::Engine, id: &str, done: &Done)
         engine.trace.insert(t);
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn allowed_tools_required_forces_one_call_of_each() {
+        let responses = json!({"type": "allowed_tools", "mode": "required",
+            "tools": [{"type": "function", "name": "a"}, {"type": "function", "name": "b"}]});
+        assert_eq!(forced_tools(Some(&responses), None), ["a", "b"]);
+        let chat = json!({"type": "allowed_tools", "allowed_tools": {"mode": "required",
+            "tools": [{"type": "function", "function": {"name": "a"}}]}});
+        assert_eq!(forced_tools(Some(&chat), None), ["a"]);
+        let one = json!({"type": "function", "name": "x"});
+        assert_eq!(forced_tools(Some(&one), None), ["x"]);
+        assert!(forced_tools(Some(&json!("auto")), None).is_empty());
+    }
+}

@@ -572,7 +572,7 @@ pub(crate) async fn handle_http(ctx: &Ctx, body: &[u8]) -> Result<Response<Body>
     else {
         return Err(ApiError::simulated_failure());
     };
-    let output: Vec<Value> = enc.output_item.iter().cloned().collect();
+    let output: Vec<Value> = enc.output_item.clone();
     let obj = enc.response("completed", output, enc.usage.clone());
     if store {
         remember(&engine, &id, history, &enc);
