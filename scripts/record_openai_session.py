@@ -1,17 +1,21 @@
 #!/usr/bin/env python3
 """A small coding-agent session driven by the official `openai` SDK, for `spark-bench record`.
 
-Usage: record_openai_session.py BASE_URL MODE [--no-tools]
+Usage: record_openai_session.py BASE_URL MODE [--no-tools] [--no-warmup] [--parallel] [--include-usage]
   MODE  sse   Responses over HTTP/SSE, the full history resent every request
         ws    the Responses WebSocket mode (client.responses.connect()), a generate:false
               warm-up, then every request chained by previous_response_id on one socket
-        chat  Chat Completions over SSE (full history, include_usage)
+        chat  Chat Completions over SSE (full history; the SDK's default options: no
+              stream_options.include_usage unless --include-usage)
   --no-tools   the server cannot be made to call tools: text turns only
   --no-warmup  (ws) no generate:false warm-up (for servers that answer it with response.created only)
+  --parallel   (sse, ws) the first turn's two tool calls in one response (parallel calls,
+               asked for with tool_choice allowed_tools mode required)
 
-Two user turns: the first makes two tool calls (read_file, then run_tests; the tool "runs"
-for 120 ms and 200 ms before its result is sent), then answers; after 300 ms of "thinking"
-the second asks for a summary. The API key and the first prompt hold a planted fake key
+Three user turns: the first makes two tool calls (read_file, then run_tests; the tool "runs"
+for 120 ms and 200 ms before its result is sent; with --parallel both at once, 120 ms), then
+answers; after 300 ms of "thinking" the second asks for a summary, after 200 ms the third
+for a test. The API key and the first prompt hold a planted fake key
 (sk-proj-…) that must appear in nothing the recorder writes. Prints one JSON line with what
 the client saw (requests, token totals) and exits non-zero on a broken expectation.
 """
@@ -29,9 +33,25 @@ TURNS = [
                ("run_tests", 0.20, "tests/test_totals.py::test_round ... FAILED\n" * 20)],
      "max": 90},
     {"prompt": "Summarise what you changed as a commit message.", "tools": [], "max": 60, "think": 0.30},
+    {"prompt": "Now add a test for the half-even case.", "tools": [], "max": 40, "think": 0.20},
 ]
 TOOLS = [{"type": "function", "name": n, "description": f"The {n} tool.",
           "parameters": {"type": "object", "properties": {}}} for n in ("read_file", "run_tests")]
+
+
+def steps_of(turn, with_tools):
+    """The turn's tool steps: (names, tool time, output) each; --parallel merges them into one."""
+    steps = [([n], t, o) for n, t, o in turn["tools"]] if with_tools else []
+    if steps and "--parallel" in sys.argv:
+        steps = [([n for s in steps for n in s[0]], steps[0][1], steps[0][2])]
+    return steps
+
+
+def choice(names):
+    if len(names) == 1:
+        return {"type": "function", "name": names[0]}
+    return {"type": "allowed_tools", "mode": "required",
+            "tools": [{"type": "function", "name": n} for n in names]}
 
 
 def fail(msg):
@@ -48,12 +68,12 @@ def responses_sse(client, with_tools, seen):
     for turn in TURNS:
         time.sleep(turn.get("think", 0))
         history.append(user(turn["prompt"]))
-        steps = turn["tools"] if with_tools else []
+        steps = steps_of(turn, with_tools)
         for i in range(len(steps) + 1):
             kw = {}
             if with_tools:
                 kw["tools"] = TOOLS
-                kw["tool_choice"] = {"type": "function", "name": steps[i][0]} if i < len(steps) else "none"
+                kw["tool_choice"] = choice(steps[i][0]) if i < len(steps) else "none"
             stream = client.responses.create(model="sim", instructions=SYSTEM, input=history,
                                              max_output_tokens=turn["max"], store=False, stream=True, **kw)
             final = None
@@ -71,8 +91,8 @@ def responses_sse(client, with_tools, seen):
                 elif o.type == "message":
                     history.append({"role": "assistant", "content": final.output_text})
             if i < len(steps):
-                if not calls:
-                    fail(f"expected a call of {steps[i][0]}")
+                if len(calls) != len(steps[i][0]):
+                    fail(f"expected calls of {steps[i][0]}, got {len(calls)}")
                 time.sleep(steps[i][1])
                 for c in calls:
                     history.append({"type": "function_call_output", "call_id": c.call_id, "output": steps[i][2]})
@@ -97,12 +117,12 @@ def responses_ws(client, with_tools, seen):
         for turn in TURNS:
             time.sleep(turn.get("think", 0))
             new = [user(turn["prompt"])]
-            steps = turn["tools"] if with_tools else []
+            steps = steps_of(turn, with_tools)
             for i in range(len(steps) + 1):
                 kw = {}
                 if with_tools:
                     kw["tools"] = TOOLS
-                    kw["tool_choice"] = {"type": "function", "name": steps[i][0]} if i < len(steps) else "none"
+                    kw["tool_choice"] = choice(steps[i][0]) if i < len(steps) else "none"
                 if prev:
                     kw["previous_response_id"] = prev
                 conn.response.create(model="sim", store=False, instructions=SYSTEM,
@@ -113,8 +133,8 @@ def responses_ws(client, with_tools, seen):
                 calls = [o for o in final.output if o.type == "function_call"]
                 new = []
                 if i < len(steps):
-                    if not calls:
-                        fail(f"expected a call of {steps[i][0]}")
+                    if len(calls) != len(steps[i][0]):
+                        fail(f"expected calls of {steps[i][0]}, got {len(calls)}")
                     time.sleep(steps[i][1])
                     new = [{"type": "function_call_output", "call_id": c.call_id, "output": steps[i][2]}
                            for c in calls]
@@ -135,8 +155,10 @@ def chat_sse(client, with_tools, seen):
                 kw["tool_choice"] = ({"type": "function", "function": {"name": steps[i][0]}}
                                      if i < len(steps) else "none")
             text, calls, usage = [], {}, None
+            if "--include-usage" in sys.argv:
+                kw["stream_options"] = {"include_usage": True}
             for ch in client.chat.completions.create(model="sim", messages=msgs, max_tokens=turn["max"],
-                                                     stream=True, stream_options={"include_usage": True}, **kw):
+                                                     stream=True, **kw):
                 if ch.usage:
                     usage = ch.usage
                 for c in ch.choices:
@@ -147,9 +169,10 @@ def chat_sse(client, with_tools, seen):
                         d["id"] = tc.id or d["id"]
                         d["name"] += (tc.function.name or "") if tc.function else ""
                         d["args"] += (tc.function.arguments or "") if tc.function else ""
-            if usage is None:
+            if usage is None and "--include-usage" in sys.argv:
                 fail("no usage chunk")
-            seen(type("U", (), {"input_tokens": usage.prompt_tokens, "output_tokens": usage.completion_tokens}))
+            seen(type("U", (), {"input_tokens": usage.prompt_tokens if usage else 0,
+                                "output_tokens": usage.completion_tokens if usage else 0}))
             msg = {"role": "assistant", "content": "".join(text)}
             if calls:
                 msg["tool_calls"] = [{"id": c["id"], "type": "function",

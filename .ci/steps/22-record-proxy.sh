@@ -7,13 +7,18 @@
 # proxy to llmsim (crates.io): chat completions with scripted tool calls, and Responses over
 # SSE and WebSocket (text turns: llmsim makes no tool calls there). A planted key
 # (sk-proj-…, in a prompt and in Authorization) must be in no written file.
-# Reuses step 10's venv and step 20's llmsim install; bounded by timeouts (~40 s warm).
+# The SDK runs with its default options (chat: no stream_options.include_usage), and the
+# Responses WebSocket loop also with two parallel tool calls in one response. With a
+# llama-server (step 25's, or $LLAMA_SERVER and $LLAMA_MODEL): a 3-turn chat recorded
+# through the proxy and replayed against llama-server itself (`--target as-recorded`).
+# Reuses step 10's venv and step 20's llmsim install ($SPARK_BENCH_PY_VENV and
+# $SPARK_BENCH_LLMSIM point elsewhere); bounded by timeouts (~60 s warm).
 source "$(dirname "$0")/../lib.sh"
 
-VENV=target/py-venv
+VENV=${SPARK_BENCH_PY_VENV:-target/py-venv}
 venv_with "$VENV" "openai[realtime]==3.54.0"
 LLMSIM_VERSION="0.6.0"
-LLMSIM=target/llmsim/bin/llmsim
+LLMSIM=${SPARK_BENCH_LLMSIM:-target/llmsim/bin/llmsim}
 if ! "$LLMSIM" --version 2>/dev/null | grep -q "$LLMSIM_VERSION"; then
   timeout 900 cargo install --quiet --locked llmsim --version "$LLMSIM_VERSION" --root target/llmsim
 fi
@@ -57,10 +62,13 @@ record() {
   grep -q '^\[\[turns\]\]' "$dir/recorded.toml"
 }
 
-# replay NAME: the recorded scenario against the simulator, compared with the recording.
+# replay NAME [run flags...]: the recorded scenario (default: against the simulator),
+# compared with the recording: requests, tokens within 1%, think/tool times within 5 ms.
 replay() {
   local dir="$WORK/$1"
-  timeout 120 "$BIN" run "$dir/recorded.toml" --out "$dir/replay" >"$dir/run.log" 2>&1 || {
+  shift
+  rm -rf "$dir/replay"
+  OPENAI_API_KEY=unused timeout 120 "$BIN" run "$dir/recorded.toml" --out "$dir/replay" "$@" >"$dir/run.log" 2>&1 || {
     cat "$dir/run.log"
     exit 1
   }
@@ -70,10 +78,37 @@ replay() {
 SIM_PORT=$(free_port)
 start_server "$WORK/sim.log" "$SIM_PORT" "$BIN" serve --profile fast --listen "127.0.0.1:$SIM_PORT"
 SIM="http://127.0.0.1:$SIM_PORT/v1"
-for mode in sse ws chat; do
+for mode in sse ws; do
   record "sim-$mode" "$SIM" "$mode"
   replay "sim-$mode"
 done
+# Chat with include_usage (the simulator's counts on both sides), and with the SDK's default
+# options: no usage in the stream, the output lengths still written (from the stream).
+record "sim-chat" "$SIM" chat --include-usage
+replay "sim-chat"
+record "sim-chat-default" "$SIM" chat
+test "$(grep -c '^max_output_tokens = ' "$WORK/sim-chat-default/recorded.toml")" -eq 3
+# A Responses WebSocket agent loop whose first turn makes two parallel calls in one response.
+record "sim-ws-parallel" "$SIM" ws --parallel
+grep -q 'parallel = true' "$WORK/sim-ws-parallel/recorded.toml"
+replay "sim-ws-parallel"
+
+# llama-server: a 3-turn chat, the SDK's default options (no include_usage), replayed
+# against llama-server itself: output lengths from llama.cpp's `timings`, the recorded
+# answers as history, no cache salt.
+LLAMA_SERVER=${LLAMA_SERVER:-target/llama/llama-server}
+LLAMA_MODEL=${LLAMA_MODEL:-target/llama/tiny.gguf}
+if [ -x "$LLAMA_SERVER" ] && [ -f "$LLAMA_MODEL" ]; then
+  LP=$(free_port)
+  start_bg "$WORK/llama.log" "$LLAMA_SERVER" -m "$LLAMA_MODEL" --host 127.0.0.1 --port "$LP" \
+    --parallel 4 --ctx-size 8192 --threads 1 --ignore-eos
+  wait_http "http://127.0.0.1:$LP/health" "$BG_PID" 60
+  record "llama-chat" "http://127.0.0.1:$LP/v1" chat --no-tools
+  grep -q 'llamacpp-timings' "$WORK"/llama-chat/results/*/requests.csv
+  replay "llama-chat" --target as-recorded
+else
+  echo "no llama-server at $LLAMA_SERVER (step 25 builds it): the llama-server recording is skipped"
+fi
 
 # llmsim: a script of two tool calls and two answers for chat completions.
 cat >"$WORK/script.json" <<'EOF'

@@ -109,6 +109,25 @@ impl Conversation {
         }
     }
 
+    /// Puts `text` (a recorded answer) in place of the last reply's answer text, so the
+    /// history later requests resend is the recorded conversation. Items the server already
+    /// holds through `previous_response_id` are not sent again, so chaining is unaffected.
+    pub fn replace_last_answer(&mut self, text: &str) {
+        match self.items.last_mut() {
+            Some(Item::Assistant { text: t, .. }) => *t = text.to_string(),
+            _ => {
+                let all_seen = self.seen >= self.items.len();
+                self.items.push(Item::Assistant {
+                    text: text.to_string(),
+                    calls: Vec::new(),
+                });
+                if all_seen {
+                    self.seen = self.items.len();
+                }
+            }
+        }
+    }
+
     /// A turn failed. On a WebSocket the server evicted the chain head: send everything next.
     pub fn on_failure(&mut self) {
         if self.ws {
@@ -167,6 +186,36 @@ mod tests {
             tool_calls: vec![],
             text: text.into(),
         }
+    }
+
+    #[test]
+    fn a_recorded_answer_replaces_the_replays_own_in_the_history_sent() {
+        let mut c = Conversation::new(
+            "sys",
+            ApiFlavour::ChatCompletions,
+            TransportKind::Http,
+            false,
+        );
+        c.add_user_message("a");
+        c.on_reply(&reply("r1", "the replay's own words"));
+        c.replace_last_answer("as recorded");
+        c.add_user_message("b");
+        let want = [
+            Item::User("a".into()),
+            Item::Assistant {
+                text: "as recorded".into(),
+                calls: vec![],
+            },
+            Item::User("b".into()),
+        ];
+        assert_eq!(c.items_to_send(), &want);
+        // Chained over a WebSocket: the server holds the answer; nothing extra is sent.
+        let mut w = Conversation::new("sys", ApiFlavour::Responses, TransportKind::Ws, false);
+        w.add_user_message("a");
+        w.on_reply(&reply("r1", ""));
+        w.replace_last_answer("as recorded");
+        w.add_user_message("b");
+        assert_eq!(w.items_to_send(), &[Item::User("b".into())]);
     }
 
     #[test]

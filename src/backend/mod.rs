@@ -31,6 +31,9 @@ pub enum ToolChoice {
     None,
     /// Force this function.
     Function(String),
+    /// Parallel tool calls: one call of each function listed, in one response
+    /// (`allowed_tools` with mode `required`; the embedded simulator makes exactly these).
+    Parallel(Vec<String>),
 }
 
 /// A function call the model made.

@@ -276,6 +276,8 @@ fn responses_body(target: &Target, conv: &Conversation, spec: &RequestSpec, ws: 
                 ToolChoice::Auto => json!("auto"),
                 ToolChoice::None => json!("none"),
                 ToolChoice::Function(n) => json!({"type": "function", "name": n}),
+                ToolChoice::Parallel(names) => json!({"type": "allowed_tools", "mode": "required",
+                    "tools": names.iter().map(|n| json!({"type": "function", "name": n})).collect::<Vec<_>>()}),
             },
         );
     }
@@ -365,6 +367,9 @@ fn chat_body(target: &Target, conv: &Conversation, spec: &RequestSpec) -> Value 
             ToolChoice::Auto => json!("auto"),
             ToolChoice::None => json!("none"),
             ToolChoice::Function(n) => json!({"type": "function", "function": {"name": n}}),
+            ToolChoice::Parallel(names) => json!({"type": "allowed_tools", "allowed_tools": {
+                "mode": "required",
+                "tools": names.iter().map(|n| json!({"type": "function", "function": {"name": n}})).collect::<Vec<_>>()}}),
         };
     }
     b

@@ -6,8 +6,10 @@
 //! session), split sessions into turns (a request ending in a user message starts a turn, one
 //! ending in tool outputs answers the previous response's calls), and the timings between
 //! them (think time: previous response end → the next user turn's request; tool time:
-//! response end → the request carrying its tool result). `generate:false` warm-ups are
-//! counted, not replayed as turns.
+//! response end → the request carrying its tool result), the output lengths (usage, else the
+//! provider's timing fields, else the stream's deltas), the recorded answers, and parallel
+//! calls (every call of one response, grouped). `generate:false` warm-ups are counted, not
+//! replayed as turns.
 
 use std::collections::HashMap;
 
@@ -41,8 +43,10 @@ pub struct Call {
     pub tool_time_ns: u64,
     /// The result's text (for its size; never written).
     pub output: String,
-    /// Further calls the same response made (replayed as one).
-    pub parallel: u32,
+    /// Made in the same response as the call before it (parallel tool calls).
+    pub parallel: bool,
+    /// Output length of the response that made the call (first call of a response only).
+    pub max_output: Option<u32>,
 }
 
 /// One user turn.
@@ -54,6 +58,8 @@ pub struct Turn {
     pub think_ns: u64,
     /// Output tokens of the turn's answer.
     pub max_output: Option<u32>,
+    /// The turn's final answer text (resent as history by the replay).
+    pub answer: Option<String>,
     /// Tool calls, in order.
     pub calls: Vec<Call>,
 }
@@ -174,7 +180,8 @@ pub fn sessions(exchanges: &[Exchange]) -> Vec<Session> {
 fn turns(s: &mut Session) {
     let mut turns: Vec<Turn> = Vec::new();
     let mut prev_end: Option<u64> = None;
-    let mut pending_calls: Vec<(String, u32)> = Vec::new();
+    // The calls of the previous response and its output length.
+    let mut pending: (Vec<(String, String)>, u32) = (Vec::new(), 0);
     for r in &mut s.reqs {
         if r.p.warmup {
             r.turn = turns.len() as u32;
@@ -183,30 +190,12 @@ fn turns(s: &mut Session) {
         }
         let last = r.p.input.iter().rev().find(|i| **i != In::Other).cloned();
         match last {
-            Some(In::ToolOutput(_)) if !turns.is_empty() => {
+            Some(In::ToolOutput(..)) if !turns.is_empty() => {
                 r.tool_result = true;
                 let t = turns.last_mut().expect("checked");
                 let gap = prev_end.map_or(0, |e| r.x.start_ns.saturating_sub(e));
-                // The result sent back: the tool outputs at the end of the input.
-                let output = match r
-                    .p
-                    .input
-                    .iter()
-                    .rev()
-                    .find(|i| matches!(i, In::ToolOutput(_)))
-                {
-                    Some(In::ToolOutput(o)) => o.clone(),
-                    _ => String::new(),
-                };
-                if let Some((name, parallel)) = pending_calls.first().cloned() {
-                    t.calls.push(Call {
-                        name,
-                        tool_time_ns: gap,
-                        output,
-                        parallel,
-                    });
-                }
-                r.step = t.calls.len() as u32;
+                answered_calls(t, &pending, &r.p.input, gap);
+                r.step = t.calls.iter().filter(|c| !c.parallel).count() as u32;
                 r.turn = turns.len() as u32 - 1;
             }
             _ => {
@@ -223,24 +212,52 @@ fn turns(s: &mut Session) {
                     prompt,
                     think_ns: think,
                     max_output: None,
+                    answer: None,
                     calls: Vec::new(),
                 });
                 r.turn = turns.len() as u32 - 1;
                 r.step = 0;
             }
         }
-        pending_calls = match r.p.calls.split_first() {
-            Some(((_, name), rest)) => vec![(name.clone(), rest.len() as u32)],
-            None => Vec::new(),
-        };
+        let (out_len, _) = r.p.output_length();
+        pending = (r.p.calls.clone(), out_len);
         if r.p.calls.is_empty() {
             if let Some(t) = turns.last_mut() {
-                t.max_output = r.p.output_tokens.or(t.max_output);
+                t.max_output = Some(out_len);
+                t.answer = Some(r.p.text.clone());
             }
         }
         prev_end = Some(r.x.end_ns);
     }
     s.turns = turns;
+}
+
+/// The calls of the previous response (`pending`: its calls and output length), answered
+/// by a request whose input ends in tool outputs `gap` ns after that response ended: one
+/// [`Call`] each, with the output sent for its call id (else the last one sent).
+fn answered_calls(t: &mut Turn, pending: &(Vec<(String, String)>, u32), input: &[In], gap: u64) {
+    let outputs: Vec<(&str, &str)> = input
+        .iter()
+        .filter_map(|i| match i {
+            In::ToolOutput(id, o) => Some((id.as_str(), o.as_str())),
+            _ => None,
+        })
+        .collect();
+    let last = outputs.last().map_or("", |o| o.1);
+    for (i, (id, name)) in pending.0.iter().enumerate() {
+        let output = outputs
+            .iter()
+            .rev()
+            .find(|o| !id.is_empty() && o.0 == id)
+            .map_or(last, |o| o.1);
+        t.calls.push(Call {
+            name: name.clone(),
+            tool_time_ns: gap,
+            output: output.to_string(),
+            parallel: i > 0,
+            max_output: (i == 0).then_some(pending.1),
+        });
+    }
 }
 
 /// The most requests of `sessions` in flight at once (by their request intervals).
@@ -260,4 +277,60 @@ pub fn peak_concurrency(sessions: &[Session]) -> u32 {
         peak = peak.max(now);
     }
     peak.max(1) as u32
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use bytes::Bytes;
+
+    /// A Responses SSE exchange sending `body`, answered by a completed `output`.
+    fn x(start_ms: u64, end_ms: u64, body: &str, output: &str, out_tokens: u32) -> Exchange {
+        let done = format!(
+            r#"data: {{"type":"response.completed","response":{{"id":"r{start_ms}","status":"completed","output":{output},"usage":{{"input_tokens":10,"output_tokens":{out_tokens}}}}}}}"#
+        );
+        Exchange {
+            conn: 1,
+            path: "/v1/responses".into(),
+            body: Bytes::from(body.to_string()),
+            start_ns: start_ms * 1_000_000,
+            status: Some(200),
+            chunks: vec![(end_ms * 1_000_000, Bytes::from(done + "\n\n"))],
+            end_ns: end_ms * 1_000_000,
+            ..Default::default()
+        }
+    }
+
+    #[test]
+    fn parallel_calls_of_one_response_are_kept_together_with_their_own_outputs() {
+        let user = r#"{"type":"message","role":"user","content":"fix it"}"#;
+        let calls = r#"[{"type":"function_call","call_id":"c1","name":"read_file","arguments":"{}"},{"type":"function_call","call_id":"c2","name":"run_tests","arguments":"{}"}]"#;
+        let answer = r#"[{"type":"message","content":[{"type":"output_text","text":"Fixed."}]}]"#;
+        let a = x(0, 100, &format!(r#"{{"input":[{user}]}}"#), calls, 30);
+        let b = x(
+            250,
+            300,
+            &format!(
+                r#"{{"input":[{user},{{"type":"function_call","call_id":"c1","name":"read_file"}},{{"type":"function_call","call_id":"c2","name":"run_tests"}},{{"type":"function_call_output","call_id":"c1","output":"file text"}},{{"type":"function_call_output","call_id":"c2","output":"test output, longer"}}]}}"#
+            ),
+            answer,
+            12,
+        );
+        let s = sessions(&[a, b]);
+        assert_eq!(s.len(), 1);
+        let t = &s[0].turns[0];
+        assert_eq!(t.calls.len(), 2);
+        assert_eq!(
+            (t.calls[0].parallel, t.calls[1].parallel),
+            (false, true),
+            "{t:?}"
+        );
+        assert_eq!(t.calls[0].output, "file text");
+        assert_eq!(t.calls[1].output, "test output, longer");
+        assert_eq!(t.calls[0].tool_time_ns, 150_000_000);
+        assert_eq!(t.calls[0].max_output, Some(30));
+        assert_eq!(t.max_output, Some(12));
+        assert_eq!(t.answer.as_deref(), Some("Fixed."));
+        assert_eq!(s[0].reqs[1].step, 1);
+    }
 }

@@ -60,6 +60,12 @@ pub struct Exchange {
     pub end_ns: u64,
     /// The exchange broke (upstream error, client gone).
     pub error: Option<String>,
+    /// Request head bytes as forwarded (HTTP/1.1 text size; 0 for WebSocket messages).
+    pub head_sent: u64,
+    /// Response head bytes (HTTP/1.1 text size; 0 for WebSocket messages).
+    pub head_received: u64,
+    /// The response body came without a length (chunked on HTTP/1.1: framing counted).
+    pub chunked: bool,
 }
 
 /// What `spark-bench record` was asked for.
@@ -149,7 +155,7 @@ pub fn base_url(addr: SocketAddr) -> String {
 /// What a finished recording wrote.
 #[derive(Debug, Clone, serde::Serialize)]
 pub struct Written {
-    /// Scenario files (one per session; the first is `--out`).
+    /// The scenario file (`--out`; every session in it).
     pub scenarios: Vec<std::path::PathBuf>,
     /// The live session's results directory (None when nothing was recorded).
     pub results: Option<std::path::PathBuf>,
@@ -165,8 +171,8 @@ pub struct Written {
     pub tool_calls: usize,
 }
 
-/// Writes a recording: `out` (session 1; sessions 2.. as `out` with `.session-N` before the
-/// extension), and the live results directory under `results_root`.
+/// Writes a recording: `out` (every session: session 1 as `[[turns]]`, the others as
+/// `[[sessions]]`), and the live results directory under `results_root`.
 pub fn finish(
     rec: &Recording,
     name: &str,
@@ -194,37 +200,23 @@ pub fn finish(
         return Ok(written);
     }
     let concurrency = build::peak_concurrency(&sessions);
-    let mut first_text = String::new();
-    for i in 0..sessions.len() {
-        let text = write::scenario_toml(
-            &write::ScenarioOut {
-                name,
-                upstream,
-                sessions: &sessions,
-                index: i,
-                concurrency,
-            },
-            pv,
-        );
-        let path = if i == 0 {
-            out.to_path_buf()
-        } else {
-            let stem = out
-                .file_stem()
-                .map_or("recorded".into(), |s| s.to_string_lossy());
-            out.with_file_name(format!("{stem}.session-{}.toml", i + 1))
-        };
-        if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
-            std::fs::create_dir_all(dir)
-                .map_err(|e| anyhow::anyhow!("cannot create {}: {e}", dir.display()))?;
-        }
-        std::fs::write(&path, &text)
-            .map_err(|e| anyhow::anyhow!("cannot write the scenario {}: {e}", path.display()))?;
-        if i == 0 {
-            first_text = text;
-        }
-        written.scenarios.push(path);
+    let first_text = write::scenario_toml(
+        &write::ScenarioOut {
+            name,
+            upstream,
+            sessions: &sessions,
+            concurrency,
+        },
+        pv,
+    );
+    let path = out.to_path_buf();
+    if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
+        std::fs::create_dir_all(dir)
+            .map_err(|e| anyhow::anyhow!("cannot create {}: {e}", dir.display()))?;
     }
+    std::fs::write(&path, &first_text)
+        .map_err(|e| anyhow::anyhow!("cannot write the scenario {}: {e}", path.display()))?;
+    written.scenarios.push(path);
     let (reqs, _) = write::records(&sessions, pv);
     written.failed = reqs.iter().filter(|r| !r.is_ok()).count();
     written.results = Some(write::results_dir(

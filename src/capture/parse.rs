@@ -9,7 +9,7 @@
 use serde_json::Value;
 
 use super::Exchange;
-use crate::vocab::ApiFlavour;
+use crate::vocab::{ApiFlavour, TokenSource};
 
 /// One input item of a request.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -18,8 +18,8 @@ pub enum In {
     User(String),
     /// An assistant message (its text and the function calls it made, by name).
     Assistant(String, Vec<String>),
-    /// A tool result for a call.
-    ToolOutput(String),
+    /// A tool result: (call id, output text).
+    ToolOutput(String, String),
     /// Anything else (system messages after the first, reasoning items, …).
     Other,
 }
@@ -49,7 +49,7 @@ pub struct Parsed {
     pub response_id: Option<String>,
     /// Output text.
     pub text: String,
-    /// Function calls made: (call id, name).
+    /// Function calls made: (call id, name); several when the response made parallel calls.
     pub calls: Vec<(String, String)>,
     /// `usage`.
     pub input_tokens: Option<u32>,
@@ -57,6 +57,14 @@ pub struct Parsed {
     pub cached_tokens: Option<u32>,
     /// `usage` output tokens.
     pub output_tokens: Option<u32>,
+    /// Output tokens the provider's timing fields count (llama.cpp `timings.predicted_n`),
+    /// for streams without `usage` (a chat client that set no `include_usage`).
+    pub timed_output_tokens: Option<u32>,
+    /// Input tokens the provider's timing fields count (llama.cpp `prompt_n + cache_n`).
+    pub timed_input_tokens: Option<u32>,
+    /// Server-reported timing in the stream (llama.cpp `timings`, Cerebras `time_info`,
+    /// the WebSocket mode's `responsesapi.websocket_timing`).
+    pub server_timing: Option<crate::vocab::ServerTiming>,
     /// Content deltas: (arrival ns, delta events, text bytes), one entry per network chunk.
     pub deltas: Vec<(u64, u32, u32)>,
 }
@@ -74,6 +82,31 @@ pub fn content_text(v: Option<&Value>) -> String {
             .filter_map(|p| p.get("text").and_then(Value::as_str))
             .collect(),
         _ => String::new(),
+    }
+}
+
+impl Parsed {
+    /// The response's output length and where it came from: `usage`; else the provider's
+    /// timing fields (llama.cpp `timings.predicted_n`, present without `include_usage`);
+    /// else the content deltas of the stream, one token per delta event (the vLLM-style
+    /// one-token-per-chunk rule: the last resort, exact for llama.cpp and the simulator,
+    /// an undercount for servers that pack several tokens per chunk).
+    pub fn output_length(&self) -> (u32, TokenSource) {
+        if let Some(n) = self.output_tokens {
+            return (n, TokenSource::ServerUsage);
+        }
+        if let Some(n) = self.timed_output_tokens {
+            return (n, TokenSource::ServerUsage);
+        }
+        (
+            self.deltas.iter().map(|d| d.1).sum(),
+            TokenSource::ChunkCount,
+        )
+    }
+
+    /// Input tokens: `usage`, else the provider's timing fields.
+    pub fn input_length(&self) -> Option<u32> {
+        self.input_tokens.or(self.timed_input_tokens)
     }
 }
 
@@ -130,7 +163,7 @@ fn request_chat(body: &Value, p: &mut Parsed) {
                     .collect();
                 p.input.push(In::Assistant(text, calls));
             }
-            Some("tool") => p.input.push(In::ToolOutput(text)),
+            Some("tool") => p.input.push(In::ToolOutput(s(m.get("tool_call_id")), text)),
             _ => p.input.push(In::Other),
         }
     }
@@ -149,10 +182,13 @@ fn request_responses(body: &Value, p: &mut Parsed) {
         Some(Value::Array(items)) => {
             for it in items {
                 let item = match it.get("type").and_then(Value::as_str) {
-                    Some("function_call_output") => In::ToolOutput(match it.get("output") {
-                        Some(Value::String(o)) => o.clone(),
-                        o => content_text(o),
-                    }),
+                    Some("function_call_output") => In::ToolOutput(
+                        s(it.get("call_id")),
+                        match it.get("output") {
+                            Some(Value::String(o)) => o.clone(),
+                            o => content_text(o),
+                        },
+                    ),
                     Some("function_call") => In::Assistant(String::new(), vec![s(it.get("name"))]),
                     Some("message") | None => match it.get("role").and_then(Value::as_str) {
                         Some("user") => In::User(content_text(it.get("content"))),
@@ -294,6 +330,28 @@ fn chat_event(v: &Value, at: u64, p: &mut Parsed, chat_calls: &mut Vec<(String, 
     if let Some(u) = v.get("usage").filter(|u| !u.is_null()) {
         usage_chat(u, p);
     }
+    provider_timing(v, p);
+}
+
+/// Provider timing fields of a chat chunk or object: llama.cpp `timings` (also its token
+/// counts, the lengths of a stream without `usage`) and Cerebras `time_info`.
+fn provider_timing(v: &Value, p: &mut Parsed) {
+    use crate::backend::timing::{CerebrasTimeInfo, LlamaTimings};
+    if let Some(t) = v.get("timings").filter(|t| t.is_object()) {
+        if let Ok(lt) = serde_json::from_value::<LlamaTimings>(t.clone()) {
+            p.server_timing = Some(lt.timing());
+        }
+        let n = |k: &str| t.get(k).and_then(Value::as_u64).map(|n| n as u32);
+        p.timed_output_tokens = n("predicted_n").or(p.timed_output_tokens);
+        if let Some(prompt) = n("prompt_n") {
+            p.timed_input_tokens = Some(prompt + n("cache_n").unwrap_or(0));
+        }
+    }
+    if let Some(t) = v.get("time_info").filter(|t| t.is_object()) {
+        if let Ok(ct) = serde_json::from_value::<CerebrasTimeInfo>(t.clone()) {
+            p.server_timing = Some(ct.timing());
+        }
+    }
 }
 
 /// One Responses stream event (SSE or WebSocket): id, text and argument deltas, the final
@@ -317,6 +375,13 @@ fn responses_event(v: &Value, at: u64, p: &mut Parsed) {
         "response.completed" | "response.incomplete" => {
             if let Some(r) = v.get("response") {
                 responses_object(r, p);
+            }
+        }
+        "responsesapi.websocket_timing" => {
+            if let Some(Ok(m)) = v.get("timing_metrics").map(|m| {
+                serde_json::from_value::<crate::backend::timing::WsTimingMetrics>(m.clone())
+            }) {
+                p.server_timing = Some(m.timing());
             }
         }
         "response.failed" => {
@@ -370,6 +435,7 @@ fn chat_object(v: &Value, p: &mut Parsed) {
     if let Some(u) = v.get("usage") {
         usage_chat(u, p);
     }
+    provider_timing(v, p);
     p.ok = v.get("choices").is_some();
 }
 
@@ -414,4 +480,79 @@ fn responses_object(r: &Value, p: &mut Parsed) {
     let status = s(r.get("status"));
     p.ok =
         p.error.is_none() && (status == "completed" || status == "incomplete" || status.is_empty());
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use bytes::Bytes;
+
+    /// A chat SSE exchange: `events` one network chunk each, 1 ms apart.
+    fn chat(events: &[&str]) -> Exchange {
+        Exchange {
+            path: "/v1/chat/completions".into(),
+            body: Bytes::from_static(
+                br#"{"model":"m","stream":true,"messages":[{"role":"user","content":"hi"}]}"#,
+            ),
+            status: Some(200),
+            chunks: events
+                .iter()
+                .enumerate()
+                .map(|(i, e)| (i as u64 * 1_000_000, Bytes::from(format!("data: {e}\n\n"))))
+                .collect(),
+            ..Default::default()
+        }
+    }
+
+    #[test]
+    fn a_llama_cpp_stream_without_usage_gives_its_length_and_timing_from_timings() {
+        // What llama-server streams to a client that set no `stream_options.include_usage`.
+        let x = chat(&[
+            r#"{"id":"c1","choices":[{"delta":{"content":"a"}}]}"#,
+            r#"{"id":"c1","choices":[{"delta":{"content":"b"}}]}"#,
+            r#"{"id":"c1","choices":[{"delta":{},"finish_reason":"length"}],"timings":{"cache_n":4,"prompt_n":11,"prompt_ms":12.5,"predicted_n":7,"predicted_ms":30.0}}"#,
+            "[DONE]",
+        ]);
+        let p = parse(&x);
+        assert!(p.ok);
+        assert_eq!(p.output_length(), (7, TokenSource::ServerUsage));
+        assert_eq!(p.input_length(), Some(15));
+        let t = p.server_timing.expect("llama.cpp timings kept");
+        assert_eq!(t.source, "llamacpp-timings");
+        assert_eq!((t.ttft_ms, t.total_ms), (Some(12.5), Some(42.5)));
+    }
+
+    #[test]
+    fn usage_wins_and_a_stream_with_neither_counts_its_deltas() {
+        let with_usage = chat(&[
+            r#"{"id":"c1","choices":[{"delta":{"content":"a"}}]}"#,
+            r#"{"id":"c1","choices":[],"usage":{"prompt_tokens":9,"completion_tokens":3},"timings":{"predicted_n":7}}"#,
+        ]);
+        assert_eq!(
+            parse(&with_usage).output_length(),
+            (3, TokenSource::ServerUsage)
+        );
+        let bare = chat(&[
+            r#"{"id":"c1","choices":[{"delta":{"content":"a"}}]}"#,
+            r#"{"id":"c1","choices":[{"delta":{"content":"b"}}]}"#,
+            r#"{"id":"c1","choices":[{"delta":{"content":"c"}}]}"#,
+        ]);
+        assert_eq!(parse(&bare).output_length(), (3, TokenSource::ChunkCount));
+        assert_eq!(parse(&bare).input_length(), None);
+    }
+
+    #[test]
+    fn tool_outputs_keep_their_call_ids() {
+        let x = Exchange {
+            path: "/v1/responses".into(),
+            body: Bytes::from_static(
+                br#"{"input":[{"type":"function_call_output","call_id":"call_2","output":"two"}]}"#,
+            ),
+            ..Default::default()
+        };
+        assert_eq!(
+            parse(&x).input,
+            vec![In::ToolOutput("call_2".into(), "two".into())]
+        );
+    }
 }

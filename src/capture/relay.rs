@@ -117,6 +117,10 @@ async fn handle(
         } else {
             WireProtocol::Http1
         },
+        head_sent: super::write::head_len(
+            up_req.method().as_str().len() + up_req.uri().to_string().len() + 12,
+            up_req.headers(),
+        ),
         path,
         body,
         start_ns,
@@ -135,6 +139,11 @@ async fn handle(
     };
     x.headers_ns = Some(shared.clock.now_ns());
     x.status = Some(resp.status().as_u16());
+    x.head_received = super::write::head_len(
+        13 + resp.status().canonical_reason().map_or(0, str::len) + 2,
+        resp.headers(),
+    );
+    x.chunked = !resp.headers().contains_key(http::header::CONTENT_LENGTH);
     let (mut parts, body) = resp.into_parts();
     parts.headers.remove(http::header::CONNECTION);
     parts.headers.remove("keep-alive");

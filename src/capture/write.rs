@@ -16,7 +16,7 @@ use super::privacy::Privacy;
 use crate::sim::text;
 use crate::vocab::{
     ApiFlavour, Chaining, Chunk, OutcomeKind, RequestKind, RequestRecord, SessionRecord,
-    TokenSource, TransportKind, WireProtocol,
+    TransportKind, WireProtocol,
 };
 
 /// The target name of the live session in its results directory and scenario.
@@ -28,10 +28,8 @@ pub struct ScenarioOut<'a> {
     pub name: &'a str,
     /// The upstream base URL (written redacted).
     pub upstream: &'a str,
-    /// Sessions seen (the first is written; `load.sessions` counts them all).
+    /// Sessions seen (the first as `[[turns]]`, the others as `[[sessions]]`).
     pub sessions: &'a [Session],
-    /// Which one to write.
-    pub index: usize,
     /// Peak sessions in flight.
     pub concurrency: u32,
 }
@@ -78,9 +76,9 @@ pub fn output_bytes_for(name: &str, tokens: u32) -> u32 {
     lo
 }
 
-/// The scenario TOML for `out.sessions[out.index]`.
+/// The scenario TOML of every session of `out` (options, API and transport: the first's).
 pub fn scenario_toml(out: &ScenarioOut<'_>, pv: &Privacy) -> String {
-    let s = &out.sessions[out.index];
+    let s = &out.sessions[0];
     let transport = transport_of(s);
     let api = s.api.unwrap_or(ApiFlavour::Responses);
     let reqs = s.generating().count();
@@ -95,8 +93,7 @@ pub fn scenario_toml(out: &ScenarioOut<'_>, pv: &Privacy) -> String {
     );
     let _ = writeln!(
         t,
-        "# Session {} of {}: {} requests, {} turns, {} tool calls; history sent as {}{}.",
-        out.index + 1,
+        "# Session 1 of {}: {} requests, {} turns, {} tool calls; history sent as {}{}.",
         out.sessions.len(),
         reqs,
         s.turns.len(),
@@ -135,13 +132,35 @@ pub fn scenario_toml(out: &ScenarioOut<'_>, pv: &Privacy) -> String {
     let _ = writeln!(t, "# The recorded timings already hold the real network.");
     let _ = writeln!(t, "link = \"none\"\n");
     let _ = writeln!(t, "[load]");
+    let _ = writeln!(
+        t,
+        "# Each recorded session once ([[turns]] is session 1, each [[sessions]] one more), the\n\
+         # prompts as recorded (no cache salt: the recorded conversation's own prefix reuse)."
+    );
     let _ = writeln!(t, "sessions = {}", out.sessions.len().max(1));
-    let _ = writeln!(t, "concurrency = {}\n", out.concurrency.max(1));
+    let _ = writeln!(t, "concurrency = {}", out.concurrency.max(1));
+    let _ = writeln!(t, "cache = \"as-is\"\n");
     let _ = writeln!(t, "[matrix]");
     let _ = writeln!(t, "targets = [\"sim-gpu\"]");
     let _ = writeln!(t, "transports = [\"{transport}\"]\n");
     targets_toml(&mut t, out, pv, api, transport);
-    turns_toml(&mut t, s, pv);
+    turns_toml(&mut t, s, pv, "turns", 0);
+    for (k, other) in out.sessions.iter().enumerate().skip(1) {
+        let _ = writeln!(
+            t,
+            "# Session {}: {} turns, {} API over {}{}.\n[[sessions]]",
+            k + 1,
+            other.turns.len(),
+            other.api.unwrap_or(ApiFlavour::Responses),
+            transport_of(other),
+            if other.system == s.system {
+                ""
+            } else {
+                "; its own system prompt is not replayed (session 1's is sent)"
+            }
+        );
+        turns_toml(&mut t, other, pv, "sessions.turns", k as u64 * 0x1_0000);
+    }
     t
 }
 
@@ -154,7 +173,7 @@ fn targets_toml(
     api: ApiFlavour,
     transport: TransportKind,
 ) {
-    let s = &out.sessions[out.index];
+    let s = &out.sessions[0];
     let store = s.chaining() == Chaining::PreviousResponseId && transport != TransportKind::Ws;
     for name in ["sim-gpu", AS_RECORDED] {
         let _ = writeln!(t, "[targets.{name}]");
@@ -184,39 +203,75 @@ fn targets_toml(
     }
 }
 
-/// The session's `[[turns]]`: prompt, think time, output length and tool calls.
-fn turns_toml(t: &mut String, s: &Session, pv: &Privacy) {
+/// A session's turns (`[[header]]` each): prompt, think time, output lengths, the recorded
+/// answer and tool calls; `salt` keeps synthesized text distinct between sessions.
+fn turns_toml(t: &mut String, s: &Session, pv: &Privacy, header: &str, salt: u64) {
     for (i, turn) in s.turns.iter().enumerate() {
-        let _ = writeln!(t, "[[turns]]");
-        let _ = writeln!(t, "prompt = {}", q(&pv.text(&turn.prompt, i as u64 + 1)));
+        let i = salt + i as u64;
+        let _ = writeln!(t, "[[{header}]]");
+        let _ = writeln!(t, "prompt = {}", q(&pv.text(&turn.prompt, i + 1)));
         if turn.think_ns > 0 {
             let _ = writeln!(t, "think_time = \"{}\"", dur(turn.think_ns));
         }
         if let Some(m) = turn.max_output {
             let _ = writeln!(t, "max_output_tokens = {}", m.max(1));
         }
+        if let Some(a) = turn.answer.as_deref().filter(|a| !a.is_empty()) {
+            let _ = writeln!(t, "answer = {}", q(&pv.text(a, 0x8000 + i)));
+        }
         if !turn.calls.is_empty() {
             let _ = writeln!(t, "tool_calls = [");
             for c in &turn.calls {
                 let tokens = text::count(&c.output);
-                let _ = write!(
+                let mut extra = String::new();
+                if c.parallel {
+                    extra.push_str(", parallel = true");
+                }
+                if let Some(m) = c.max_output {
+                    let _ = write!(extra, ", max_output_tokens = {}", m.max(1));
+                }
+                let _ = writeln!(
                     t,
-                    "  {{ name = {}, tool_time = \"{}\", output_bytes = {} }}, # output: {} bytes, {} tokens",
+                    "  {{ name = {}, tool_time = \"{}\", output_bytes = {}{extra} }}, # output: {} bytes, {} tokens",
                     q(&pv.clean(&c.name)),
                     dur(c.tool_time_ns),
                     output_bytes_for(&c.name, tokens),
                     c.output.len(),
                     tokens
                 );
-                if c.parallel > 0 {
-                    let _ = write!(t, "; {} more calls in the same response", c.parallel);
-                }
-                t.push('\n');
             }
             let _ = writeln!(t, "]");
         }
         t.push('\n');
     }
+}
+
+/// The size of an HTTP/1.1 head whose first line (with its CRLF) is `first_line` bytes: each
+/// header `name: value` CRLF, and the blank line. How `run` counts bytes on HTTP/1.1 (its
+/// socket counters see exactly this); over HTTP/2 `run` counts HPACK-compressed headers, so
+/// a recorded HTTP/2 row counts a little more than a replayed one.
+pub fn head_len(first_line: usize, headers: &http::HeaderMap) -> u64 {
+    let fields: usize = headers
+        .iter()
+        .map(|(k, v)| k.as_str().len() + 2 + v.len() + 2)
+        .sum();
+    (first_line + fields + 2) as u64
+}
+
+/// Response body bytes as they crossed the wire: the frames, plus HTTP/1.1 chunked framing
+/// (`SIZE CRLF … CRLF` each, and the last `0 CRLF CRLF`) when the body had no length.
+fn body_wire_bytes(x: &super::Exchange) -> u64 {
+    let body: u64 = x.chunks.iter().map(|c| c.1.len() as u64).sum();
+    if !x.chunked || x.wire != WireProtocol::Http1 {
+        return body;
+    }
+    let framing: u64 = x
+        .chunks
+        .iter()
+        .filter(|c| !c.1.is_empty())
+        .map(|c| format!("{:x}", c.1.len()).len() as u64 + 4)
+        .sum();
+    body + framing + 5
 }
 
 /// The records of the live sessions: requests and sessions, target [`AS_RECORDED`].
@@ -272,7 +327,7 @@ fn record(
             text_bytes,
         })
         .collect();
-    let delta_tokens: u32 = chunks.iter().map(|c| c.tokens).sum();
+    let (output_tokens, token_source) = p.output_length();
     RequestRecord {
         id,
         target: AS_RECORDED.into(),
@@ -307,17 +362,15 @@ fn record(
         connection_reused: r.x.conn_request > 0,
         connection_id: r.x.conn,
         protocol: r.x.wire,
-        bytes_sent: r.x.body.len() as u64,
-        bytes_received: r.x.chunks.iter().map(|c| c.1.len() as u64).sum(),
-        input_tokens: p.input_tokens,
+        // Headers and body, as `run` counts them.
+        bytes_sent: r.x.head_sent + r.x.body.len() as u64,
+        bytes_received: r.x.head_received + body_wire_bytes(&r.x),
+        input_tokens: p.input_length(),
         cached_input_tokens: p.cached_tokens,
-        output_tokens: p.output_tokens.unwrap_or(delta_tokens),
-        token_source: if p.output_tokens.is_some() {
-            TokenSource::ServerUsage
-        } else {
-            TokenSource::ChunkCount
-        },
+        output_tokens,
+        token_source,
         tool_calls: p.calls.len() as u32,
+        server_timing: p.server_timing.clone(),
         outcome: if p.ok {
             OutcomeKind::Ok
         } else if r.x.status.is_some_and(|s| s >= 400) {

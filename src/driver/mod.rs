@@ -458,8 +458,9 @@ async fn run_session(
         }
         run.conv.add_user_message(&turn.user_text);
         let tools: Vec<String> = turn.tool_calls.iter().map(|t| t.name.clone()).collect();
-        let mut calls = turn.tool_calls.iter();
-        let mut next_call = calls.next();
+        let groups = call_groups(&turn.tool_calls);
+        let mut groups = groups.into_iter();
+        let mut next_group = groups.next();
         let mut fault = turn.fault.clone();
         let mut kind = RequestKind::User;
         let mut step = 0;
@@ -468,20 +469,13 @@ async fn run_session(
                 interrupted = true;
                 break 'turns;
             }
-            let tool_choice = match next_call {
-                Some(call) => ToolChoice::Function(call.name.clone()),
-                None if tools.is_empty() => ToolChoice::Auto,
-                None => ToolChoice::None,
-            };
             let spec = RequestSpec {
                 kind,
-                max_output_tokens: turn.max_output_tokens,
-                tool_choice,
-                tools: tools.clone(),
                 fault: fault.take(),
                 // Exact per-chunk token counts where the server supports the vLLM extension
                 // (the embedded simulator does); real APIs may reject unknown stream options.
                 continuous_usage_stats: target.sim_profile.is_some(),
+                ..step_spec(turn, next_group, &tools)
             };
             let Some((reply, end, ok)) = run.send(spec, (turn_no, step), intended).await else {
                 interrupted = true;
@@ -493,22 +487,32 @@ async fn run_session(
                 // The turn is lost; the session goes on with the next turn.
                 continue 'turns;
             }
-            let Some(call) = next_call else { break };
+            let Some(group) = next_group else {
+                if let Some(answer) = &turn.answer {
+                    run.conv.replace_last_answer(answer);
+                }
+                break;
+            };
             if reply.tool_calls.is_empty() {
                 // The model answered in text although a tool was requested: nothing to return.
                 break;
             }
-            // Answer each tool call the model made, after the simulated tool time.
+            // Answer each tool call the model made (the planned call of the same name, else
+            // the group's first), after the simulated tool time.
             for tc in &reply.tool_calls {
+                let call = group
+                    .iter()
+                    .find(|c| c.name == tc.name)
+                    .unwrap_or(&group[0]);
                 run.conv
                     .add_tool_output(&tc.call_id, &tool_output(&tc.name, call.output_bytes));
             }
-            intended = end + call.tool_time.as_nanos() as u64;
+            intended = end + group[0].tool_time.as_nanos() as u64;
             if !lane.sleep_until(ctx.clock, intended).await {
                 interrupted = true;
                 break 'turns;
             }
-            next_call = calls.next();
+            next_group = groups.next();
             kind = RequestKind::ToolResult;
         }
     }
@@ -528,6 +532,45 @@ async fn run_session(
         .await;
 }
 
+/// What a step of a turn asks for: the tool calls of `group` (one forced function, or
+/// parallel calls) or, after the last group, the answer; and the output length.
+fn step_spec(
+    turn: &TurnPlan,
+    group: Option<&[crate::plan::ToolCallPlan]>,
+    tools: &[String],
+) -> RequestSpec {
+    let tool_choice = match group {
+        Some([call]) => ToolChoice::Function(call.name.clone()),
+        Some(group) => ToolChoice::Parallel(group.iter().map(|c| c.name.clone()).collect()),
+        None if tools.is_empty() => ToolChoice::Auto,
+        None => ToolChoice::None,
+    };
+    RequestSpec {
+        kind: RequestKind::User,
+        max_output_tokens: group
+            .and_then(|g| g.first()?.max_output_tokens)
+            .unwrap_or(turn.max_output_tokens),
+        tool_choice,
+        tools: tools.to_vec(),
+        fault: None,
+        continuous_usage_stats: false,
+    }
+}
+
+/// A turn's tool calls grouped by the response that makes them: a call marked `parallel`
+/// joins the group before it.
+fn call_groups(calls: &[crate::plan::ToolCallPlan]) -> Vec<&[crate::plan::ToolCallPlan]> {
+    let mut out: Vec<&[crate::plan::ToolCallPlan]> = Vec::new();
+    let mut start = 0;
+    for i in 1..=calls.len() {
+        if i == calls.len() || !calls[i].parallel {
+            out.push(&calls[start..i]);
+            start = i;
+        }
+    }
+    out
+}
+
 /// A deterministic tool output of about `bytes` bytes (looks like test-runner output).
 pub fn tool_output(tool: &str, bytes: u32) -> String {
     let mut out = format!("$ {tool}\n");
@@ -543,6 +586,35 @@ pub fn tool_output(tool: &str, bytes: u32) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn parallel_calls_share_a_group_and_a_request() {
+        let call = |name: &str, parallel| crate::plan::ToolCallPlan {
+            name: name.into(),
+            tool_time: std::time::Duration::ZERO,
+            output_bytes: 10,
+            parallel,
+            max_output_tokens: None,
+        };
+        let calls = [call("a", false), call("b", true), call("c", false)];
+        let groups = call_groups(&calls);
+        assert_eq!(groups.iter().map(|g| g.len()).collect::<Vec<_>>(), [2, 1]);
+        let turn = TurnPlan {
+            user_text: "u".into(),
+            think_time: std::time::Duration::ZERO,
+            max_output_tokens: 7,
+            tool_calls: calls.to_vec(),
+            fault: None,
+            answer: None,
+        };
+        assert_eq!(turn.requests(), 3);
+        let spec = step_spec(&turn, Some(groups[0]), &[]);
+        assert_eq!(
+            spec.tool_choice,
+            ToolChoice::Parallel(vec!["a".into(), "b".into()])
+        );
+        assert_eq!(spec.max_output_tokens, 7);
+    }
 
     #[test]
     fn the_session_gauge_keeps_the_most_in_progress_at_once() {

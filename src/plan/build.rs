@@ -190,6 +190,17 @@ fn resolve_workload(s: &Scenario, seed: u64, src: &Src) -> Result<Option<Workloa
     for (i, t) in s.turns.iter().enumerate() {
         check_turn(t, i + 1, src)?;
     }
+    for (k, session) in s.sessions.iter().enumerate() {
+        if session.turns.is_empty() || workload.is_some() || s.turns.is_empty() {
+            return Err(PlanError::new(format!(
+                "{source_path}: [[sessions]] entry {} needs [[turns]] of its own (and [[turns]] for session 1; not with [workload])",
+                k + 1
+            )));
+        }
+        for (i, t) in session.turns.iter().enumerate() {
+            check_turn(t, i + 1, src)?;
+        }
+    }
     Ok(workload)
 }
 
@@ -330,6 +341,20 @@ fn plan_sessions(
             let w = Arc::new(w.clone());
             Arc::new(move |i| w.turns(seed, i, default_max).into())
         }
+        // One conversation per session (a recording of several): session i sends script
+        // i mod n, each built once.
+        None if !s.sessions.is_empty() => {
+            let scripts: Vec<Arc<[TurnPlan]>> = std::iter::once(&s.turns)
+                .chain(s.sessions.iter().map(|x| &x.turns))
+                .enumerate()
+                .map(|(k, turns)| {
+                    let prompts: Vec<Arc<str>> =
+                        turns.iter().map(|t| t.prompt.trim_end().into()).collect();
+                    expand_turns(turns, &prompts, default_max, seed, k as u32).into()
+                })
+                .collect();
+            Arc::new(move |i| scripts[i as usize % scripts.len()].clone())
+        }
         None if s.turns.iter().all(|t| t.agent.is_none()) => {
             let fixed: Arc<[TurnPlan]> =
                 expand_turns(&s.turns, &prompts, default_max, seed, 0).into();
@@ -432,7 +457,7 @@ fn check_salt_limits(cells: &[Cell], sessions: &Sessions) -> Result<(), PlanErro
     if session_ids <= max_sessions {
         for s in sessions.iter() {
             turns = turns.max(s.turns.len() as u64);
-            let most = s.turns.iter().map(|t| t.tool_calls.len() as u64 + 1).max();
+            let most = s.turns.iter().map(|t| u64::from(t.requests())).max();
             steps = steps.max(most.unwrap_or(0));
         }
     }
@@ -584,6 +609,8 @@ fn expand_turns(
                         name: a.tools[rng.below(a.tools.len() as u64) as usize].clone(),
                         tool_time: a.tool_time.map_or(Duration::ZERO, |d| d.0),
                         output_bytes: a.output_bytes.unwrap_or(DEFAULT_TOOL_OUTPUT_BYTES),
+                        parallel: false,
+                        max_output_tokens: None,
                     })
                     .collect(),
                 None => t
@@ -593,6 +620,8 @@ fn expand_turns(
                         name: c.name.clone(),
                         tool_time: c.tool_time.map_or(Duration::ZERO, |d| d.0),
                         output_bytes: c.output_bytes.unwrap_or(DEFAULT_TOOL_OUTPUT_BYTES),
+                        parallel: c.parallel.unwrap_or(false),
+                        max_output_tokens: c.max_output_tokens,
                     })
                     .collect(),
             };
@@ -602,6 +631,7 @@ fn expand_turns(
                 max_output_tokens: t.max_output_tokens.unwrap_or(default_max),
                 tool_calls,
                 fault: t.fault.clone(),
+                answer: t.answer.clone(),
             });
         }
     }

@@ -119,6 +119,12 @@ pub(super) fn check_turn(t: &TurnSpec, n: usize, src: &Src) -> Result<(), PlanEr
             c.output_bytes,
             &format!("{}: tool_calls[{i}].output_bytes", at("tool_calls")),
         )?;
+        if i == 0 && c.parallel == Some(true) {
+            return Err(PlanError::new(format!(
+                "{}: tool_calls[0] has `parallel = true`, but no call before it to share a response with",
+                at("tool_calls")
+            )));
+        }
     }
     if let Some(a) = &t.agent {
         if !(1..=1000).contains(&a.calls) {

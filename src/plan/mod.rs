@@ -345,6 +345,17 @@ pub struct TurnPlan {
     /// Simulator fault to inject on this turn's first request (`x-sim-fault` header), e.g.
     /// `status=500`, `stall=5s`, `reset-after=3`. Ignored by real endpoints.
     pub fault: Option<String>,
+    /// The recorded final answer, resent as history in place of the replay's own.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub answer: Option<String>,
+}
+
+impl TurnPlan {
+    /// Requests the turn sends: one per response that makes tool calls (parallel calls
+    /// share theirs) plus the final answer.
+    pub fn requests(&self) -> u32 {
+        self.tool_calls.iter().filter(|c| !c.parallel).count() as u32 + 1
+    }
 }
 
 /// A tool call in an agent loop.
@@ -357,4 +368,10 @@ pub struct ToolCallPlan {
     pub tool_time: Duration,
     /// Size of the tool output sent back, bytes.
     pub output_bytes: u32,
+    /// Made in the same response as the call before it (parallel tool calls).
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub parallel: bool,
+    /// Output length of the response that makes this call (default: the turn's).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub max_output_tokens: Option<u32>,
 }

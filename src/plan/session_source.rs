@@ -359,11 +359,7 @@ impl Iterator for Iter<'_> {
 
 /// Requests a session plans: one per turn plus one per tool call.
 pub fn planned_requests(turns: &[TurnPlan]) -> u32 {
-    turns
-        .iter()
-        .map(|t| t.tool_calls.len() as u32 + 1)
-        .sum::<u32>()
-        .max(1)
+    turns.iter().map(TurnPlan::requests).sum::<u32>().max(1)
 }
 
 /// Folds consecutive equal sessions into runs, streaming.

@@ -709,6 +709,7 @@ impl Workload {
             max_output_tokens: max.clamp(1, MAX_OUTPUT_TOKENS_LIMIT),
             tool_calls: Vec::new(),
             fault: None,
+            answer: None,
         };
         match &self.source {
             Source::Synthetic { input, turns } => (0..*turns)

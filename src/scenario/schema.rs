@@ -43,9 +43,15 @@ pub struct Scenario {
     /// Which targets and transports to run.
     #[serde(default)]
     pub matrix: MatrixSpec,
-    /// The conversation every session replays.
+    /// The conversation every session replays (with `[[sessions]]`: session 1's).
     #[serde(default)]
     pub turns: Vec<TurnSpec>,
+    /// Further conversations, one per session (`spark-bench record` writes one per recorded
+    /// session after the first): session 1 sends `[[turns]]`, session k+1 sends
+    /// `sessions[k-1]`, and so on round; `[load] sessions` = 1 + their count replays each
+    /// once.
+    #[serde(default)]
+    pub sessions: Vec<SessionSpec>,
     /// Target definitions (or overrides of built-in targets' fields).
     #[serde(default)]
     pub targets: BTreeMap<String, TargetSpec>,
@@ -82,6 +88,15 @@ pub struct MatrixSpec {
     pub transports: Option<Vec<TransportKind>>,
 }
 
+/// One `[[sessions]]` entry: a further session's conversation.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct SessionSpec {
+    /// Its turns (`[[sessions.turns]]`), as `[[turns]]`.
+    #[serde(default)]
+    pub turns: Vec<TurnSpec>,
+}
+
 /// One `[[turns]]` entry.
 #[derive(Debug, Clone, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -101,6 +116,10 @@ pub struct TurnSpec {
     pub agent: Option<AgentSpec>,
     /// Send this turn this many times in a row (default 1).
     pub repeat: Option<u32>,
+    /// The assistant's final answer as recorded (`spark-bench record` writes it): the history
+    /// later requests resend carries this text in place of the replay's own answer, so a
+    /// replay sends the recorded conversation.
+    pub answer: Option<String>,
 }
 
 /// One `tool_calls` entry.
@@ -113,6 +132,11 @@ pub struct ToolCallSpec {
     pub tool_time: Option<Dur>,
     /// Tool output size sent back. Default 1024.
     pub output_bytes: Option<u32>,
+    /// Made in the same response as the entry before it (parallel tool calls): one request
+    /// asks for all the calls of the group, and their results go back together. Default false.
+    pub parallel: Option<bool>,
+    /// Output length of the response that makes this call (default: the turn's).
+    pub max_output_tokens: Option<u32>,
 }
 
 /// `agent = { … }`: an agent loop in one line.

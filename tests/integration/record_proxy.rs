@@ -195,6 +195,124 @@ async fn an_http_session_recorded_through_the_proxy_replays_to_the_same_counts_a
     record_and_replay("http-pooled").await;
 }
 
+/// Two sessions (different conversations) over one WebSocket each, the first turn of session
+/// 1 with two parallel tool calls: the recording is one scenario holding both sessions
+/// (`[[sessions]]`), the parallel calls marked, the recorded answers and no cache salt; its
+/// replay sends each session once, the same requests per session, the same tokens per
+/// session within 1% and the same think/tool times within 5 ms.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn two_sessions_with_parallel_tool_calls_replay_as_recorded() {
+    let tmp = tempfile::tempdir().unwrap();
+    let sim = sim::spawn(SimConfig::new(sim::Profile::builtin("wafer").unwrap()))
+        .await
+        .unwrap();
+    let px = proxy(&sim.base_url).await;
+    let live = tmp.path().join("live.toml");
+    std::fs::write(
+        &live,
+        format!(
+            r#"name = "live"
+system_prompt = "You are a coding agent. Be terse."
+link = "none"
+[load]
+sessions = 2
+concurrency = 1
+[matrix]
+targets = ["agent"]
+transports = ["ws"]
+[targets.agent]
+base_url = "{url}"
+api = "responses"
+model = "sim-wafer"
+[[turns]]
+prompt = "Fix the failing test."
+max_output_tokens = 24
+tool_calls = [{{ name = "read_file", tool_time = "40ms", output_bytes = 700, max_output_tokens = 10 }}, {{ name = "run_tests", tool_time = "40ms", output_bytes = 300, parallel = true }}]
+[[turns]]
+prompt = "Summarise the change."
+think_time = "60ms"
+max_output_tokens = 16
+[[sessions]]
+[[sessions.turns]]
+prompt = "A different session: write a README section about the totals module, with an example."
+max_output_tokens = 40
+[[sessions.turns]]
+prompt = "Shorter."
+think_time = "30ms"
+max_output_tokens = 8
+"#,
+            url = px.url
+        ),
+    )
+    .unwrap();
+    run_scenario(&live, &tmp.path().join("agent-results")).await;
+    px.stop.send(()).unwrap();
+    let rec = px.task.await.unwrap().unwrap();
+    let pv = Privacy::new(&[], false, 1).unwrap();
+    let out = tmp.path().join("recorded.toml");
+    let written = capture::finish(
+        &rec,
+        "recorded",
+        &sim.base_url,
+        &out,
+        &tmp.path().join("results"),
+        &pv,
+        &["spark-bench".into(), "record".into()],
+    )
+    .unwrap();
+    assert_eq!(written.sessions, 2, "{written:?}");
+    assert_eq!(written.scenarios, vec![out.clone()], "one file");
+    let toml = std::fs::read_to_string(&out).unwrap();
+    for want in [
+        "sessions = 2",
+        "cache = \"as-is\"",
+        "[[sessions]]",
+        "[[sessions.turns]]",
+        "parallel = true",
+        "max_output_tokens = 10",
+        "answer = ",
+    ] {
+        assert!(toml.contains(want), "no `{want}` in\n{toml}");
+    }
+    let live_dir = written.results.clone().unwrap();
+    let replay_dir = run_scenario(&out, &tmp.path().join("replay")).await;
+    let (a, b) = (rows(&live_dir), rows(&replay_dir));
+    // Session 1: a user request making both calls, the tool results, turn 2; session 2: 2.
+    assert_eq!(a.len(), 5, "recorded requests");
+    assert!(b.iter().all(|r| r["outcome"] == "ok"));
+    let calls: u64 = a
+        .iter()
+        .map(|r| r["tool_calls"].parse::<u64>().unwrap())
+        .max()
+        .unwrap();
+    assert_eq!(calls, 2, "one response made both calls");
+    for session in ["0", "1"] {
+        let of = |rows: &[HashMap<String, String>]| -> Vec<HashMap<String, String>> {
+            rows.iter()
+                .filter(|r| r["session"] == session)
+                .cloned()
+                .collect()
+        };
+        let (sa, sb) = (of(&a), of(&b));
+        assert_eq!(sa.len(), sb.len(), "session {session}: requests");
+        for k in ["input_tokens", "output_tokens", "tool_calls"] {
+            let (x, y) = (total(&sa, k) as f64, total(&sb, k) as f64);
+            assert!(
+                (x - y).abs() <= 0.01 * x,
+                "session {session} {k}: recorded {x}, replay {y}"
+            );
+        }
+        for ((ka, x), (kb, y)) in gaps(&sa).iter().zip(&gaps(&sb)) {
+            assert_eq!(ka, kb);
+            assert!(
+                (x - y).abs() <= 5.0,
+                "{ka}: recorded gap {x:.2} ms, replay {y:.2} ms"
+            );
+        }
+    }
+    sim.shutdown().await;
+}
+
 /// A raw HTTP/1.1 upstream: each request gets `n` SSE events, `gap` apart, chunked; returns
 /// the instant each event was written (ns on `clock`).
 async fn paced_upstream(

@@ -9,7 +9,7 @@ use std::time::Duration;
 use http::{Response, StatusCode};
 use serde_json::{json, Map, Value};
 
-use super::{content_text, forced_tool, record_single_write, DEFAULT_MAX_OUTPUT};
+use super::{content_text, forced_tools, record_single_write, DEFAULT_MAX_OUTPUT};
 use crate::rng::Rng;
 use crate::sim::fault::Fault;
 use crate::sim::model::{self, content_hash, Done, Encoder, RunEnd, TurnSpec};
@@ -277,7 +277,9 @@ pub(crate) async fn handle(ctx: &Ctx, body: &[u8]) -> Result<Response<Body>, Api
         })?,
         None => engine.profile.chat_timing,
     };
-    let tool = forced_tool(req.get("tool_choice"), req.get("tools"));
+    let tool = forced_tools(req.get("tool_choice"), req.get("tools"))
+        .into_iter()
+        .next();
     let input_tokens = text::count(&prompt);
     let hash = content_hash(&[body]);
     let mut fault = ctx.fault()?;

@@ -58,6 +58,34 @@ pub(crate) fn forced_tool(tool_choice: Option<&Value>, tools: Option<&Value>) ->
     }
 }
 
+/// The functions a `tool_choice` forces, one call each: the `tools` of `allowed_tools` with
+/// mode `required` (Responses: `{"type":"allowed_tools","mode":"required","tools":[…]}`,
+/// chat: the same under `allowed_tools`), which the simulator answers with parallel calls;
+/// else the one [`forced_tool`] (or none).
+pub(crate) fn forced_tools(tool_choice: Option<&Value>, tools: Option<&Value>) -> Vec<String> {
+    let allowed = tool_choice
+        .filter(|c| c.get("type").and_then(Value::as_str) == Some("allowed_tools"))
+        .map(|c| c.get("allowed_tools").unwrap_or(c));
+    if let Some(a) = allowed.filter(|a| a.get("mode").and_then(Value::as_str) == Some("required")) {
+        let names: Vec<String> = a
+            .get("tools")
+            .and_then(Value::as_array)
+            .into_iter()
+            .flatten()
+            .filter_map(|t| {
+                t.pointer("/function/name")
+                    .or_else(|| t.get("name"))
+                    .and_then(Value::as_str)
+                    .map(str::to_string)
+            })
+            .collect();
+        if !names.is_empty() {
+            return names;
+        }
+    }
+    forced_tool(tool_choice, tools).into_iter().collect()
+}
+
 /// A non-streamed body is handed to the connection in one piece: the trace says so.
 pub(crate) fn record_single_write(engine: &model::Engine, id: &str, done: &Done) {
     if let Some(mut t) = engine.trace.get(id) {
@@ -68,5 +96,24 @@ pub(crate) fn record_single_write(engine: &model::Engine, id: &str, done: &Done)
             sent: None,
         }];
         engine.trace.insert(t);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn allowed_tools_required_forces_one_call_of_each() {
+        let responses = json!({"type": "allowed_tools", "mode": "required",
+            "tools": [{"type": "function", "name": "a"}, {"type": "function", "name": "b"}]});
+        assert_eq!(forced_tools(Some(&responses), None), ["a", "b"]);
+        let chat = json!({"type": "allowed_tools", "allowed_tools": {"mode": "required",
+            "tools": [{"type": "function", "function": {"name": "a"}}]}});
+        assert_eq!(forced_tools(Some(&chat), None), ["a"]);
+        let one = json!({"type": "function", "name": "x"});
+        assert_eq!(forced_tools(Some(&one), None), ["x"]);
+        assert!(forced_tools(Some(&json!("auto")), None).is_empty());
     }
 }

@@ -9,7 +9,7 @@ use std::time::{Duration, Instant};
 use http::{Response, StatusCode};
 use serde_json::{json, Map, Value};
 
-use super::{content_text, forced_tool, record_single_write, DEFAULT_MAX_OUTPUT};
+use super::{content_text, forced_tools, record_single_write, DEFAULT_MAX_OUTPUT};
 use crate::rng::Rng;
 use crate::sim::fault::Fault;
 use crate::sim::model::{self, content_hash, Done, Encoder, Engine, RunEnd, Stored, TurnSpec};
@@ -27,6 +27,8 @@ pub(crate) struct CreateReq {
     pub store: bool,
     pub max_output: u32,
     pub tool: Option<String>,
+    /// Further calls made in the same response (parallel tool calls: `allowed_tools`).
+    pub parallel_tools: Vec<String>,
     pub tool_choice: Value,
     pub generate: bool,
     pub stream: bool,
@@ -156,7 +158,13 @@ pub(crate) fn parse_create(m: &Map<String, Value>) -> Result<CreateReq, ApiError
         previous_response_id: str_field("previous_response_id")?,
         store: bool_field("store", true)?,
         max_output,
-        tool: forced_tool(m.get("tool_choice"), m.get("tools")),
+        tool: forced_tools(m.get("tool_choice"), m.get("tools"))
+            .into_iter()
+            .next(),
+        parallel_tools: forced_tools(m.get("tool_choice"), m.get("tools"))
+            .into_iter()
+            .skip(1)
+            .collect(),
         tool_choice: m.get("tool_choice").cloned().unwrap_or(json!("auto")),
         generate,
         stream: bool_field("stream", false)?,
@@ -278,6 +286,11 @@ pub(crate) fn prepare(
             .tool
             .clone()
             .map(|n| (engine.next_id("call_"), engine.next_id("fc_"), n)),
+        parallel_tools: req
+            .parallel_tools
+            .iter()
+            .map(|n| (engine.next_id("call_"), engine.next_id("fc_"), n.clone()))
+            .collect(),
         timing_metrics,
         generate: req.generate,
         echo: json!({
@@ -287,7 +300,7 @@ pub(crate) fn prepare(
             "max_output_tokens": req.max_output,
             "tool_choice": req.tool_choice,
         }),
-        output_item: None,
+        output_item: Vec::new(),
         usage: Value::Null,
     };
     Prepared {
@@ -307,11 +320,14 @@ pub(crate) struct RespEncoder {
     msg_id: String,
     /// (call_id, item id, function name)
     tool: Option<(String, String, String)>,
+    /// Further calls of the same response (parallel tool calls), made with empty arguments
+    /// once the first call's arguments are done.
+    parallel_tools: Vec<(String, String, String)>,
     timing_metrics: bool,
     generate: bool,
     echo: Value,
-    /// The finished output item (for history and the non-streamed object).
-    pub output_item: Option<Value>,
+    /// The finished output items (for history and the non-streamed object).
+    pub output_item: Vec<Value>,
     pub usage: Value,
 }
 
@@ -455,8 +471,27 @@ impl Encoder for RespEncoder {
                 "response.output_item.done",
                 json!({"output_index": 0, "item": item}),
             ));
-            self.output_item = Some(item.clone());
+            self.output_item.push(item.clone());
             output.push(item);
+            for (i, (call_id, item_id, name)) in self.parallel_tools.clone().into_iter().enumerate()
+            {
+                let item = |status: &str, args: &str| json!({"id": item_id, "type": "function_call", "status": status, "call_id": call_id, "name": name, "arguments": args});
+                let at = i + 1;
+                out.push(self.ev(
+                    "response.output_item.added",
+                    json!({"output_index": at, "item": item("in_progress", "")}),
+                ));
+                out.push(self.ev(
+                    "response.function_call_arguments.done",
+                    json!({"item_id": item_id, "output_index": at, "arguments": "{}"}),
+                ));
+                out.push(self.ev(
+                    "response.output_item.done",
+                    json!({"output_index": at, "item": item("completed", "{}")}),
+                ));
+                self.output_item.push(item("completed", "{}"));
+                output.push(item("completed", "{}"));
+            }
         }
         if self.timing_metrics {
             out.push(self.timing_event(d));
@@ -537,7 +572,7 @@ pub(crate) async fn handle_http(ctx: &Ctx, body: &[u8]) -> Result<Response<Body>
     else {
         return Err(ApiError::simulated_failure());
     };
-    let output: Vec<Value> = enc.output_item.iter().cloned().collect();
+    let output: Vec<Value> = enc.output_item.clone();
     let obj = enc.response("completed", output, enc.usage.clone());
     if store {
         remember(&engine, &id, history, &enc);
