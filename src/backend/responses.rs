@@ -658,7 +658,10 @@ mod tests {
         match got.last() {
             Some(StreamEvent::Error { kind, message, .. }) => {
                 assert_eq!(*kind, OutcomeKind::ProtocolError);
-                assert!(message.contains("resp_2") && message.contains("resp_1"), "{message}");
+                assert!(
+                    message.contains("resp_2") && message.contains("resp_1"),
+                    "{message}"
+                );
             }
             other => panic!("{other:?}"),
         }
@@ -674,7 +677,9 @@ mod tests {
         let mut d = ResponsesDecoder::default();
         let got = ws(
             &mut d,
-            &[r#"{"type":"error","status":200,"error":{"code":"overloaded","message":"try later"}}"#],
+            &[
+                r#"{"type":"error","status":200,"error":{"code":"overloaded","message":"try later"}}"#,
+            ],
         );
         assert_eq!(
             got.last(),

@@ -329,7 +329,11 @@ fn plausible_usage(total: u32, chunks: u64, rec: &RequestRecord) -> bool {
     let end = rec.end_ns.or(rec.last_token_ns).unwrap_or(rec.dispatch_ns);
     let elapsed_ns = end.saturating_sub(rec.dispatch_ns);
     let by_time = (elapsed_ns as u128 * MAX_TOKENS_PER_SECOND as u128 / 1_000_000_000) as u64;
-    u64::from(total) <= rec.bytes_received.saturating_add(chunks).saturating_add(by_time)
+    u64::from(total)
+        <= rec
+            .bytes_received
+            .saturating_add(chunks)
+            .saturating_add(by_time)
 }
 
 /// Scrubs every text of the record that the server had a say in (error, response id,

@@ -415,6 +415,7 @@ struct Body {
     wrong_type: Option<String>,
     /// A 2xx with a `Content-Encoding` other than `identity` (see [`Pump::start_body`]).
     encoded: Option<String>,
+
     parser: SseParser,
     err_body: Vec<u8>,
     flow: Flow,
@@ -598,7 +599,11 @@ impl<S: FnMut(WireEvent) -> Flow> Pump<'_, '_, S> {
         let encoded = ok
             .then(|| parts.headers.get(http::header::CONTENT_ENCODING))
             .flatten()
-            .map(|v| String::from_utf8_lossy(v.as_bytes()).trim().to_ascii_lowercase())
+            .map(|v| {
+                String::from_utf8_lossy(v.as_bytes())
+                    .trim()
+                    .to_ascii_lowercase()
+            })
             .filter(|e| !e.is_empty() && e != "identity");
         let flow = (self.sink)(WireEvent::Headers {
             at_ns,
