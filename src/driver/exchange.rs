@@ -3,7 +3,8 @@
 //! Owns: the order of one exchange (dispatch stamp → one transport turn
 //! ([`SessionTransport::turn`], which asks the backend's [`TurnRequest`] for the body once it
 //! knows the connection) with its wire events through the decoder → record), the mapping of
-//! transport endings and stream events to outcomes, per-chunk tokens, and updating the
+//! transport endings and stream events to outcomes, per-chunk tokens (a server usage that is
+//! impossible for the bytes and time is not trusted: `usage-rejected`), and updating the
 //! conversation with the reply (so chaining state always matches what was sent).
 //! Does not own: pacing, think time, tool execution or what the next turn says (the driver),
 //! nor connections, re-sends or JSON (transport, backend).

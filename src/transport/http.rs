@@ -1,9 +1,12 @@
 //! HTTP/1.1 and HTTP/2 on our own connections (hyper 1 `client::conn`), and the response
 //! pump: status + headers → body frames → SSE events, each stamped with the read time.
 //!
-//! Owns: handshakes of the HTTP layer over a [`Dialed`] stream, sending one request,
-//! stall/deadline/cancellation while waiting for bytes, draining a finished body so a
-//! keep-alive connection can be reused, and per-request byte counts.
+//! Owns: handshakes of the HTTP layer over a [`Dialed`] stream, sending one request (asking
+//! for `accept-encoding: identity`), stall/deadline/cancellation while waiting for bytes,
+//! draining a finished body so a keep-alive connection can be reused, per-request byte
+//! counts, refusing a 2xx that carries no event stream (another content type, a content
+//! encoding, no body), and the ending of a hyper or h2 error (HTTP/2 ones named by frame and
+//! reason).
 //! Does not own: pooling policy ([`super::session`]) or what the events mean.
 
 use std::future::Future;

@@ -2,7 +2,8 @@
 //! stream) and one request/response turn on a persistent socket.
 //!
 //! Owns: the upgrade request (URL = base with scheme ws/wss + `/responses`, no subprotocol,
-//! headers given by the caller), sending one text message, reading text messages until the
+//! headers given by the caller; a 101 naming an extension or subprotocol not asked for is
+//! refused), sending one text message, reading text messages until the
 //! consumer says stop, Close codes, and whether the socket is still usable afterwards.
 //! Does not own: what is sent (backend) or when a new socket is needed (session).
 //!
