@@ -32,8 +32,9 @@ pub struct ChatDecoder {
 struct Chunk<'a> {
     #[serde(borrow)]
     id: Option<Cow<'a, str>>,
-    #[serde(default)]
-    choices: Vec<Choice<'a>>,
+    /// `null` (a usage-only chunk of some servers) is no choices.
+    #[serde(borrow, default)]
+    choices: Option<Vec<Choice<'a>>>,
     usage: Option<Usage>,
     error: Option<serde_json::Value>,
     time_info: Option<CerebrasTimeInfo>,
@@ -143,9 +144,16 @@ impl ChatDecoder {
         };
         if let Some(err) = chunk.error {
             self.finished = true;
+            // A numeric `code` is an HTTP status only when it is one of an error: an error
+            // object inside a 200 stream is the API's own error, never `http-status 200`.
+            let status = err
+                .get("code")
+                .and_then(|c| c.as_u64())
+                .filter(|c| (400..600).contains(c))
+                .map(|c| c as u16);
             out(StreamEvent::Error {
                 kind: OutcomeKind::ServerError,
-                status: err.get("code").and_then(|c| c.as_u64()).map(|c| c as u16),
+                status,
                 message: error_message(&err),
             });
             return;
@@ -158,7 +166,7 @@ impl ChatDecoder {
             }
         }
         let cumulative = chunk.usage.as_ref().and_then(|u| u.completion_tokens);
-        for choice in &chunk.choices {
+        for choice in chunk.choices.iter().flatten() {
             let Some(delta) = &choice.delta else { continue };
             if let Some(t) = delta.reasoning_content.as_deref().filter(|t| !t.is_empty()) {
                 out(StreamEvent::Content {
@@ -456,5 +464,33 @@ mod tests {
                 ..
             })
         ));
+    }
+
+    #[test]
+    fn null_choices_in_a_usage_chunk_are_no_choices() {
+        let got = run(&[
+            r#"{"id":"c1","choices":[{"index":0,"delta":{"content":"hi"}}]}"#,
+            r#"{"id":"c1","choices":null,"usage":{"prompt_tokens":3,"completion_tokens":1}}"#,
+            "[DONE]",
+        ]);
+        assert!(got.contains(&StreamEvent::Usage {
+            input: Some(3),
+            cached: None,
+            output: Some(1)
+        }));
+        assert_eq!(got.last(), Some(&StreamEvent::Done { ok: true }));
+    }
+
+    #[test]
+    fn an_error_object_with_code_200_is_no_http_status() {
+        let got = run(&[r#"{"error":{"code":200,"message":"engine overloaded"}}"#]);
+        assert_eq!(
+            got.last(),
+            Some(&StreamEvent::Error {
+                kind: OutcomeKind::ServerError,
+                status: None,
+                message: "engine overloaded".into()
+            })
+        );
     }
 }

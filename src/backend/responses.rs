@@ -12,7 +12,11 @@
 //! Stale frames: a server may send `response.done` after `response.completed`. On a
 //! persistent WebSocket that trailing frame is read at the start of the *next* turn, so
 //! terminal and delta events that arrive before this turn's `response.created` are ignored
-//! (and do not count as its first event). Error envelopes and timing are never stale.
+//! (and do not count as its first event). Error envelopes and timing are never stale. The
+//! rule is the WebSocket's: an SSE stream is one response on its own, so there a stream
+//! without `response.created` is read as it comes. Once a response id is known (from
+//! `response.created`), an event naming another response id is a protocol error: events of
+//! two responses are never folded into one record.
 
 use std::borrow::Cow;
 
@@ -33,11 +37,14 @@ pub struct ResponsesDecoder {
     first_sent: bool,
     finished: bool,
     status: Option<u16>,
+    /// This turn's response id (from `response.created`).
+    id: Option<String>,
 }
 
 #[derive(Deserialize)]
 struct Event<'a> {
-    #[serde(borrow, rename = "type")]
+    /// Empty when absent (an `{"error":{…}}` object without a type is an error event).
+    #[serde(borrow, rename = "type", default)]
     kind: Cow<'a, str>,
     #[serde(borrow)]
     delta: Option<Cow<'a, str>>,
@@ -94,6 +101,8 @@ impl ResponsesDecoder {
                 if data.trim_ascii() == b"[DONE]" {
                     return; // not part of the Responses API; tolerated
                 }
+                // One SSE stream is one response: nothing in it is a stale frame.
+                self.started = true;
                 self.json(data, out)
             }
             WireEvent::WsText { text, .. } => self.json(text, out),
@@ -126,41 +135,23 @@ impl ResponsesDecoder {
                 return;
             }
         };
+        if ev.kind == "error" || (ev.kind.is_empty() && ev.error.is_some()) {
+            return self.error(ev, out);
+        }
+        if ev.kind.is_empty() {
+            return self.fail(
+                OutcomeKind::ProtocolError,
+                format!(
+                    "a Responses event without a type: {}",
+                    crate::vocab::redact::excerpt(data, 200)
+                ),
+                out,
+            );
+        }
+        if let Some(why) = self.foreign(&ev) {
+            return self.fail(OutcomeKind::ProtocolError, why, out);
+        }
         match ev.kind.as_ref() {
-            "error" => {
-                self.first(out);
-                self.finished = true;
-                let status = ev.status.or(ev.status_code);
-                let code = ev
-                    .error
-                    .as_ref()
-                    .and_then(|e| e.get("code"))
-                    .or(ev.code.as_ref());
-                if code.and_then(|c| c.as_str()) == Some(super::WS_CONNECTION_LIMIT) {
-                    out(StreamEvent::ConnectionExpired);
-                }
-                let message = match (&ev.error, &ev.message) {
-                    (Some(e), _) => error_message(e),
-                    (None, Some(m)) if !m.trim().is_empty() => {
-                        match ev.code.as_ref().and_then(|c| c.as_str()) {
-                            Some(c) => format!("{c}: {m}"),
-                            None => m.clone(),
-                        }
-                    }
-                    (None, _) => "error event without a message".into(),
-                };
-                // An error envelope with an HTTP status (the WebSocket mode's way of saying
-                // 4xx/5xx) is the kind the same answer to a POST gets.
-                out(StreamEvent::Error {
-                    kind: if status.is_some() {
-                        OutcomeKind::HttpStatus
-                    } else {
-                        OutcomeKind::ServerError
-                    },
-                    status,
-                    message,
-                });
-            }
             "responsesapi.websocket_timing" => {
                 if let Some(t) = &ev.timing_metrics {
                     out(StreamEvent::ServerTiming(t.timing()));
@@ -170,7 +161,8 @@ impl ResponsesDecoder {
                 self.started = true;
                 self.first(out);
                 if let Some(id) = ev.response.and_then(|r| r.id) {
-                    if ev.kind == "response.created" {
+                    if ev.kind == "response.created" && self.id.is_none() {
+                        self.id = Some(id.clone());
                         out(StreamEvent::ResponseId(id));
                     }
                 }
@@ -189,6 +181,7 @@ impl ResponsesDecoder {
                 }
             }
             "response.completed" | "response.incomplete" | "response.done" => {
+                self.first(out);
                 self.finished = true;
                 if let Some(r) = ev.response {
                     if self.calls.is_empty() {
@@ -208,6 +201,7 @@ impl ResponsesDecoder {
                 out(StreamEvent::Done { ok: true });
             }
             "response.failed" => {
+                self.first(out);
                 self.finished = true;
                 let message = ev
                     .response
@@ -224,6 +218,80 @@ impl ResponsesDecoder {
         }
     }
 
+    /// Ends the response with `kind` and `message`.
+    fn fail(&mut self, kind: OutcomeKind, message: String, out: &mut dyn FnMut(StreamEvent)) {
+        self.first(out);
+        self.finished = true;
+        out(StreamEvent::Error {
+            kind,
+            status: None,
+            message,
+        });
+    }
+
+    /// Why `ev` belongs to another response than this turn's (its `response.id` differs
+    /// from the one `response.created` gave), if it does. Before `response.created` nothing
+    /// is foreign: a stale frame there is ignored by the stale-frame rule.
+    fn foreign(&self, ev: &Event<'_>) -> Option<String> {
+        let mine = self.id.as_deref()?;
+        let theirs = ev.response.as_ref()?.id.as_deref()?;
+        (theirs != mine).then(|| {
+            format!(
+                "a {} event of response {} inside response {}: events of two responses in one turn",
+                crate::vocab::redact::excerpt(ev.kind.as_bytes(), 60),
+                crate::vocab::redact::excerpt(theirs.as_bytes(), 80),
+                crate::vocab::redact::excerpt(mine.as_bytes(), 80),
+            )
+        })
+    }
+
+    /// An error event: the flat SSE shape (`code`, `message`), the WebSocket envelope
+    /// (`status`, `error`), or a bare `{"error":{…}}`. An envelope's status is an HTTP
+    /// status only when it is one of an error (4xx/5xx); any other (200 in an error
+    /// envelope) is the API's own error, `server-error`, with the status in the message.
+    fn error(&mut self, ev: Event<'_>, out: &mut dyn FnMut(StreamEvent)) {
+        self.first(out);
+        self.finished = true;
+        let status = ev.status.or(ev.status_code);
+        let code = ev
+            .error
+            .as_ref()
+            .and_then(|e| e.get("code"))
+            .or(ev.code.as_ref());
+        if code.and_then(|c| c.as_str()) == Some(super::WS_CONNECTION_LIMIT) {
+            out(StreamEvent::ConnectionExpired);
+        }
+        let message = match (&ev.error, &ev.message) {
+            (Some(e), _) => error_message(e),
+            (None, Some(m)) if !m.trim().is_empty() => {
+                match ev.code.as_ref().and_then(|c| c.as_str()) {
+                    Some(c) => format!("{c}: {m}"),
+                    None => m.clone(),
+                }
+            }
+            (None, _) => "error event without a message".into(),
+        };
+        // An error envelope with an HTTP error status (the WebSocket mode's way of saying
+        // 4xx/5xx) is the kind the same answer to a POST gets.
+        match status {
+            Some(s) if (400..600).contains(&s) => out(StreamEvent::Error {
+                kind: OutcomeKind::HttpStatus,
+                status,
+                message,
+            }),
+            Some(s) => out(StreamEvent::Error {
+                kind: OutcomeKind::ServerError,
+                status: None,
+                message: format!("{message} (an error envelope with status {s})"),
+            }),
+            None => out(StreamEvent::Error {
+                kind: OutcomeKind::ServerError,
+                status: None,
+                message,
+            }),
+        }
+    }
+
     fn delta(
         &mut self,
         kind: ContentKind,
@@ -233,6 +301,7 @@ impl ResponsesDecoder {
         let Some(d) = delta.filter(|d| !d.is_empty()) else {
             return;
         };
+        self.first(out);
         if kind == ContentKind::Text {
             self.text.push_str(&d);
         }
@@ -538,6 +607,105 @@ mod tests {
         );
         let mut d = ResponsesDecoder::default();
         let got = ws(&mut d, &["nope"]);
+        assert!(matches!(
+            got.last(),
+            Some(StreamEvent::Error {
+                kind: OutcomeKind::ProtocolError,
+                ..
+            })
+        ));
+    }
+
+    fn sse(d: &mut ResponsesDecoder, frames: &[&str]) -> Vec<StreamEvent> {
+        let mut got = Vec::new();
+        for f in frames {
+            d.decode(
+                &WireEvent::Sse {
+                    at_ns: 0,
+                    event: None,
+                    data: Bytes::copy_from_slice(f.as_bytes()),
+                },
+                &mut |e| got.push(e),
+            );
+        }
+        got
+    }
+
+    #[test]
+    fn an_sse_stream_without_response_created_is_read_as_it_comes() {
+        let mut d = ResponsesDecoder::default();
+        let got = sse(&mut d, &[TEXT_STREAM[4], TEXT_STREAM[6], TEXT_STREAM[9]]);
+        assert_eq!(got[0], StreamEvent::FirstEvent);
+        assert_eq!(got[1], text(2));
+        assert_eq!(got.last(), Some(&StreamEvent::Done { ok: true }));
+        // Over WebSocket the same frames before `response.created` stay stale.
+        let mut d = ResponsesDecoder::default();
+        assert!(ws(&mut d, &[TEXT_STREAM[4], TEXT_STREAM[9]]).is_empty());
+    }
+
+    #[test]
+    fn events_of_another_response_id_are_a_protocol_error() {
+        let mut d = ResponsesDecoder::default();
+        let got = ws(
+            &mut d,
+            &[
+                TEXT_STREAM[0],
+                TEXT_STREAM[4],
+                r#"{"type":"response.created","response":{"id":"resp_2"}}"#,
+                r#"{"type":"response.completed","response":{"id":"resp_3"}}"#,
+            ],
+        );
+        match got.last() {
+            Some(StreamEvent::Error { kind, message, .. }) => {
+                assert_eq!(*kind, OutcomeKind::ProtocolError);
+                assert!(
+                    message.contains("resp_2") && message.contains("resp_1"),
+                    "{message}"
+                );
+            }
+            other => panic!("{other:?}"),
+        }
+        assert!(!got.contains(&StreamEvent::Done { ok: true }));
+        // The same id again is fine.
+        let mut d = ResponsesDecoder::default();
+        let got = ws(&mut d, TEXT_STREAM);
+        assert_eq!(got.last(), Some(&StreamEvent::Done { ok: true }));
+    }
+
+    #[test]
+    fn an_error_envelope_with_status_200_is_a_server_error_not_http_status() {
+        let mut d = ResponsesDecoder::default();
+        let got = ws(
+            &mut d,
+            &[
+                r#"{"type":"error","status":200,"error":{"code":"overloaded","message":"try later"}}"#,
+            ],
+        );
+        assert_eq!(
+            got.last(),
+            Some(&StreamEvent::Error {
+                kind: OutcomeKind::ServerError,
+                status: None,
+                message: "overloaded: try later (an error envelope with status 200)".into()
+            })
+        );
+        // A bare `{"error":{…}}` SSE event (no type) is the same error.
+        let mut d = ResponsesDecoder::default();
+        let got = sse(
+            &mut d,
+            &[r#"{"error":{"code":"rate_limit_exceeded","message":"slow down"}}"#],
+        );
+        assert_eq!(
+            got.last(),
+            Some(&StreamEvent::Error {
+                kind: OutcomeKind::ServerError,
+                status: None,
+                message: "rate_limit_exceeded: slow down".into()
+            })
+        );
+        // No type and no error: not the API's shape.
+        let mut d = ResponsesDecoder::default();
+        let got = sse(&mut d, &[r#"{"delta":"x"}"#]);
         assert!(matches!(
             got.last(),
             Some(StreamEvent::Error {

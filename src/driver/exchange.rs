@@ -3,7 +3,8 @@
 //! Owns: the order of one exchange (dispatch stamp → one transport turn
 //! ([`SessionTransport::turn`], which asks the backend's [`TurnRequest`] for the body once it
 //! knows the connection) with its wire events through the decoder → record), the mapping of
-//! transport endings and stream events to outcomes, per-chunk tokens, and updating the
+//! transport endings and stream events to outcomes, per-chunk tokens (a server usage that is
+//! impossible for the bytes and time is not trusted: `usage-rejected`), and updating the
 //! conversation with the reply (so chaining state always matches what was sent).
 //! Does not own: pacing, think time, tool execution or what the next turn says (the driver),
 //! nor connections, re-sends or JSON (transport, backend).
@@ -18,7 +19,9 @@ use crate::backend::{Decoder, StreamEvent};
 use crate::plan::Target;
 use crate::transport::limits::CHUNKS_KEPT;
 use crate::transport::{Ending, Exchanged, Flow, Limits, WireEvent};
-use crate::vocab::{Chunk, OutcomeKind, RequestKind, RequestRecord, ServerTiming, TransportKind};
+use crate::vocab::{
+    Chunk, OutcomeKind, RequestKind, RequestRecord, ServerTiming, TokenSource, TransportKind,
+};
 
 pub use crate::backend::conversation::{Conversation, Reply};
 pub use crate::backend::request::RequestSpec;
@@ -278,8 +281,16 @@ fn fill_tokens(rec: &mut RequestRecord, acc: &mut Acc) {
     // Past the cap, the last dropped chunk's cumulative usage (when the server sends one)
     // still counts every token; without usage every dropped chunk counts one.
     let dropped_cumulative = acc.dropped_last.and_then(|(_, i)| i.cumulative);
-    let (per_chunk, mut total, source) = tokens::split(&infos, acc.output.or(dropped_cumulative));
-    if acc.dropped > 0 && source == crate::vocab::TokenSource::ChunkCount {
+    let (mut per_chunk, mut total, mut source) =
+        tokens::split(&infos, acc.output.or(dropped_cumulative));
+    let chunks_seen = infos.len() as u64 + acc.dropped;
+    if source == TokenSource::ServerUsage && !plausible_usage(total, chunks_seen, rec) {
+        // A count the bytes and the time could not have carried is not trusted.
+        per_chunk = vec![1; infos.len()];
+        total = infos.len() as u32;
+        source = TokenSource::UsageRejected;
+    }
+    if acc.dropped > 0 && source != TokenSource::ServerUsage {
         total = total.saturating_add(u32::try_from(acc.dropped).unwrap_or(u32::MAX));
     }
     rec.chunks = acc
@@ -305,6 +316,25 @@ fn fill_tokens(rec: &mut RequestRecord, acc: &mut Acc) {
     rec.server_timing = acc.timing.take();
     rec.response_id = acc.response_id.clone();
     rec.tool_calls = acc.tool_calls.len() as u32;
+}
+
+/// Output tokens faster than this, per request, are impossible (the fastest engines stream a
+/// few thousand per second; hidden reasoning tokens are counted but never sent, so the bound
+/// is on time, not only on bytes).
+pub const MAX_TOKENS_PER_SECOND: u64 = 1_000_000;
+
+/// Whether a server-reported output count is possible for what the server sent: at most one
+/// token per byte received, per content chunk, plus [`MAX_TOKENS_PER_SECOND`] over the time
+/// from dispatch to the end (so hidden reasoning tokens still fit).
+fn plausible_usage(total: u32, chunks: u64, rec: &RequestRecord) -> bool {
+    let end = rec.end_ns.or(rec.last_token_ns).unwrap_or(rec.dispatch_ns);
+    let elapsed_ns = end.saturating_sub(rec.dispatch_ns);
+    let by_time = (elapsed_ns as u128 * MAX_TOKENS_PER_SECOND as u128 / 1_000_000_000) as u64;
+    u64::from(total)
+        <= rec
+            .bytes_received
+            .saturating_add(chunks)
+            .saturating_add(by_time)
 }
 
 /// Scrubs every text of the record that the server had a say in (error, response id,

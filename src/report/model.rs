@@ -734,12 +734,15 @@ fn notices(input: &ReportInput) -> Vec<String> {
             .summary
             .cells
             .iter()
-            .filter(|c| c.token_sources.contains_key("chunk-count"))
+            .filter(|c| {
+                c.token_sources.contains_key("chunk-count")
+                    || c.token_sources.contains_key("usage-rejected")
+            })
             .map(|c| format!("{} · {}", c.target, c.transport))
             .collect();
         if !counted.is_empty() {
             out.push(format!(
-                "{who}: token counts of {} come from counting chunks (no usage reported): tok/s and TPOT are lower bounds.",
+                "{who}: token counts of {} come from counting chunks (no usage reported, or a usage that was impossible for the bytes and time: `usage-rejected`): tok/s and TPOT are lower bounds.",
                 counted.join(", ")
             ));
         }

@@ -259,8 +259,9 @@ csv_row! {
         cached_input_tokens: Option<u32> = copy,
         /// Output tokens, from the source in `token_source`.
         output_tokens: u32 = copy,
-        /// `server-usage` (the server's `usage`) or `chunk-count` (no usage: one per content chunk,
-        /// a lower bound).
+        /// `server-usage` (the server's `usage`), `chunk-count` (no usage: one per content chunk,
+        /// a lower bound) or `usage-rejected` (the server's usage was impossible for the bytes
+        /// received and the time taken, so not trusted: one per content chunk).
         token_source: TokenSource = copy,
         /// Function calls the model made.
         tool_calls: u32 = copy,

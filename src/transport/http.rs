@@ -1,9 +1,12 @@
 //! HTTP/1.1 and HTTP/2 on our own connections (hyper 1 `client::conn`), and the response
 //! pump: status + headers → body frames → SSE events, each stamped with the read time.
 //!
-//! Owns: handshakes of the HTTP layer over a [`Dialed`] stream, sending one request,
-//! stall/deadline/cancellation while waiting for bytes, draining a finished body so a
-//! keep-alive connection can be reused, and per-request byte counts.
+//! Owns: handshakes of the HTTP layer over a [`Dialed`] stream, sending one request (asking
+//! for `accept-encoding: identity`), stall/deadline/cancellation while waiting for bytes,
+//! draining a finished body so a keep-alive connection can be reused, per-request byte
+//! counts, refusing a 2xx that carries no event stream (another content type, a content
+//! encoding, no body), and the ending of a hyper or h2 error (HTTP/2 ones named by frame and
+//! reason).
 //! Does not own: pooling policy ([`super::session`]) or what the events mean.
 
 use std::future::Future;
@@ -164,7 +167,9 @@ pub async fn h1_handshake_local(d: Dialed) -> Result<(H1Conn, H1Driver), String>
         .byte_clock
         .get_or_init(|| Arc::new(ByteClock::h1()))
         .clone();
-    let (sender, conn) = hyper::client::conn::http1::handshake(TokioIo::new(d.io))
+    let (sender, conn) = hyper::client::conn::http1::Builder::new()
+        .max_headers(super::limits::HTTP1_HEADERS)
+        .handshake(TokioIo::new(d.io))
         .await
         .map_err(|e| format!("HTTP/1.1 handshake: {e}"))?;
     let driver: H1Driver = Box::pin(async move {
@@ -246,6 +251,15 @@ pub fn build(
     }
     for (k, v) in &req.headers {
         b = b.header(k, v);
+    }
+    // Stamps are taken per read of the bytes as they arrive: a compressed stream would need
+    // decoding first (see [`Pump::start_body`]), so ask for none.
+    if !req
+        .headers
+        .iter()
+        .any(|(k, _)| k == http::header::ACCEPT_ENCODING)
+    {
+        b = b.header(http::header::ACCEPT_ENCODING, "identity");
     }
     b.body(Full::new(req.body.clone()))
         .map_err(|e| format!("building the HTTP request for {uri}: {e}"))
@@ -377,6 +391,9 @@ struct Pump<'p, 'c, S> {
     out: Pumped,
     /// The latest progress seen (a byte read or written, a frame handed up), ns.
     progress_ns: u64,
+    /// The connection's bytes read when the request was sent (the head's size is what was
+    /// read since, read-ahead included).
+    read_at_start: u64,
 }
 
 /// Where a response's body stands: how its bytes are stamped, the SSE parser, the kept
@@ -399,6 +416,9 @@ struct Body {
     ok: bool,
     /// A 2xx whose content type is not an event stream (see [`Pump::start_body`]).
     wrong_type: Option<String>,
+    /// A 2xx with a `Content-Encoding` other than `identity` (see [`Pump::start_body`]).
+    encoded: Option<String>,
+
     parser: SseParser,
     err_body: Vec<u8>,
     flow: Flow,
@@ -455,6 +475,7 @@ where
             reset: false,
         },
         progress_ns: clock.now_ns(),
+        read_at_start: stats.read(),
     };
     if let Some(resp) = p.head(send).await {
         let (mut b, body) = p.start_body(resp, attribution);
@@ -507,7 +528,11 @@ impl<S: FnMut(WireEvent) -> Flow> Pump<'_, '_, S> {
                     super::io::client_cert_refusal(&e.error).or_else(|| self.stats.tls_refusal());
                 self.out.ending = match refusal {
                     Some(why) => Ending::Tls(format!("sending the request: {}: {why}", e.error)),
-                    None => classify(&e.error, "sending the request"),
+                    None => classify(
+                        &e.error,
+                        "sending the request",
+                        self.stats.read().saturating_sub(self.read_at_start),
+                    ),
                 };
                 None
             }
@@ -571,6 +596,18 @@ impl<S: FnMut(WireEvent) -> Flow> Pump<'_, '_, S> {
                     && !t.starts_with("text/plain")
                     && !t.starts_with("application/octet-stream")
             });
+        // The request asked for `identity`; a server that compresses anyway sends bytes
+        // that are not an event stream until decoded, and decoding would blur which read
+        // delivered which event. Such a stream is refused, naming the encoding.
+        let encoded = ok
+            .then(|| parts.headers.get(http::header::CONTENT_ENCODING))
+            .flatten()
+            .map(|v| {
+                String::from_utf8_lossy(v.as_bytes())
+                    .trim()
+                    .to_ascii_lowercase()
+            })
+            .filter(|e| !e.is_empty() && e != "identity");
         let flow = (self.sink)(WireEvent::Headers {
             at_ns,
             status,
@@ -587,6 +624,7 @@ impl<S: FnMut(WireEvent) -> Flow> Pump<'_, '_, S> {
             status,
             ok,
             wrong_type,
+            encoded,
             parser: SseParser::new(),
             err_body: Vec::new(),
             flow,
@@ -597,6 +635,16 @@ impl<S: FnMut(WireEvent) -> Flow> Pump<'_, '_, S> {
     /// Reads the body to its end (or until the consumer stops and, without `drain`, at
     /// once), the timers first.
     async fn body(&mut self, b: &mut Body, mut body: Incoming, drain: bool) {
+        if let (Some(enc), Flow::Continue) = (&b.encoded, b.flow) {
+            self.out.ending = Ending::Protocol(format!(
+                "the server answered {} with content-encoding {}, although the request asked \
+                 for identity; spark-bench reads event streams uncompressed only (each event is \
+                 stamped with the read that delivered it)",
+                b.status,
+                crate::vocab::redact::excerpt(enc.as_bytes(), 60)
+            ));
+            return;
+        }
         loop {
             // Timers first (see above): a body that is always ready must not starve them.
             let frame = tokio::select! {
@@ -630,7 +678,7 @@ impl<S: FnMut(WireEvent) -> Flow> Pump<'_, '_, S> {
                 None => return self.end(b),
                 Some(Err(e)) => {
                     if b.flow == Flow::Continue {
-                        self.out.ending = classify(&e, "reading the response body");
+                        self.out.ending = classify(&e, "reading the response body", 0);
                     }
                     return;
                 }
@@ -663,6 +711,18 @@ impl<S: FnMut(WireEvent) -> Flow> Pump<'_, '_, S> {
                 b.status,
                 crate::vocab::redact::excerpt(&b.err_body, 300)
             ));
+            return;
+        }
+        if b.ok && b.body_end == 0 && b.flow == Flow::Continue {
+            // Not a stream cut short: the server sent no stream at all.
+            self.out.ending = Ending::Protocol(if b.status == 204 {
+                "the server answered 204 No Content: no body, so no event stream".to_string()
+            } else {
+                format!(
+                    "the server answered {} with an empty body: no event stream",
+                    b.status
+                )
+            });
             return;
         }
         if b.flow == Flow::Continue {
@@ -741,14 +801,25 @@ impl<S: FnMut(WireEvent) -> Flow> Pump<'_, '_, S> {
 }
 
 /// The ending for a hyper error: a malformed or oversized response (head, chunked
-/// encoding) is the server breaking the protocol; anything else (reset, EOF mid-body) a
-/// connection that ended early.
-fn classify(e: &hyper::Error, what: &str) -> Ending {
+/// encoding) is the server breaking the protocol; an HTTP/2 error carries its reason code
+/// and frame ([`h2_ending`]); anything else (reset, EOF mid-body) a connection that ended
+/// early. `head_read`: bytes read since the request was sent (tells a head with too many
+/// fields from one too large).
+fn classify(e: &hyper::Error, what: &str, head_read: u64) -> Ending {
     if e.is_parse_too_large() {
-        return Ending::TooLarge(format!(
-            "{what}: {e} (the response head exceeded {} bytes)",
-            super::limits::HTTP1_HEAD
-        ));
+        // hyper says "too large" for both of its limits: too many bytes, or too many fields.
+        let why = if head_read < super::limits::HTTP1_HEAD as u64 {
+            format!(
+                "the response head has more than {} header fields",
+                super::limits::HTTP1_HEADERS
+            )
+        } else {
+            format!(
+                "the response head exceeded {} bytes",
+                super::limits::HTTP1_HEAD
+            )
+        };
+        return Ending::TooLarge(format!("{what}: {e} ({why})"));
     }
     if e.is_parse() || e.is_parse_status() {
         return Ending::Protocol(format!("{what}: {e}: the server sent a malformed response"));
@@ -764,14 +835,49 @@ fn classify(e: &hyper::Error, what: &str) -> Ending {
             }
         }
         if let Some(h2e) = err.downcast_ref::<h2::Error>() {
-            if h2e.reason() == Some(h2::Reason::PROTOCOL_ERROR)
-                || h2e.reason() == Some(h2::Reason::COMPRESSION_ERROR)
-                || h2e.reason() == Some(h2::Reason::FRAME_SIZE_ERROR)
-            {
-                return Ending::Protocol(format!("{what}: {e}"));
+            if let Some(ending) = h2_ending(h2e, what) {
+                return ending;
             }
         }
         src = err.source();
     }
     Ending::Io(format!("{what}: {e}"))
+}
+
+/// An HTTP/2 error with a reason code, told as what happened: which frame (`GOAWAY` for
+/// the connection, `RST_STREAM` for the stream), who sent it, and the reason's name. A
+/// protocol violation (the server's, or one it reported) is `protocol-error`; a stream the
+/// server ended without blaming the protocol (`NO_ERROR`, `CANCEL`, `REFUSED_STREAM`,
+/// `INTERNAL_ERROR`) is a truncated response. `None` for I/O errors (no reason code).
+fn h2_ending(h2e: &h2::Error, what: &str) -> Option<Ending> {
+    let reason = h2e.reason()?;
+    let frame = if h2e.is_go_away() {
+        "GOAWAY"
+    } else if h2e.is_reset() {
+        "RST_STREAM"
+    } else {
+        "error"
+    };
+    let who = if h2e.is_remote() {
+        "from the server"
+    } else if h2e.is_library() {
+        "sent by spark-bench: the server broke the HTTP/2 protocol"
+    } else {
+        "from the HTTP/2 layer"
+    };
+    let msg = format!("{what}: HTTP/2 {frame} {reason:?} ({who}: {reason})");
+    Some(
+        if [
+            h2::Reason::NO_ERROR,
+            h2::Reason::CANCEL,
+            h2::Reason::REFUSED_STREAM,
+            h2::Reason::INTERNAL_ERROR,
+        ]
+        .contains(&reason)
+        {
+            Ending::Io(msg)
+        } else {
+            Ending::Protocol(msg)
+        },
+    )
 }

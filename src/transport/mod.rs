@@ -254,6 +254,9 @@ pub mod limits {
     /// Largest HTTP/1.1 response head (status line + headers), bytes: hyper's read buffer
     /// limit (its default, 408 KiB).
     pub const HTTP1_HEAD: usize = 8192 + 4096 * 100;
+    /// Most header fields in an HTTP/1.1 response head (hyper's default is 100; raised, as
+    /// hyper allows, so that the byte limit is the one that usually applies).
+    pub const HTTP1_HEADERS: usize = 500;
     /// Largest HTTP/2 header list the client accepts, bytes (hyper's default, 16 KiB).
     pub const HTTP2_HEADER_LIST: u32 = 16 * 1024;
     /// Largest WebSocket frame, bytes.

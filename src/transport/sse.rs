@@ -3,7 +3,9 @@
 //! Owns: turning arbitrary splits of a `text/event-stream` body into complete events
 //! (`event:` name + joined `data:` lines), following the WHATWG rules that matter here:
 //! LF, CRLF and CR line endings, comment lines (`:`), multi-line `data:`, one optional
-//! space after the colon, events split across reads and several events in one read.
+//! space after the colon, events split across reads and several events in one read, and
+//! one UTF-8 byte order mark at the very start of the stream, which is dropped (also when
+//! it arrives split across reads).
 //! Does not own: clocks, I/O or JSON. The caller stamps the read that delivered the bytes
 //! and every event completed by that read shares the stamp.
 //!
@@ -91,7 +93,14 @@ pub struct SseParser {
     data: Option<Bytes>,
     /// ... and, only when there are several, the joined lines.
     data_multi: Option<BytesMut>,
+    /// Bytes of a leading byte order mark matched so far (the first bytes of the stream).
+    bom: u8,
+    /// The stream's start was looked at: a BOM there was dropped, or there was none.
+    bom_done: bool,
 }
+
+/// The UTF-8 byte order mark, which the SSE spec strips from the start of a stream.
+const BOM: &[u8; 3] = b"\xEF\xBB\xBF";
 
 impl SseParser {
     /// A parser at the start of a stream, with the default [`SseLimits`].
@@ -119,6 +128,14 @@ impl SseParser {
         if self.overflow.is_some() {
             return false;
         }
+        let chunk = if self.bom_done {
+            chunk
+        } else {
+            match self.strip_bom(chunk) {
+                Some(c) => c,
+                None => return true, // all of it the start of a BOM so far
+            }
+        };
         if !self.partial.is_empty() && memchr2(b'\n', b'\r', &chunk).is_none() {
             // Still inside the partial line: append, never re-copy what is there.
             if self.partial.len() + chunk.len() > self.limits.max_line {
@@ -177,6 +194,32 @@ impl SseParser {
             self.partial.extend_from_slice(&buf[pos..]);
         }
         true
+    }
+
+    /// Drops a BOM at the start of the stream; `None` while every byte so far may be one.
+    /// Bytes held as a BOM's start that turn out not to be one are given back.
+    fn strip_bom(&mut self, chunk: Bytes) -> Option<Bytes> {
+        let mut i = 0;
+        while usize::from(self.bom) < BOM.len() && i < chunk.len() {
+            if chunk[i] != BOM[usize::from(self.bom)] {
+                self.bom_done = true;
+                let held = &BOM[..usize::from(self.bom)];
+                if held.is_empty() {
+                    return Some(chunk);
+                }
+                let mut b = BytesMut::with_capacity(held.len() + chunk.len() - i);
+                b.extend_from_slice(held);
+                b.extend_from_slice(&chunk[i..]);
+                return Some(b.freeze());
+            }
+            self.bom += 1;
+            i += 1;
+        }
+        if usize::from(self.bom) == BOM.len() {
+            self.bom_done = true;
+            return Some(chunk.slice(i..));
+        }
+        None
     }
 
     fn overflowed(&mut self, why: SseOverflow) -> bool {
@@ -441,5 +484,27 @@ event: response.completed\rdata: {\"type\":\"response.completed\"}\r\r";
         assert!(!fed);
         assert_eq!(p.overflow(), Some(SseOverflow::Event(250)));
         assert!(p.overflow().unwrap().to_string().contains("250 bytes"));
+    }
+
+    #[test]
+    fn a_leading_bom_is_dropped_at_every_split_and_only_at_the_start() {
+        let mut with_bom = b"\xEF\xBB\xBF".to_vec();
+        with_bom.extend_from_slice(RESPONSES);
+        for cut in 0..6 {
+            let (a, b) = with_bom.split_at(cut);
+            assert_eq!(parse_chunks(&[a, b]), expected(), "cut at {cut}");
+        }
+        assert_eq!(
+            parse_chunks(&[&with_bom[..1], &with_bom[1..2], &with_bom[2..]]),
+            expected()
+        );
+        // Not a BOM after all: the held bytes are given back (here: a field name).
+        assert_eq!(
+            parse_chunks(&[b"\xEF", b"\xBBx\ndata: a\n\n"]),
+            vec![(None, "a".to_string())]
+        );
+        // A BOM later in the stream is data, not stripped.
+        let got = parse_chunks(&[b"data: a\n\n", b"\xEF\xBB\xBFdata: b\n\n"]);
+        assert_eq!(got, vec![(None, "a".to_string())]);
     }
 }

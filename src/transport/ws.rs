@@ -2,7 +2,8 @@
 //! stream) and one request/response turn on a persistent socket.
 //!
 //! Owns: the upgrade request (URL = base with scheme ws/wss + `/responses`, no subprotocol,
-//! headers given by the caller), sending one text message, reading text messages until the
+//! headers given by the caller; a 101 naming an extension or subprotocol not asked for is
+//! refused), sending one text message, reading text messages until the
 //! consumer says stop, Close codes, and whether the socket is still usable afterwards.
 //! Does not own: what is sent (backend) or when a new socket is needed (session).
 //!
@@ -116,7 +117,7 @@ pub async fn upgrade(
     }
     let stats = d.stats.clone();
     let t0 = crate::clock::now();
-    let (ws, _resp) = tokio_tungstenite::client_async_with_config(req, d.io, Some(ws_config()))
+    let (ws, resp) = tokio_tungstenite::client_async_with_config(req, d.io, Some(ws_config()))
         .await
         .map_err(|e| match e {
             tungstenite::Error::Http(resp) => {
@@ -164,6 +165,7 @@ pub async fn upgrade(
                 },
             },
         })?;
+    unrequested(&resp, headers, url)?;
     let mut setup = d.setup;
     setup.ws_upgrade_ns = Some(crate::clock::since(t0).as_nanos() as u64);
     Ok(WsConn {
@@ -174,6 +176,34 @@ pub async fn upgrade(
         used: false,
         probe: d.probe,
     })
+}
+
+/// RFC 6455 §4.1: a client fails the connection when the 101 names an extension or a
+/// subprotocol it did not ask for (an unrequested `permessage-deflate` would make the
+/// server's frames compressed, which this client does not read).
+fn unrequested(
+    resp: &tungstenite::handshake::client::Response,
+    asked: &[(http::HeaderName, http::HeaderValue)],
+    url: &str,
+) -> Result<(), Ending> {
+    for name in ["sec-websocket-extensions", "sec-websocket-protocol"] {
+        let requested = asked.iter().any(|(k, _)| k.as_str() == name);
+        let got: Vec<String> = resp
+            .headers()
+            .get_all(name)
+            .iter()
+            .map(|v| crate::vocab::redact::excerpt(v.as_bytes(), 120))
+            .filter(|v| !v.trim().is_empty())
+            .collect();
+        if !requested && !got.is_empty() {
+            return Err(Ending::Protocol(format!(
+                "WebSocket upgrade to {url}: the server's 101 names {name}: {}, which the \
+                 client did not request (RFC 6455 section 4.1: the connection is failed)",
+                got.join(", ")
+            )));
+        }
+    }
+    Ok(())
 }
 
 /// The result of one turn.

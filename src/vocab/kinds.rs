@@ -99,6 +99,10 @@ names! {
         /// No usage reported: one token per content chunk (a lower bound; flagged in reports).
         #[default]
         ChunkCount = "chunk-count",
+        /// The server's usage was impossible for what it sent (more output tokens than one
+        /// per byte received plus 1,000,000 per second of the request): not trusted, one token
+        /// per content chunk instead (a lower bound; flagged in reports).
+        UsageRejected = "usage-rejected",
     }
 }
 

@@ -7,15 +7,23 @@ target's base_url is  http://127.0.0.1:PORT/f/<fault>/v1  and the client's
 POST /f/<fault>/v1/responses (SSE) or GET /f/<fault>/v1/responses (WebSocket upgrade)
 gets that fault. `ok` / `ws-ok` behave.
 
+A second port speaks HTTP/2 (h2c, prior knowledge) with raw frames written here (its own
+frame and HPACK encoding; nothing decoded but frame heads): the request's HEADERS are not
+decoded (HPACK), so the fault there is the `model` of the JSON body (a target's
+`model = "<fault>"`). Faults whose name starts with `chat-` answer in the Chat Completions
+shape.
+
     python3 tests/hostile/server.py [--port 0] [--scale small|full]
 
-prints `listening on http://127.0.0.1:PORT` and serves until killed. `--scale full` uses
+prints `listening on http://127.0.0.1:PORT`, then `h2 on http://127.0.0.1:PORT2`, and
+serves until killed. `--scale full` uses
 the issue's sizes (a 50 MB SSE line, a 100 MB WebSocket frame); `small` (the default, for
 the test suite) sizes that still cross every limit.
 """
 
 import argparse
 import base64
+import gzip
 import hashlib
 import json
 import socket
@@ -117,10 +125,74 @@ def send_forever(sock, piece, gap=0.0, limit_s=120):
         pass
 
 
+def chat_chunk(content=None, **extra):
+    obj = {"id": "chatcmpl-hostile", "object": "chat.completion.chunk",
+           "choices": [{"index": 0, "delta": {} if content is None else {"content": content}}]}
+    obj.update(extra)
+    return b"data: " + json.dumps(obj).encode() + b"\n\n"
+
+
+BOM = b"\xef\xbb\xbf"
+
+
+def extra_fault(fault, sock, req_headers):
+    """The faults of the second round (protocol truth); True when `fault` was one."""
+    if fault == "sse-bom":
+        # A UTF-8 byte order mark before the first line, a `data:` line (the SSE spec strips it).
+        first = b"data: " + json.dumps(GOOD_EVENTS[0][1]).encode() + b"\n\n"
+        rest = b"".join(sse(e, o) for e, o in GOOD_EVENTS[1:])
+        sock.sendall(sse_head() + chunk(BOM + first + rest) + b"0\r\n\r\n")
+    elif fault == "chat-bom":
+        body = BOM + chat_chunk("he") + chat_chunk("llo") + b"data: [DONE]\n\n"
+        sock.sendall(sse_head() + chunk(body) + b"0\r\n\r\n")
+    elif fault == "no-created":
+        # A Responses stream that starts with its deltas (no response.created).
+        sock.sendall(sse_head() + chunk(b"".join(sse(e, o) for e, o in GOOD_EVENTS[1:])) + b"0\r\n\r\n")
+    elif fault == "gzip":
+        # Compressed although the client asked for identity (a client that did not ask is
+        # told so with a 400, so the test also checks the request header).
+        if req_headers.get("accept-encoding", "").strip().lower() != "identity":
+            sock.sendall(full_response(400, "Bad Request", "application/json",
+                                       b'{"error":{"message":"the client did not send accept-encoding: identity"}}'))
+        else:
+            sock.sendall(sse_head([("Content-Encoding", "gzip")]) + chunk(gzip.compress(good_stream())) + b"0\r\n\r\n")
+    elif fault in ("headers-150", "headers-600"):
+        n = int(fault.split("-")[1])
+        extra = [("X-H%d" % i, "v") for i in range(n)]
+        sock.sendall(sse_head(extra) + chunk(good_stream()) + b"0\r\n\r\n")
+    elif fault == "204":
+        sock.sendall(head(204, "No Content", []))
+    elif fault == "empty-200":
+        sock.sendall(head(200, "OK", [("Content-Type", "text/event-stream"), ("Content-Length", "0")]))
+    elif fault == "chat-choices-null":
+        body = (chat_chunk("he") + chat_chunk("llo")
+                + b'data: {"id":"chatcmpl-hostile","choices":null,"usage":{"prompt_tokens":3,"completion_tokens":2}}\n\n'
+                + b"data: [DONE]\n\n")
+        sock.sendall(sse_head() + chunk(body) + b"0\r\n\r\n")
+    elif fault == "chat-usage-impossible":
+        # Three chunks of 7 bytes, then a usage of 4,294,967,295 output tokens.
+        body = (chat_chunk("abcdefg") + chat_chunk("hijklmn") + chat_chunk("opqrstu")
+                + b'data: {"id":"chatcmpl-hostile","choices":[],"usage":{"prompt_tokens":3,"completion_tokens":4294967295}}\n\n'
+                + b"data: [DONE]\n\n")
+        sock.sendall(sse_head() + chunk(body) + b"0\r\n\r\n")
+    elif fault == "error-200-sse":
+        # An error envelope (no type) inside a 200 event stream.
+        body = sse(*GOOD_EVENTS[0]) + b'data: {"error":{"code":"overloaded","message":"engine overloaded"}}\n\n'
+        sock.sendall(sse_head() + chunk(body) + b"0\r\n\r\n")
+    elif fault == "chat-error-200":
+        body = chat_chunk("he") + b'data: {"error":{"code":200,"message":"engine overloaded"}}\n\n'
+        sock.sendall(sse_head() + chunk(body) + b"0\r\n\r\n")
+    else:
+        return False
+    return True
+
+
 # ---------------------------------------------------------------- HTTP faults
 
 def http_fault(fault, sock, req_headers):
     auth = req_headers.get("authorization", "")
+    if extra_fault(fault, sock, req_headers):
+        return
     body_500 = json.dumps({"error": {"message": "injected failure", "type": "server_error"}}).encode()
     html = b"<html><head><title>502 Bad Gateway</title></head><body><center><h1>502 Bad Gateway</h1></center><hr><center>nginx</center></body></html>"
     if fault == "ok":
@@ -312,8 +384,9 @@ def ws_fault(fault, sock, req_headers):
         return
     key = req_headers.get("sec-websocket-key", "").encode()
     accept = base64.b64encode(hashlib.sha1(key + WS_GUID).digest()).decode()
+    extra = [("Sec-WebSocket-Extensions", "permessage-deflate")] if fault == "ws-deflate" else []
     sock.sendall(head(101, "Switching Protocols", [("Upgrade", "websocket"), ("Connection", "Upgrade"),
-                                                   ("Sec-WebSocket-Accept", accept)]))
+                                                   ("Sec-WebSocket-Accept", accept)] + extra))
     while True:
         try:
             ws_read_message(sock)
@@ -328,6 +401,21 @@ def ws_turn(fault, sock):
     msgs = [o for _, o in GOOD_EVENTS]
     if fault == "ws-ok":
         sock.sendall(b"".join(ws_text(m) for m in msgs))
+        return True
+    if fault == "ws-deflate":
+        # Uncompressed frames after an unrequested permessage-deflate (RFC 6455: fail it).
+        sock.sendall(b"".join(ws_text(m) for m in msgs))
+        return True
+    if fault == "ws-foreign-ids":
+        # Events of three response ids in one turn.
+        other = {"type": "response.created", "response": {"id": "resp_other", "status": "in_progress"}}
+        third = completed()
+        third["response"]["id"] = "resp_third"
+        sock.sendall(ws_text(msgs[0]) + ws_text(msgs[1]) + ws_text(other) + ws_text(msgs[2]) + ws_text(third))
+        return True
+    if fault == "ws-error-200":
+        sock.sendall(ws_text({"type": "error", "status": 200,
+                              "error": {"code": "overloaded", "message": "engine overloaded"}}))
         return True
     if fault == "ws-error-500":
         sock.sendall(ws_text({"type": "error", "status": 500,
@@ -377,6 +465,108 @@ def ws_turn(fault, sock):
         sock.sendall(ws_close(1008, b"unknown fault"))
     time.sleep(0.05)
     return False
+
+
+# ---------------------------------------------------------------- HTTP/2 (raw frames)
+
+H2_PREFACE = b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n"
+DATA, HEADERS, RST_STREAM, SETTINGS, PING, GOAWAY, WINDOW_UPDATE, CONTINUATION = 0, 1, 3, 4, 6, 7, 8, 9
+END_STREAM, END_HEADERS, ACK, PADDED = 0x1, 0x4, 0x1, 0x8
+# HPACK: `:status: 200` (static index 8), then content-type (static name 31) as a literal
+# without indexing, no Huffman.
+H2_SSE_HEAD = b"\x88" + b"\x0f\x10" + bytes([17]) + b"text/event-stream"
+
+
+def h2_frame(kind, flags, stream, payload=b""):
+    return struct.pack("!I", len(payload))[1:] + bytes([kind, flags]) + struct.pack("!I", stream) + payload
+
+
+def h2_read_frame(sock):
+    hdr = recv_exact(sock, 9)
+    n = struct.unpack("!I", b"\0" + hdr[:3])[0]
+    return hdr[3], hdr[4], struct.unpack("!I", hdr[5:9])[0] & 0x7FFFFFFF, recv_exact(sock, n)
+
+
+def h2_flood(sock, piece, limit_s=120):
+    """Sends `piece` again and again until the client goes away (or `limit_s`)."""
+    send_forever(sock, piece * 256, limit_s=limit_s)
+
+
+def h2_answer(sock, stream, fault):
+    """The answer to a request on `stream`; False when the connection is done."""
+    ok_head = h2_frame(HEADERS, END_HEADERS, stream, H2_SSE_HEAD)
+    first = sse(*GOOD_EVENTS[0])
+    if fault == "h2-flow-control-overflow":
+        # A connection WINDOW_UPDATE that takes the client's send window past 2^31-1
+        # (RFC 9113 6.9.1: a FLOW_CONTROL_ERROR of the connection, GOAWAY).
+        sock.sendall(ok_head + h2_frame(DATA, 0, stream, first)
+                     + h2_frame(WINDOW_UPDATE, 0, 0, struct.pack("!I", 0x7FFFFFFF)))
+        sleep_or_closed(sock, 10)
+        return False
+    if fault == "h2-continuation-flood":
+        # A HEADERS frame without END_HEADERS, then CONTINUATION frames that never end it.
+        sock.sendall(h2_frame(HEADERS, 0, stream, b"\x88"))
+        h2_flood(sock, h2_frame(CONTINUATION, 0, stream, b""))
+        return False
+    if fault == "h2-empty-data-flood":
+        # The response head and first event, then empty DATA frames forever.
+        sock.sendall(ok_head + h2_frame(DATA, 0, stream, first))
+        h2_flood(sock, h2_frame(DATA, 0, stream, b""))
+        return False
+    if fault == "h2-rst-protocol":
+        # The server resets the stream with PROTOCOL_ERROR after the first event.
+        sock.sendall(ok_head + h2_frame(DATA, 0, stream, first)
+                     + h2_frame(RST_STREAM, 0, stream, struct.pack("!I", 1)))
+        return True
+    # h2-ok and anything else: a well-formed stream.
+    sock.sendall(ok_head + h2_frame(DATA, END_STREAM, stream, good_stream()))
+    return True
+
+
+def handle_h2(sock):
+    """One h2c connection: SETTINGS first, then requests; the fault is the body's `model`."""
+    try:
+        if recv_exact(sock, len(H2_PREFACE)) != H2_PREFACE:
+            return
+        sock.sendall(h2_frame(SETTINGS, 0, 0))
+        bodies = {}
+        while True:
+            kind, flags, stream, payload = h2_read_frame(sock)
+            if kind == SETTINGS and not flags & ACK:
+                sock.sendall(h2_frame(SETTINGS, ACK, 0))
+            elif kind == PING and not flags & ACK:
+                sock.sendall(h2_frame(PING, ACK, 0, payload))
+            elif kind == GOAWAY:
+                return
+            elif kind == HEADERS:
+                bodies[stream] = b""
+                if flags & END_STREAM and not h2_answer(sock, stream, "h2-ok"):
+                    return
+            elif kind == DATA and stream in bodies:
+                if flags & PADDED:
+                    payload = payload[1:len(payload) - payload[0]]
+                bodies[stream] += payload
+                if flags & END_STREAM:
+                    try:
+                        fault = str(json.loads(bodies.pop(stream)).get("model", "h2-ok"))
+                    except ValueError:
+                        fault = "h2-ok"
+                    if not h2_answer(sock, stream, fault):
+                        return
+    except (ConnectionError, OSError):
+        pass
+    finally:
+        try:
+            sock.close()
+        except OSError:
+            pass
+
+
+def serve(srv, handler):
+    while True:
+        conn, _ = srv.accept()
+        conn.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        threading.Thread(target=handler, args=(conn,), daemon=True).start()
 
 
 # ---------------------------------------------------------------- connection handling
@@ -455,11 +645,13 @@ def main():
     srv.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
     srv.bind(("127.0.0.1", args.port))
     srv.listen(256)
+    h2 = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    h2.bind(("127.0.0.1", 0))
+    h2.listen(256)
     print("listening on http://127.0.0.1:%d" % srv.getsockname()[1], flush=True)
-    while True:
-        conn, _ = srv.accept()
-        conn.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
-        threading.Thread(target=handle, args=(conn,), daemon=True).start()
+    print("h2 on http://127.0.0.1:%d" % h2.getsockname()[1], flush=True)
+    threading.Thread(target=serve, args=(h2, handle_h2), daemon=True).start()
+    serve(srv, handle)
 
 
 if __name__ == "__main__":

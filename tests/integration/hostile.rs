@@ -64,6 +64,22 @@ fn expectations() -> Vec<(String, String, String)> {
     out
 }
 
+/// The port and API a fault is asked on (see `expected.tsv`): `h2-*` faults (but
+/// `h2-refused`) on the server's HTTP/2 port, `chat-*` faults in the Chat Completions API.
+fn target_of(fault: &str, port: u16, h2_port: u16) -> (u16, &'static str) {
+    let port = if fault.starts_with("h2-") && fault != "h2-refused" {
+        h2_port
+    } else {
+        port
+    };
+    let api = if fault.starts_with("chat-") {
+        "chat-completions"
+    } else {
+        "responses"
+    };
+    (port, api)
+}
+
 #[test]
 fn every_fault_is_one_record_of_its_kind_on_every_transport() {
     let mut server = Command::new("python3")
@@ -72,12 +88,20 @@ fn every_fault_is_one_record_of_its_kind_on_every_transport() {
         .stdout(Stdio::piped())
         .spawn()
         .expect("python3 runs tests/hostile/server.py");
-    let mut line = String::new();
-    std::io::BufReader::new(server.stdout.take().unwrap())
-        .read_line(&mut line)
-        .unwrap();
+    let mut lines = std::io::BufReader::new(server.stdout.take().unwrap());
+    let mut port_of = || {
+        let mut line = String::new();
+        lines.read_line(&mut line).unwrap();
+        line.trim()
+            .rsplit(':')
+            .next()
+            .unwrap()
+            .parse::<u16>()
+            .unwrap()
+    };
+    let port = port_of();
+    let h2_port = port_of();
     let _server = Kill(server);
-    let port: u16 = line.trim().rsplit(':').next().unwrap().parse().unwrap();
 
     let expected = expectations();
     let mut faults: BTreeMap<&str, Vec<&str>> = BTreeMap::new();
@@ -96,9 +120,10 @@ fn every_fault_is_one_record_of_its_kind_on_every_transport() {
     ));
     for (f, ts) in &faults {
         let ts: Vec<String> = ts.iter().map(|t| format!("\"{t}\"")).collect();
+        let (port, api) = target_of(f, port, h2_port);
         toml.push_str(&format!(
-            "\n[targets.{f}]\nbase_url = \"http://127.0.0.1:{port}/f/{f}/v1\"\napi = \"responses\"\n\
-             model = \"m\"\napi_key_env = \"HOSTILE_KEY\"\nrequest_timeout = \"5s\"\n\
+            "\n[targets.{f}]\nbase_url = \"http://127.0.0.1:{port}/f/{f}/v1\"\napi = \"{api}\"\n\
+             model = \"{f}\"\napi_key_env = \"HOSTILE_KEY\"\nrequest_timeout = \"5s\"\n\
              stall_timeout = \"2s\"\nws_warmup = false\ntransports = [{}]\n",
             ts.join(", ")
         ));
@@ -244,6 +269,7 @@ fn every_fault_is_one_record_of_its_kind_on_every_transport() {
         .filter(|c| c["request_id"] == many["id"])
         .count();
     assert_eq!(kept, spark_bench::transport::limits::CHUNKS_KEPT);
+    protocol_truth(&rows);
     for name in ["requests.csv", "timeline.json", "manifest.json"] {
         let p = run.join(name);
         if let Ok(text) = std::fs::read_to_string(&p) {
@@ -257,6 +283,52 @@ fn every_fault_is_one_record_of_its_kind_on_every_transport() {
         "hostile fast pass: {} cells, peak RSS {peak_mb:.0} MB, {wall:?}",
         expected.len()
     );
+}
+
+/// What the second round's faults must show besides their kind: no content chunk lost to a
+/// BOM, an impossible usage not trusted, errors that say what happened.
+fn protocol_truth(rows: &[std::collections::HashMap<String, String>]) {
+    let of = |target: &str, transport: &str| {
+        rows.iter()
+            .find(|r| r["target"] == target && r["transport"] == transport)
+            .unwrap_or_else(|| panic!("a record of {target} over {transport}"))
+    };
+    for t in ["http", "http-pooled"] {
+        for f in ["sse-bom", "chat-bom", "no-created", "chat-choices-null"] {
+            let r = of(f, t);
+            assert_eq!(r["chunk_count"], "2", "{f} over {t}: {r:?}");
+            assert!(!r["first_token_ns"].is_empty(), "{f} over {t}: {r:?}");
+        }
+        let r = of("chat-usage-impossible", t);
+        assert_eq!(r["token_source"], "usage-rejected", "{r:?}");
+        assert_eq!(r["output_tokens"], "3", "{r:?}");
+        assert!(of("gzip", t)["error"].contains("content-encoding gzip"));
+        assert!(of("headers-600", t)["error"].contains("more than 500 header fields"));
+        assert!(of("204", t)["error"].contains("204 No Content"));
+        assert!(of("empty-200", t)["error"].contains("empty body"));
+        for f in ["error-200-sse", "chat-error-200"] {
+            let r = of(f, t);
+            assert_eq!(r["http_status"], "", "{f}: {r:?}");
+            assert!(r["error"].contains("engine overloaded"), "{f}: {r:?}");
+        }
+    }
+    let r = of("ws-error-200", "ws");
+    assert_eq!(r["http_status"], "", "{r:?}");
+    assert!(
+        r["error"].contains("overloaded: engine overloaded"),
+        "{r:?}"
+    );
+    assert!(of("ws-deflate", "ws")["error"].contains("permessage-deflate"));
+    assert!(of("ws-foreign-ids", "ws")["error"].contains("resp_other"));
+    for (f, needle) in [
+        ("h2-flow-control-overflow", "GOAWAY FLOW_CONTROL_ERROR"),
+        ("h2-continuation-flood", "ENHANCE_YOUR_CALM"),
+        ("h2-empty-data-flood", "GOAWAY ENHANCE_YOUR_CALM"),
+        ("h2-rst-protocol", "RST_STREAM PROTOCOL_ERROR"),
+    ] {
+        let e = &of(f, "http2")["error"];
+        assert!(e.contains(needle), "{f}: {e}");
+    }
 }
 
 #[test]
