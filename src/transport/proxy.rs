@@ -250,9 +250,10 @@ pub async fn tunnel<IO: AsyncRead + AsyncWrite + Unpin>(
     }
     let code = resp.code.unwrap_or(0);
     if code != 200 {
-        let reason = resp
-            .reason
-            .unwrap_or("")
+        // Scrubbed of the proxy's own credentials before the cut: a proxy may echo them.
+        let reason = proxy
+            .secrets()
+            .scrub(resp.reason.unwrap_or(""))
             .chars()
             .filter(|c| !c.is_control())
             .take(80)
