@@ -387,4 +387,33 @@ mod tests {
             "{msg}"
         );
     }
+
+    #[tokio::test]
+    async fn a_407_echoing_the_credentials_is_scrubbed_before_its_cut() {
+        use base64::Engine as _;
+        let proxy =
+            Proxy::parse("http://bob:proxypw-83e2a1f0@127.0.0.1:3128", "HTTP_PROXY").unwrap();
+        let b64 = base64::engine::general_purpose::STANDARD.encode("bob:proxypw-83e2a1f0");
+        let (mut client, mut server) = tokio::io::duplex(4096);
+        // Unscrubbed, the 80-character cut of the reason would keep 19 bytes of the base64.
+        let answer = format!("HTTP/1.1 407 {} {b64}\r\n\r\n", "r".repeat(60));
+        let serve = async move {
+            let mut buf = [0u8; 1024];
+            let _ = server.read(&mut buf).await;
+            server.write_all(answer.as_bytes()).await.unwrap();
+            server
+        };
+        let (got, _server) = tokio::join!(tunnel(&mut client, &proxy, "h", 80), serve);
+        let msg = got.unwrap_err();
+        assert!(
+            msg.contains("HTTP 407") && msg.contains("[redacted]"),
+            "{msg}"
+        );
+        assert!(!msg.contains(&b64[..8]), "{msg}");
+        let set = proxy.secrets();
+        assert_eq!(
+            set.scrub(&format!("{b64} bob:proxypw-83e2a1f0 proxypw-83e2a1f0")),
+            "[redacted] [redacted] [redacted]"
+        );
+    }
 }
