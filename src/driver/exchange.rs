@@ -189,7 +189,7 @@ pub async fn exchange(
 
     fill_ending(&mut rec, exchanged, &acc, target, clock.now_ns());
     fill_tokens(&mut rec, &mut acc);
-    scrub_server_texts(&mut rec, target);
+    scrub_server_texts(&mut rec, target, conn.connector().proxy());
 
     let reply = Reply {
         ok: rec.outcome == OutcomeKind::Ok,
@@ -339,12 +339,21 @@ fn plausible_usage(total: u32, chunks: u64, rec: &RequestRecord) -> bool {
 
 /// Scrubs every text of the record that the server had a say in (error, response id,
 /// ALPN, server-timing source) with the target's one redaction set
-/// ([`crate::backend::request::secrets`]) before it is written: a server may echo a key
-/// (a 401 body, a refused upgrade quoting the header, the key as the response id). The
+/// ([`crate::backend::request::secrets`]) and its proxy's credentials
+/// ([`crate::vocab::Proxy::secrets`]) before it is written: a server may echo a key
+/// (a 401 body, a refused upgrade quoting the header, the key as the response id), and a
+/// proxy its `Proxy-Authorization` (a 407, or the far end of a tunnel). The
 /// excerpts in those texts were cut with [`crate::vocab::redact::excerpt`], which never
 /// cuts a key in two; a key cut anyway is caught by its 8+ byte start.
-fn scrub_server_texts(rec: &mut RequestRecord, target: &Target) {
-    let secrets = crate::backend::request::secrets(target);
+fn scrub_server_texts(
+    rec: &mut RequestRecord,
+    target: &Target,
+    proxy: Option<&crate::vocab::Proxy>,
+) {
+    let mut secrets = crate::backend::request::secrets(target);
+    if let Some(p) = proxy {
+        secrets.extend(&p.secrets());
+    }
     let scrub = |t: &mut Option<String>| {
         if let Some(v) = t.as_mut() {
             *v = secrets.scrub(v);

@@ -50,14 +50,23 @@ const SECRET_HEADERS: [&str; 5] = [
 ];
 
 /// Parts of a header name that make it a credential (`x-goog-api-key`, `x-auth-token`,
-/// `openai-api-key`, …): its value is a secret, never written to results.
-const CREDENTIAL_PARTS: [&str; 6] = ["key", "token", "secret", "auth", "password", "cookie"];
+/// `openai-api-key`, `x-amz-signature`, …): its value is a secret, never written to results.
+const CREDENTIAL_PARTS: [&str; 8] = [
+    "key",
+    "token",
+    "secret",
+    "auth",
+    "password",
+    "cookie",
+    "signature",
+    "credential",
+];
 
 /// What a withheld header value shows in the manifest.
 pub const WITHHELD: &str = "<redacted>";
 
 /// Whether header `name` carries a credential (its name contains `key`, `token`, `secret`,
-/// `auth`, `password` or `cookie`, in any case).
+/// `auth`, `password`, `cookie`, `signature` or `credential`, in any case).
 pub fn is_credential_header(name: &str) -> bool {
     let n = name.to_ascii_lowercase();
     CREDENTIAL_PARTS.iter().any(|p| n.contains(p))

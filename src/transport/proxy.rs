@@ -250,9 +250,10 @@ pub async fn tunnel<IO: AsyncRead + AsyncWrite + Unpin>(
     }
     let code = resp.code.unwrap_or(0);
     if code != 200 {
-        let reason = resp
-            .reason
-            .unwrap_or("")
+        // Scrubbed of the proxy's own credentials before the cut: a proxy may echo them.
+        let reason = proxy
+            .secrets()
+            .scrub(resp.reason.unwrap_or(""))
             .chars()
             .filter(|c| !c.is_control())
             .take(80)
@@ -384,6 +385,35 @@ mod tests {
         assert!(
             msg.contains("HTTPS_PROXY") && !msg.contains("pw123"),
             "{msg}"
+        );
+    }
+
+    #[tokio::test]
+    async fn a_407_echoing_the_credentials_is_scrubbed_before_its_cut() {
+        use base64::Engine as _;
+        let proxy =
+            Proxy::parse("http://bob:proxypw-83e2a1f0@127.0.0.1:3128", "HTTP_PROXY").unwrap();
+        let b64 = base64::engine::general_purpose::STANDARD.encode("bob:proxypw-83e2a1f0");
+        let (mut client, mut server) = tokio::io::duplex(4096);
+        // Unscrubbed, the 80-character cut of the reason would keep 19 bytes of the base64.
+        let answer = format!("HTTP/1.1 407 {} {b64}\r\n\r\n", "r".repeat(60));
+        let serve = async move {
+            let mut buf = [0u8; 1024];
+            let _ = server.read(&mut buf).await;
+            server.write_all(answer.as_bytes()).await.unwrap();
+            server
+        };
+        let (got, _server) = tokio::join!(tunnel(&mut client, &proxy, "h", 80), serve);
+        let msg = got.unwrap_err();
+        assert!(
+            msg.contains("HTTP 407") && msg.contains("[redacted]"),
+            "{msg}"
+        );
+        assert!(!msg.contains(&b64[..8]), "{msg}");
+        let set = proxy.secrets();
+        assert_eq!(
+            set.scrub(&format!("{b64} bob:proxypw-83e2a1f0 proxypw-83e2a1f0")),
+            "[redacted] [redacted] [redacted]"
         );
     }
 }

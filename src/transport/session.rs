@@ -159,6 +159,11 @@ impl Connector {
         &self.endpoint
     }
 
+    /// The proxy the cell's connections tunnel through, if any.
+    pub fn proxy(&self) -> Option<&Proxy> {
+        self.proxy.as_ref()
+    }
+
     /// Idle HTTP/1.1 connections in the pool (for tests).
     #[cfg(any(test, feature = "test-support"))]
     pub fn idle_connections(&self) -> usize {

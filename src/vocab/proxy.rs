@@ -1,7 +1,8 @@
 //! An HTTP proxy's URL, parsed once: `http://[user:pass@]host[:port]`. The plan checks a
 //! target's `proxy` key with it; the transport tunnels through it (`transport::proxy`).
 //! Credentials are kept for `Proxy-Authorization: Basic` and appear nowhere else: not in
-//! `Debug`, not in [`Proxy::url`], not in any error.
+//! `Debug`, not in [`Proxy::url`], not in any error; [`Proxy::secrets`] is what of them a
+//! text must be scrubbed of (a proxy or a server may echo them).
 
 use base64::Engine as _;
 
@@ -106,6 +107,23 @@ impl Proxy {
     /// `http://host:port`, without credentials: safe to show and to write.
     pub fn url(&self) -> String {
         format!("http://{}", authority(&self.host, self.port))
+    }
+
+    /// The proxy's credentials as a redaction set: the `Basic` token as sent, and the
+    /// `user:password` it encodes (whole, the password, and its base64); empty without.
+    pub fn secrets(&self) -> crate::vocab::redact::Secrets {
+        let mut s = crate::vocab::redact::Secrets::default();
+        if let Some(token) = self
+            .authorization
+            .as_deref()
+            .and_then(|a| a.strip_prefix("Basic "))
+        {
+            s.add(token);
+            if let Ok(plain) = base64::engine::general_purpose::STANDARD.decode(token) {
+                s.add_userinfo(&String::from_utf8_lossy(&plain));
+            }
+        }
+        s
     }
 
     /// The `Proxy-Authorization` header value (`Basic …`), when the URL carried credentials.

@@ -31,6 +31,7 @@ mod run_exit;
 mod run_faults;
 mod run_net;
 mod run_provenance;
+mod secret_matrix;
 mod secrets;
 mod shard_merge;
 mod sim_cli;
