@@ -147,7 +147,7 @@ pub fn compare_sides(
         );
     }
     let mut c = super::compare(&sb, &sc, &settings, sides::label(base), sides::label(cand));
-    notes.extend(run_notes(base, cand));
+    notes.extend(run_notes(base, cand)?);
     notes.append(&mut c.notes);
     c.notes = notes;
     Ok(c)
@@ -183,7 +183,7 @@ fn mismatch_notes(
 
 /// Notes about the runs themselves: any that did not complete, different hosts, and each
 /// run's own row notes.
-fn run_notes(base: &[LoadedRun], cand: &[LoadedRun]) -> Vec<String> {
+fn run_notes(base: &[LoadedRun], cand: &[LoadedRun]) -> anyhow::Result<Vec<String>> {
     let mut notes = Vec::new();
     for (side, runs) in [("baseline", base), ("candidate", cand)] {
         for run in runs {
@@ -205,13 +205,13 @@ fn run_notes(base: &[LoadedRun], cand: &[LoadedRun]) -> Vec<String> {
     for (runs, side) in [(base, "baseline"), (cand, "candidate")] {
         for run in runs {
             notes.extend(
-                run.row_notes()
+                run.row_notes()?
                     .into_iter()
                     .map(|n| format!("the {side} run {}: {n}", run.manifest.run_id)),
             );
         }
     }
-    notes
+    Ok(notes)
 }
 
 /// True when run i of both sides replayed the same conversation: same scenario, same seed.

@@ -17,6 +17,7 @@ mod datasets;
 mod equivalence;
 mod harness;
 mod hostile;
+mod hostile_inputs;
 mod llama;
 mod load_rate;
 mod load_schedule;
