@@ -153,7 +153,7 @@ fn measured(args: &[&str]) -> Outcome {
             .and_then(|v| v.trim().parse().ok())
     };
     Outcome {
-        code: field("Exit status:").unwrap_or(-1) as i32,
+        code: field("Exit status:").map_or(-1, |c| c as i32),
         rss_kib: field("Maximum resident set size (kbytes):").unwrap_or(u64::MAX),
         wall,
         stderr,

@@ -12,6 +12,7 @@ mod client_interop;
 mod client_peer;
 mod compare_synthetic;
 mod conn_lifecycle;
+mod connect_timeout;
 mod data;
 mod datasets;
 mod equivalence;
