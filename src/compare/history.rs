@@ -428,7 +428,7 @@ fn metric_md(out: &mut String, m: &str, series: &[Series], charts_dir: &str) {
             "\n{} (chart files: `{}/{}.svg`, `.png`)\n",
             legend.join("; "),
             charts_dir.replace('`', "'"),
-            chart_stem(m, &h.statistic).replace('`', "'")
+            mermaid_text(&chart_stem(m, &h.statistic))
         );
     }
     out.push_str("| series | runs (oldest → newest) | last | regressed in runs | change point |\n|---|---|--:|---|---|\n");
