@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Fuzzing, short bounded pass: every parser of bytes we did not write (SSE, WebSocket frames
-# and events, chat/Responses events, the HTTP byte log, scenarios, --link, durations) for
+# and events, chat/Responses events, the HTTP byte log, scenarios, --link, durations, the
+# results readers: requests.csv rows, history.jsonl, manifest.json) for
 # 5 s each on two test threads, after replaying the corpus in fuzz/corpus/. The test binary is
 # the one `cargo test` already built (warm: ~25 s; cold adds one test-binary build).
 # The long run: fuzz/README.md.

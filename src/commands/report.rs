@@ -23,7 +23,7 @@ pub async fn execute(args: ReportArgs) -> anyhow::Result<u8> {
     // as well as in the report's notes.
     for d in &dirs {
         if let Ok(run) = crate::store::LoadedRun::open(d) {
-            for n in run.row_notes() {
+            for n in run.row_notes()? {
                 errln!("warning: {}: {n}", d.display());
             }
         }

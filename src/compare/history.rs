@@ -32,6 +32,7 @@ use serde::{Deserialize, Serialize};
 
 use super::verdict::Verdict;
 use super::Comparison;
+use crate::report::style::md_escape as md;
 use crate::rng::Rng;
 
 /// Version of the entry shape.
@@ -333,7 +334,27 @@ pub fn chart_stem(metric: &str, statistic: &str) -> String {
     format!("history_{metric}_{statistic}")
 }
 
+/// Text safe inside a Mermaid string (`title "…"`, `y-axis "…"`): letters, digits and a few
+/// marks kept, anything else (a quote, a bracket, a newline, a backtick that would end the
+/// code block) made `_`. Labels come from files a hostile run or history may have written.
+fn mermaid_text(s: &str) -> String {
+    s.chars()
+        .map(|c| {
+            if c.is_alphanumeric() || matches!(c, ' ' | '.' | '-' | '_' | '/' | '%' | '·' | ':') {
+                c
+            } else {
+                '_'
+            }
+        })
+        .collect()
+}
+
 fn mermaid(metric: &str, statistic: &str, unit: &str, lines: &[&Series]) -> String {
+    let (metric, statistic, unit) = (
+        mermaid_text(metric),
+        mermaid_text(statistic),
+        mermaid_text(unit),
+    );
     let n = lines.iter().map(|s| s.values.len()).max().unwrap_or(0);
     let mut data = Vec::new();
     let (mut lo, mut hi) = (f64::INFINITY, f64::NEG_INFINITY);
@@ -393,8 +414,8 @@ pub fn markdown(entries: &[Entry], series: &[Series], charts_dir: &str) -> Strin
             out,
             "| {} | {} | {} | {icon} {} | {regressed} |",
             i + 1,
-            e.at,
-            e.label.as_deref().unwrap_or("-"),
+            md(&e.at),
+            md(e.label.as_deref().unwrap_or("-")),
             e.verdict
         );
     }
@@ -437,14 +458,14 @@ fn change_points_md(out: &mut String, series: &[Series]) {
                 let _ = writeln!(
                     out,
                     "| {} | {} | {:.3} {u} | {:.3} {u} | {:+.1}% | ±{:.1}% | {:.3} |",
-                    s.name(),
+                    md(&s.name()),
                     cp.index + 1,
                     cp.before,
                     cp.after,
                     cp.shift * 100.0,
                     cp.spread * 100.0,
                     cp.p_value,
-                    u = s.unit
+                    u = md(&s.unit)
                 );
             }
         }
@@ -462,19 +483,20 @@ fn metric_md(out: &mut String, m: &str, series: &[Series], charts_dir: &str) {
         .copied()
         .filter(|s| headline_statistic(&s.statistic))
         .collect();
-    let _ = writeln!(out, "### {m}\n");
+    let _ = writeln!(out, "### {}\n", md(m));
     if let Some(h) = headline.first() {
         out.push_str(&mermaid(m, &h.statistic, &h.unit, &headline));
         let legend: Vec<String> = headline
             .iter()
             .enumerate()
-            .map(|(i, s)| format!("line {} = {}", i + 1, s.cell))
+            .map(|(i, s)| format!("line {} = {}", i + 1, md(&s.cell)))
             .collect();
         let _ = writeln!(
             out,
-            "\n{} (chart files: `{charts_dir}/{}.svg`, `.png`)\n",
+            "\n{} (chart files: `{}/{}.svg`, `.png`)\n",
             legend.join("; "),
-            chart_stem(m, &h.statistic)
+            charts_dir.replace('`', "'"),
+            mermaid_text(&chart_stem(m, &h.statistic))
         );
     }
     out.push_str("| series | runs (oldest → newest) | last | regressed in runs | change point |\n|---|---|--:|---|---|\n");
@@ -490,9 +512,9 @@ fn metric_md(out: &mut String, m: &str, series: &[Series], charts_dir: &str) {
         let _ = writeln!(
             out,
             "| {} | `{}` | {} | {} | {} |",
-            s.name(),
+            md(&s.name()),
             sparkline(&s.values),
-            last.map_or("-".to_string(), |v| format!("{v:.3} {}", s.unit)),
+            last.map_or("-".to_string(), |v| format!("{v:.3} {}", md(&s.unit))),
             if reg.is_empty() {
                 "-".to_string()
             } else {
@@ -603,6 +625,43 @@ mod tests {
             .find(|s| s.metric == "connection_setup")
             .unwrap();
         assert_eq!(setup.change_point, None);
+    }
+
+    #[test]
+    fn labels_and_names_from_the_file_are_escaped_for_markdown_html_and_mermaid() {
+        let row = |v: f64| EntryRow {
+            cell: "t\"]\n```\n<img src=x> × http".into(),
+            metric: "ttft<script>".into(),
+            statistic: "p50".into(),
+            unit: "ms\"|x".into(),
+            baseline: Some(v),
+            candidate: Some(v),
+            verdict: Verdict::Regressed,
+        };
+        let entries: Vec<Entry> = (0..3)
+            .map(|i| Entry {
+                schema_version: HISTORY_SCHEMA_VERSION,
+                at: "2026-01-01|x".into(),
+                label: Some("<script>alert(1)</script> | `x`".into()),
+                baseline: "b".into(),
+                candidate: "c".into(),
+                verdict: Verdict::Regressed,
+                failed: true,
+                rows: vec![row(i as f64)],
+            })
+            .collect();
+        let md = markdown(&entries, &series(&entries), "charts");
+        assert!(!md.contains("<script>") && !md.contains("<img"), "{md}");
+        assert!(
+            md.contains("&lt;script&gt;alert(1)&lt;/script&gt; \\| \\`x\\`"),
+            "{md}"
+        );
+        // One Mermaid block, opened and closed once: a name cannot end it or add a line.
+        assert_eq!(md.matches("```").count(), 2, "{md}");
+        let chart = md.split("```").nth(1).unwrap();
+        let title = chart.lines().find(|l| l.contains("title")).unwrap();
+        assert_eq!(title.matches('"').count(), 2, "{title}");
+        assert!(!md.contains("2026-01-01|x"), "{md}");
     }
 
     #[test]

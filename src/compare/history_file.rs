@@ -51,7 +51,7 @@ pub fn read(dir: &Path) -> anyhow::Result<Vec<Entry>> {
     if !path.is_file() {
         return Ok(Vec::new());
     }
-    let text = std::fs::read_to_string(&path)
+    let text = crate::vocab::input::read_text(&path, crate::vocab::input::MAX_WHOLE_FILE_BYTES)
         .with_context(|| format!("cannot read {}", path.display()))?;
     text.lines()
         .enumerate()

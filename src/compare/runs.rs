@@ -172,7 +172,7 @@ pub fn compare_sides(
     }
     let mut c = super::compare(&sb, &sc, &settings, sides::label(base), sides::label(cand));
     c.harness_bound = harness_bound(base, cand);
-    notes.extend(run_notes(base, cand));
+    notes.extend(run_notes(base, cand)?);
     notes.append(&mut c.notes);
     c.notes = notes;
     Ok(c)
@@ -208,7 +208,7 @@ fn mismatch_notes(
 
 /// Notes about the runs themselves: any that did not complete, different hosts, and each
 /// run's own row notes.
-fn run_notes(base: &[LoadedRun], cand: &[LoadedRun]) -> Vec<String> {
+fn run_notes(base: &[LoadedRun], cand: &[LoadedRun]) -> anyhow::Result<Vec<String>> {
     let mut notes = Vec::new();
     for (side, runs) in [("baseline", base), ("candidate", cand)] {
         for run in runs {
@@ -230,13 +230,13 @@ fn run_notes(base: &[LoadedRun], cand: &[LoadedRun]) -> Vec<String> {
     for (runs, side) in [(base, "baseline"), (cand, "candidate")] {
         for run in runs {
             notes.extend(
-                run.row_notes()
+                run.row_notes()?
                     .into_iter()
                     .map(|n| format!("the {side} run {}: {n}", run.manifest.run_id)),
             );
         }
     }
-    notes
+    Ok(notes)
 }
 
 /// One warning per run that judged itself harness-bound (`summary.json` → `harness`): its

@@ -141,7 +141,8 @@ pub async fn run(
             cell_seed,
         )?
         .with_proxy(endpoint.proxy.clone())
-        .with_emulator(emulator.clone());
+        .with_emulator(emulator.clone())
+        .with_connect_timeout(plan.load.connect_timeout());
         cells.push(CellContext {
             plan: plan.clone(),
             index: index as u32,

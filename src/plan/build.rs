@@ -12,7 +12,7 @@ use std::time::Duration;
 
 use sha2::{Digest, Sha256};
 
-use super::check::{check_max_tokens, check_turn, PlanError, Src};
+use super::check::{check_max_tokens, check_session_size, check_turn, PlanError, Src};
 use super::schedule::{default_schedule, shared_servers};
 use super::session_source::ScriptFn;
 use super::targets::{self, dedup, BUILTIN_TARGETS};
@@ -200,7 +200,9 @@ fn resolve_workload(s: &Scenario, seed: u64, src: &Src) -> Result<Option<Workloa
         for (i, t) in session.turns.iter().enumerate() {
             check_turn(t, i + 1, src)?;
         }
+        check_session_size(&session.turns, source_path)?;
     }
+    check_session_size(&s.turns, source_path)?;
     Ok(workload)
 }
 

@@ -74,6 +74,33 @@ pub(super) fn check_duration(
     }
 }
 
+/// The most requests one session's script may plan (the turns with `repeat` unrolled, each
+/// agent loop's tool-result requests counted): a session's plan is built whole when it
+/// starts, and `repeat = 1000` with `agent.calls = 1000` would be a million requests, over
+/// 1 GB of plan, per session in flight.
+pub const MAX_REQUESTS_PER_SESSION: u64 = 10_000;
+
+/// Refuses a script of more than [`MAX_REQUESTS_PER_SESSION`] requests before any plan is
+/// built, naming the keys that multiply.
+pub(super) fn check_session_size(turns: &[TurnSpec], file: &str) -> Result<(), PlanError> {
+    let requests: u64 = turns
+        .iter()
+        .map(|t| {
+            let calls = match &t.agent {
+                Some(a) => u64::from(a.calls),
+                None => t.tool_calls.len() as u64,
+            };
+            u64::from(t.repeat.unwrap_or(1)) * (1 + calls)
+        })
+        .sum();
+    if requests > MAX_REQUESTS_PER_SESSION {
+        return Err(PlanError::new(format!(
+            "{file}: one session plans {requests} requests (the sum over [[turns]] of repeat × (1 + agent.calls or the tool_calls listed)); the limit is {MAX_REQUESTS_PER_SESSION} per session (docs/hostile-servers.md, Limits): lower repeat or agent.calls, or run more sessions"
+        )));
+    }
+    Ok(())
+}
+
 pub(super) fn check_turn(t: &TurnSpec, n: usize, src: &Src) -> Result<(), PlanError> {
     let at = |key: &str| {
         format!(

@@ -22,6 +22,10 @@ use crate::vocab::{ArrivalKind, Schedule};
 /// Highest accepted `rate`, requests per second.
 pub const MAX_RATE: f64 = 100_000.0;
 
+/// Lowest accepted `rate`, requests per second (one request every 1000 s): below it the gap
+/// between arrivals, in nanoseconds, no longer fits the schedule's integers.
+pub const MIN_RATE: f64 = 0.001;
+
 /// Load shape for every cell.
 #[derive(Debug, Clone, Default, Serialize, Deserialize)]
 pub struct Load {
@@ -75,7 +79,23 @@ pub struct Load {
     /// each with a new index) until the duration is up.
     #[serde(default)]
     pub sessions_from_duration: bool,
+    /// `[load] connect_timeout` / `--connect-timeout` when given (see
+    /// [`Load::connect_timeout`] for the default); left out of the plan's JSON when absent,
+    /// so plans without it keep their hash.
+    #[serde(
+        default,
+        with = "opt_duration",
+        skip_serializing_if = "Option::is_none"
+    )]
+    pub connect_timeout_set: Option<Duration>,
 }
+
+/// The connect timeout when none is given: TCP connect, proxy `CONNECT` and TLS together.
+pub const DEFAULT_CONNECT_TIMEOUT: Duration = Duration::from_secs(10);
+
+/// The range a connect timeout may take.
+pub const CONNECT_TIMEOUT_RANGE: (Duration, Duration) =
+    (Duration::from_millis(10), Duration::from_secs(600));
 
 impl Load {
     /// True for an open loop (`rate` or `session_interval`): sessions start at planned
@@ -159,6 +179,12 @@ impl Origin<'_> {
 }
 
 impl Load {
+    /// The longest a new connection may take to open (TCP connect, proxy `CONNECT`, TLS
+    /// handshake together): `connect_timeout`, default [`DEFAULT_CONNECT_TIMEOUT`].
+    pub fn connect_timeout(&self) -> Duration {
+        self.connect_timeout_set.unwrap_or(DEFAULT_CONNECT_TIMEOUT)
+    }
+
     /// The load of `knobs` (the command line's knobs `cli` merged over the scenario's
     /// `[load]`, see [`LoadKnobs::or`]): defaults applied, every value checked, with the
     /// warnings a reader needs. The schedule is left `parallel`: `build` resolves it once the
@@ -192,7 +218,19 @@ impl Load {
                 )));
             }
         }
+        let connect_timeout_set = knobs.connect_timeout;
+        if let Some(d) = connect_timeout_set {
+            let (lo, hi) = CONNECT_TIMEOUT_RANGE;
+            if d < lo || d > hi {
+                return Err(PlanError::new(format!(
+                    "{} is {}; use 10ms to 10m, e.g. \"10s\"",
+                    at.from(cli.connect_timeout.is_some(), "connect_timeout"),
+                    crate::units::fmt_duration_spec(d)
+                )));
+            }
+        }
         Ok(Load {
+            connect_timeout_set,
             sessions,
             concurrency,
             warmup_sessions,
@@ -273,9 +311,9 @@ fn rate(
         _ => {}
     }
     if let Some(r) = rate {
-        if !r.is_finite() || r <= 0.0 || r > MAX_RATE {
+        if !r.is_finite() || !(MIN_RATE..=MAX_RATE).contains(&r) {
             return Err(PlanError::new(format!(
-                "{} is {r}; use a request rate above 0 and at most {MAX_RATE} requests/s, e.g. 20",
+                "{} is {r}; use a request rate above 0, from {MIN_RATE} (one request every 1000 s) to at most {MAX_RATE} requests/s, e.g. 20",
                 at.from(cli.rate.is_some(), "rate")
             )));
         }

@@ -30,7 +30,7 @@ pub mod workload;
 
 pub use build::{build, Overrides, PlanInput};
 pub use check::PlanError;
-pub use load::Load;
+pub use load::{Load, DEFAULT_CONNECT_TIMEOUT};
 pub use session_source::Sessions;
 pub use slo::{Slo, SloBound};
 

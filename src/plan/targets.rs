@@ -214,7 +214,9 @@ impl UrlTarget {
                 label.push(c);
             }
         }
-        let label = label.trim_matches('-');
+        let mut label = label.trim_matches('-');
+        // `url-` and the label within the name bound (a 253-character host would not fit).
+        label = &label[..label.len().min(MAX_NAME_BYTES - 4)];
         if label.is_empty() {
             "url".to_string()
         } else {
@@ -281,9 +283,15 @@ pub fn table_header(name: &str) -> String {
     }
 }
 
-/// True for names usable as a directory name: `[A-Za-z0-9._-]+`, not starting with `.`.
+/// The longest target name, in bytes: it is a directory name under `histograms/` (file
+/// systems allow 255) and a cell label in every table.
+pub const MAX_NAME_BYTES: usize = 64;
+
+/// True for names usable as a directory name: `[A-Za-z0-9._-]+`, not starting with `.`, at
+/// most [`MAX_NAME_BYTES`].
 pub fn is_valid_name(name: &str) -> bool {
     !name.is_empty()
+        && name.len() <= MAX_NAME_BYTES
         && !name.starts_with('.')
         && name
             .chars()
@@ -295,7 +303,7 @@ pub fn is_valid_name(name: &str) -> bool {
 pub fn resolve(name: &str, layers: &[(&str, &TargetSpec)]) -> Result<Target, PlanError> {
     if !is_valid_name(name) {
         return Err(PlanError::new(format!(
-            "target name {name:?} is not usable: use letters, digits, '.', '_' and '-' (it becomes a directory under histograms/)"
+            "target name {name:?} is not usable: use letters, digits, '.', '_' and '-', at most {MAX_NAME_BYTES} characters, not starting with '.' (it becomes a directory under histograms/)"
         )));
     }
     let origin = layers.last().map_or("built-in targets", |(o, _)| *o);
@@ -908,6 +916,13 @@ mod tests {
             .contains("https://"));
         let e = resolve("../x", &[]).unwrap_err().to_string();
         assert!(e.contains("not usable"), "{e}");
+        // A name too long for a directory is refused before anything is sent.
+        let long = "t".repeat(300);
+        let e = resolve(&long, &[("s", &spec)]).unwrap_err().to_string();
+        assert!(e.contains("at most 64 characters"), "{e}");
+        assert!(is_valid_name(&"t".repeat(MAX_NAME_BYTES)));
+        let u = url(&format!("http://{}.example:8080/v1", "h".repeat(250)));
+        assert!(is_valid_name(&u.name()), "{}", u.name());
         let e = resolve("mystery", &[("s.toml", &TargetSpec::default())])
             .unwrap_err()
             .to_string();

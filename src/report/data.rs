@@ -128,7 +128,7 @@ impl RunView {
             None
         };
         let mut warnings: Vec<String> = warnings;
-        warnings.extend(run.row_notes());
+        warnings.extend(run.row_notes()?);
         Ok(RunView {
             stalls,
             label,

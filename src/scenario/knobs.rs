@@ -85,6 +85,13 @@ pub struct LoadKnobs {
     /// still measured from its intended start.
     #[arg(long, value_name = "N")]
     pub max_in_flight: Option<u32>,
+    /// The longest a new connection may take to open (overrides `[load] connect_timeout`):
+    /// TCP connect, the proxy's CONNECT and the TLS handshake together, from 10ms to 10m.
+    /// Past it the request is recorded `connect-error`, its message naming the phase it was
+    /// in. Default 10s.
+    #[arg(long, value_name = "DURATION", value_parser = humantime::parse_duration)]
+    #[serde(default, deserialize_with = "super::schema::opt_duration")]
+    pub connect_timeout: Option<Duration>,
 }
 
 impl LoadKnobs {
@@ -104,6 +111,7 @@ impl LoadKnobs {
             duration: self.duration.or(file.duration),
             warmup: self.warmup.or(file.warmup),
             max_in_flight: self.max_in_flight.or(file.max_in_flight),
+            connect_timeout: self.connect_timeout.or(file.connect_timeout),
         }
     }
 }

@@ -11,6 +11,7 @@ mod knobs;
 mod schema;
 mod workload;
 
+use crate::vocab::input::{read_text, MAX_WHOLE_FILE_BYTES};
 use std::path::Path;
 
 pub use error::{edit_distance, line_col, locate, suggest, ScenarioError};
@@ -46,7 +47,12 @@ pub fn parse_targets(path: &str, text: &str) -> Result<TargetsFile, ScenarioErro
     Ok(file)
 }
 
-/// Reads and parses a scenario file, and the `[workload] dataset` it names (relative to the
+/// The largest `[workload] dataset` file read (1 GiB; ShareGPT's largest public file is
+/// about 650 MB).
+pub const MAX_DATASET_BYTES: u64 = 1 << 30;
+
+/// Reads and parses a scenario file (a regular file of at most
+/// [`MAX_WHOLE_FILE_BYTES`]), and the `[workload] dataset` it names (relative to the
 /// scenario's folder), so that the plan builder stays free of I/O.
 pub fn load(path: &Path) -> Result<LoadedScenario, ScenarioError> {
     let source = read(path)?;
@@ -55,7 +61,7 @@ pub fn load(path: &Path) -> Result<LoadedScenario, ScenarioError> {
     if let Some(w) = scenario.workload.as_mut() {
         if let Some(name) = w.dataset.as_deref().filter(|d| !d.trim().is_empty()) {
             let file = path.parent().unwrap_or(Path::new("")).join(name);
-            let text = std::fs::read_to_string(&file).map_err(|e| {
+            let text = read_text(&file, MAX_DATASET_BYTES).map_err(|e| {
                 let (line, col) = locate(&source, Some("[workload]"), 1, "dataset").unwrap_or((1, 1));
                 ScenarioError::Invalid {
                     path: shown.clone(),
@@ -90,7 +96,7 @@ pub fn load_targets(path: &Path) -> Result<TargetsFile, ScenarioError> {
 }
 
 fn read(path: &Path) -> Result<String, ScenarioError> {
-    std::fs::read_to_string(path).map_err(|source| ScenarioError::Read {
+    read_text(path, MAX_WHOLE_FILE_BYTES).map_err(|source| ScenarioError::Read {
         path: path.to_path_buf(),
         source,
     })

@@ -108,7 +108,8 @@ pub fn write_hlog(
 /// Reads an interval log and returns the sum of all its intervals as an auto-resizing
 /// histogram (so callers can merge more into it).
 pub fn read_hlog(path: &Path) -> Result<Histogram<u64>> {
-    let bytes = std::fs::read(path).map_err(|source| StoreError::Read {
+    use crate::vocab::input::{read_bounded, MAX_WHOLE_FILE_BYTES};
+    let bytes = read_bounded(path, MAX_WHOLE_FILE_BYTES).map_err(|source| StoreError::Read {
         path: path.to_path_buf(),
         source,
     })?;

@@ -7,7 +7,6 @@
 //! one row per file at a time). `chunks.csv`, the largest file, is rewritten field by field
 //! without deserializing its rows.
 
-use std::fs::File;
 use std::io::BufWriter;
 use std::path::Path;
 
@@ -51,20 +50,11 @@ fn werr(path: &Path) -> impl Fn(csv::Error) -> StoreError + '_ {
 }
 
 fn rerr(path: &Path) -> impl Fn(csv::Error) -> StoreError + '_ {
-    move |e| {
-        let line = e
-            .position()
-            .map(|p| format!(" at line {}", p.line()))
-            .unwrap_or_default();
-        StoreError::Parse {
-            path: path.to_path_buf(),
-            message: format!("bad row{line}: {e}"),
-        }
-    }
+    move |e| super::reader::csv_read_err_in(path, None, e)
 }
 
-fn open_in(path: &Path) -> Result<csv::Reader<std::io::BufReader<File>>> {
-    let f = File::open(path).map_err(|source| StoreError::Read {
+fn open_in(path: &Path) -> Result<csv::Reader<std::io::BufReader<super::reader::CsvSource>>> {
+    let f = crate::vocab::input::open_lines(path).map_err(|source| StoreError::Read {
         path: path.to_path_buf(),
         source,
     })?;
@@ -78,7 +68,7 @@ impl Writers {
     pub(super) fn create(dir: &Path) -> Result<Writers> {
         let open = |name: &str, cols: &[&str]| -> Result<Out> {
             let path = dir.join(name);
-            let f = File::create(&path).map_err(|source| StoreError::Write {
+            let f = std::fs::File::create(&path).map_err(|source| StoreError::Write {
                 path: path.clone(),
                 source,
             })?;

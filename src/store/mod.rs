@@ -209,9 +209,11 @@ pub(crate) fn write_json<T: serde::Serialize>(path: &Path, value: &T) -> Result<
     write_atomic(path, &bytes)
 }
 
-/// Reads and parses a JSON file.
+/// Reads and parses a JSON file (a regular file of at most
+/// [`crate::vocab::input::MAX_WHOLE_FILE_BYTES`]).
 pub(crate) fn read_json<T: serde::de::DeserializeOwned>(path: &Path) -> Result<T> {
-    let bytes = std::fs::read(path).map_err(|source| StoreError::Read {
+    use crate::vocab::input::{read_bounded, MAX_WHOLE_FILE_BYTES};
+    let bytes = read_bounded(path, MAX_WHOLE_FILE_BYTES).map_err(|source| StoreError::Read {
         path: path.to_path_buf(),
         source,
     })?;

@@ -5,7 +5,6 @@
 //! the summary and histograms are recomputed from the CSV rows, and `rebuilt` says so.
 
 use std::collections::{BTreeMap, HashMap};
-use std::fs::File;
 use std::path::{Path, PathBuf};
 
 use hdrhistogram::Histogram;
@@ -20,7 +19,11 @@ use crate::plan::Plan;
 use crate::recorder::{
     request_statistics, session_statistics, CellKey, Metric, Recorder, SessionTimeline, Summary,
 };
+use crate::vocab::input::{open_lines, open_regular, Lines};
 use crate::vocab::{Chunk, RequestRecord, SessionRecord};
+
+/// What every CSV reader reads from: the file as it was when opened, lines bounded, no NUL.
+pub(super) type CsvSource = Lines<std::io::Take<std::fs::File>>;
 
 /// Version of the `timeline.json` shape.
 pub const TIMELINE_SCHEMA_VERSION: u32 = 1;
@@ -164,20 +167,22 @@ impl LoadedRun {
     /// Streams `requests.csv`, one row at a time.
     pub fn request_rows(&self) -> Result<RequestRows> {
         let path = self.dir.join(REQUESTS_FILE);
-        let reader = open_csv(&path)?;
+        let (reader, headers) = open_csv_headers(&path)?;
         Ok(RequestRows {
             inner: reader.into_deserialize(),
             path,
+            headers,
         })
     }
 
     /// Streams `chunks.csv`, one row at a time.
     pub fn chunk_rows(&self) -> Result<ChunkRows> {
         let path = self.dir.join(CHUNKS_FILE);
-        let reader = open_csv(&path)?;
+        let (reader, headers) = open_csv_headers(&path)?;
         Ok(ChunkRows {
             inner: reader.into_deserialize(),
             path,
+            headers,
         })
     }
 
@@ -188,9 +193,10 @@ impl LoadedRun {
 
     fn sessions_counting(&self, skipped: &mut u64) -> Result<Vec<SessionRecord>> {
         let path = self.dir.join(SESSIONS_FILE);
-        let rows = open_csv(&path)?
+        let (reader, headers) = open_csv_headers(&path)?;
+        let rows = reader
             .into_deserialize::<SessionRow>()
-            .map(|r| r.map_err(|e| csv_read_err(&path, e)));
+            .map(|r| r.map_err(|e| csv_read_err_in(&path, headers.as_ref(), e)));
         Ok(collect_rows(rows, self.lenient, torn_tail(&path), skipped)?
             .into_iter()
             .map(SessionRow::into_record)
@@ -249,11 +255,24 @@ impl LoadedRun {
     /// What a reader of this run must be told about its rows: CSV files that end in a torn
     /// row (dropped), and a `requests.csv` with fewer rows than `summary.json` counts (the
     /// file was truncated after the run: summary figures stand, tables and charts drawn from
-    /// rows are short). Empty when the files are whole.
-    pub fn row_notes(&self) -> Vec<String> {
+    /// rows are short). Empty when the files are whole. A file that cannot be read at all (a
+    /// directory, a symlink loop, a line over the bound, a NUL byte) is an error, not a note.
+    pub fn row_notes(&self) -> Result<Vec<String>> {
         let mut notes = Vec::new();
         for name in [REQUESTS_FILE, CHUNKS_FILE, SESSIONS_FILE] {
-            if torn_tail(&self.dir.join(name)) {
+            let path = self.dir.join(name);
+            // Its header row, read through the bounded reader: a zero-filled, binary or
+            // endless file is an error here even where the rows are not read.
+            match open_csv_headers(&path) {
+                Err(StoreError::Read { source, .. })
+                    if source.kind() == std::io::ErrorKind::NotFound && name != REQUESTS_FILE =>
+                {
+                    continue
+                }
+                Err(e) => return Err(e),
+                Ok(_) => {}
+            }
+            if torn_tail(&path) {
                 notes.push(format!(
                     "{name} ends in a half-written row (the process was killed or the disk filled while writing it); that row is dropped"
                 ));
@@ -261,10 +280,14 @@ impl LoadedRun {
         }
         if !self.rebuilt {
             let counted: u64 = self.summary.cells.iter().map(|c| c.requests).sum();
-            let rows = self
-                .request_rows()
-                .map(|r| r.filter(|r| r.is_ok()).count() as u64)
-                .unwrap_or(0);
+            let mut rows = 0u64;
+            for row in self.request_rows()? {
+                match row {
+                    Ok(_) => rows += 1,
+                    Err(e @ StoreError::Read { .. }) => return Err(e),
+                    Err(_) => {}
+                }
+            }
             if rows < counted {
                 notes.push(format!(
                     "{REQUESTS_FILE} has {rows} rows but summary.json counts {counted} requests: the file was truncated after the run; the summary's figures stand, but tables, charts and comparisons drawn from the rows miss {} requests",
@@ -272,7 +295,7 @@ impl LoadedRun {
                 ));
             }
         }
-        notes
+        Ok(notes)
     }
 
     /// A recorder recomputed from the CSV rows (what `finish` would have summarised).
@@ -290,27 +313,37 @@ impl LoadedRun {
 
 /// Streaming rows of `requests.csv`.
 pub struct RequestRows {
-    inner: csv::DeserializeRecordsIntoIter<File, RequestRow>,
+    inner: csv::DeserializeRecordsIntoIter<CsvSource, RequestRow>,
     path: PathBuf,
+    headers: Option<csv::StringRecord>,
 }
 
 impl Iterator for RequestRows {
     type Item = Result<RequestRow>;
     fn next(&mut self) -> Option<Self::Item> {
-        Some(self.inner.next()?.map_err(|e| csv_read_err(&self.path, e)))
+        Some(
+            self.inner
+                .next()?
+                .map_err(|e| csv_read_err_in(&self.path, self.headers.as_ref(), e)),
+        )
     }
 }
 
 /// Streaming rows of `chunks.csv`.
 pub struct ChunkRows {
-    inner: csv::DeserializeRecordsIntoIter<File, ChunkRow>,
+    inner: csv::DeserializeRecordsIntoIter<CsvSource, ChunkRow>,
     path: PathBuf,
+    headers: Option<csv::StringRecord>,
 }
 
 impl Iterator for ChunkRows {
     type Item = Result<ChunkRow>;
     fn next(&mut self) -> Option<Self::Item> {
-        Some(self.inner.next()?.map_err(|e| csv_read_err(&self.path, e)))
+        Some(
+            self.inner
+                .next()?
+                .map_err(|e| csv_read_err_in(&self.path, self.headers.as_ref(), e)),
+        )
     }
 }
 
@@ -342,36 +375,73 @@ fn collect_rows<T>(
 /// mid-write (SIGKILL, a full disk, a copy that stopped short).
 fn torn_tail(path: &Path) -> bool {
     use std::io::{Read, Seek, SeekFrom};
-    let Ok(mut f) = File::open(path) else {
+    let Ok((mut f, _)) = open_regular(path) else {
         return false;
     };
     let mut last = [0u8; 1];
     f.seek(SeekFrom::End(-1)).is_ok() && f.read_exact(&mut last).is_ok() && last[0] != b'\n'
 }
 
-pub(super) fn open_csv(path: &Path) -> Result<csv::Reader<File>> {
-    let f = File::open(path).map_err(|source| StoreError::Read {
+/// Opens a CSV file through the bounded reader ([`open_lines`]).
+pub(super) fn open_csv(path: &Path) -> Result<csv::Reader<CsvSource>> {
+    let f = open_lines(path).map_err(|source| StoreError::Read {
         path: path.to_path_buf(),
         source,
     })?;
     Ok(csv::ReaderBuilder::new().has_headers(true).from_reader(f))
 }
 
-fn csv_read_err(path: &Path, e: csv::Error) -> StoreError {
+/// A CSV error as the store's: a read error (the OS's reason, or the bounded reader's line
+/// and reason) or a bad row, named by its line and, when known, its column's name.
+pub(super) fn csv_read_err_in(
+    path: &Path,
+    headers: Option<&csv::StringRecord>,
+    e: csv::Error,
+) -> StoreError {
     let line = e
         .position()
-        .map(|p| format!(" at line {}", p.line()))
-        .unwrap_or_default();
-    match e.into_kind() {
-        csv::ErrorKind::Io(source) => StoreError::Read {
-            path: path.to_path_buf(),
-            source,
-        },
-        other => StoreError::Parse {
-            path: path.to_path_buf(),
-            message: format!("bad row{line}: {other:?}"),
-        },
+        .map_or_else(|| "?".to_string(), |p| p.line().to_string());
+    let column = |i: u64| match headers.and_then(|h| h.get(i as usize)) {
+        Some(name) => format!(", column {name:?}"),
+        None => format!(", field {}", i + 1),
+    };
+    let message = match e.kind() {
+        csv::ErrorKind::Io(_) => {
+            let csv::ErrorKind::Io(source) = e.into_kind() else {
+                unreachable!("matched above")
+            };
+            return StoreError::Read {
+                path: path.to_path_buf(),
+                source,
+            };
+        }
+        csv::ErrorKind::Deserialize { err, .. } => format!(
+            "line {line}{}: {}",
+            err.field().map(column).unwrap_or_default(),
+            err.kind()
+        ),
+        csv::ErrorKind::Utf8 { err, .. } => {
+            format!("line {line}{}: not UTF-8", column(err.field() as u64))
+        }
+        csv::ErrorKind::UnequalLengths {
+            expected_len, len, ..
+        } => format!("line {line}: {len} fields where the header has {expected_len}"),
+        _ => format!("line {line}: {e}"),
+    };
+    StoreError::Parse {
+        path: path.to_path_buf(),
+        message: format!("bad row at {message}"),
     }
+}
+
+/// [`open_csv`] and the file's header row.
+fn open_csv_headers(path: &Path) -> Result<(csv::Reader<CsvSource>, Option<csv::StringRecord>)> {
+    let mut reader = open_csv(path)?;
+    let headers = reader
+        .headers()
+        .map_err(|e| csv_read_err_in(path, None, e))?
+        .clone();
+    Ok((reader, Some(headers)))
 }
 
 /// Reads `histograms/<target>/<transport>/<metric>.hlog`. Files whose name is not a known

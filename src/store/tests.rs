@@ -344,7 +344,7 @@ fn interrupted_status_and_unfinished_runs() {
     std::fs::write(&finished_csv, &text).unwrap();
     let run = LoadedRun::open(&dir).unwrap();
     assert_eq!(run.records().unwrap().len(), whole);
-    let notes = run.row_notes();
+    let notes = run.row_notes().unwrap();
     assert!(
         notes
             .iter()

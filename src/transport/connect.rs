@@ -4,7 +4,10 @@
 //! Owns: the socket options (`TCP_NODELAY`, so Nagle never adds ~40 ms to a small request),
 //! where the link emulation sits (between TCP and TLS, so the handshake pays the RTT), and
 //! giving each connection its id (numbered per run by the run's [`crate::link::Emulator`]).
-//! Does not own: deadlines and cancellation (the caller races this future against them).
+//! Owns the connect timeout too ([`dial_within`]): every phase of opening is bounded by it,
+//! and the error names the phase that ran out.
+//! Does not own: the request's deadline and cancellation (the caller races this future
+//! against them).
 
 use std::io;
 use std::pin::Pin;
@@ -75,6 +78,42 @@ pub async fn dial(
     clock: Clock,
     seed: u64,
 ) -> Result<Dialed, DialError> {
+    let timeout = crate::plan::DEFAULT_CONNECT_TIMEOUT;
+    dial_within(ep, tls, proxy, link, emulator, clock, seed, timeout).await
+}
+
+/// `fut`, one phase of opening a connection, unless `deadline` comes first: then a
+/// [`DialError::Connect`] that names the phase (`what`) and the connect timeout.
+async fn phase<F: std::future::Future>(
+    deadline: tokio::time::Instant,
+    timeout: std::time::Duration,
+    what: impl FnOnce() -> String,
+    fut: F,
+) -> Result<F::Output, DialError> {
+    tokio::time::timeout_at(deadline, fut).await.map_err(|_| {
+        DialError::Connect(format!(
+            "connect timeout: {} did not complete within {} (--connect-timeout / [load] connect_timeout)",
+            what(),
+            crate::units::fmt_duration_spec(timeout)
+        ))
+    })
+}
+
+/// [`dial`] with a connect timeout: DNS, TCP connect, the link's connect delay, the proxy's
+/// `CONNECT` and the TLS handshake must all be done within `timeout`, else the connection
+/// fails with a [`DialError::Connect`] that names the phase it was in.
+#[allow(clippy::too_many_arguments)]
+pub async fn dial_within(
+    ep: &BaseUrl,
+    tls: Option<&TlsConnector>,
+    proxy: Option<&Proxy>,
+    link: &Link,
+    emulator: &Emulator,
+    clock: Clock,
+    seed: u64,
+    timeout: std::time::Duration,
+) -> Result<Dialed, DialError> {
+    let deadline = tokio::time::Instant::now() + timeout;
     let connection_id = emulator.next_connection_id();
     let mut setup = Setup {
         connection_id,
@@ -92,9 +131,15 @@ pub async fn dial(
         std::net::SocketAddr::new(ip, port)
     } else {
         let t0 = crate::clock::now();
-        let mut addrs = tokio::net::lookup_host((host, port))
-            .await
-            .map_err(|e| DialError::Connect(format!("DNS lookup of {}: {e}", via(host))))?;
+        let lookup = tokio::net::lookup_host((host, port));
+        let mut addrs = phase(
+            deadline,
+            timeout,
+            || format!("the DNS lookup of {}", via(host)),
+            lookup,
+        )
+        .await?
+        .map_err(|e| DialError::Connect(format!("DNS lookup of {}: {e}", via(host))))?;
         let addr = addrs.next().ok_or_else(|| {
             DialError::Connect(format!("DNS lookup of {} returned no address", via(host)))
         })?;
@@ -103,7 +148,9 @@ pub async fn dial(
     };
 
     let t0 = crate::clock::now();
-    let tcp = super::tcp::connect(addr).await.map_err(|e| {
+    let what = || format!("the TCP connect to {}", via(&addr.to_string()));
+    let tcp = phase(deadline, timeout, what, super::tcp::connect(addr)).await?;
+    let tcp = tcp.map_err(|e| {
         let what = format!("TCP connect to {}: {e}", via(&addr.to_string()));
         if is_local_exhaustion(&e) {
             DialError::Local(format!(
@@ -116,7 +163,7 @@ pub async fn dial(
     })?;
     tcp.set_nodelay(true)
         .map_err(|e| DialError::Connect(format!("setting TCP_NODELAY: {e}")))?;
-    link.connect_delay().await;
+    phase(deadline, timeout, what, link.connect_delay()).await?;
     setup.tcp_connect_ns = Some(crate::clock::since(t0).as_nanos() as u64);
     let probe = SockProbe::new(&tcp).map(Arc::new);
     // Reads carry the kernel's receive stamps; an emulated link turns them into the instants
@@ -134,8 +181,10 @@ pub async fn dial(
         Some(p) => {
             let mut io = io;
             let t0 = crate::clock::now();
-            super::proxy::tunnel(&mut io, p, &ep.host, ep.port)
-                .await
+            let what = || format!("the proxy's CONNECT ({}) to {}", p.url(), ep.authority());
+            let tunnel = super::proxy::tunnel(&mut io, p, &ep.host, ep.port);
+            phase(deadline, timeout, what, tunnel)
+                .await?
                 .map_err(DialError::Connect)?;
             setup.proxy_connect_ns = Some(crate::clock::since(t0).as_nanos() as u64);
             io
@@ -144,7 +193,11 @@ pub async fn dial(
 
     let (io, cert_asked) = match tls {
         None => (io, 0),
-        Some(connector) => tls_handshake(connector, ep, io, &mut setup).await?,
+        Some(connector) => {
+            let what = || format!("the TLS handshake with {}", ep.authority());
+            let handshake = tls_handshake(connector, ep, io, &mut setup);
+            phase(deadline, timeout, what, handshake).await??
+        }
     };
     let (io, stats) = MeteredIo::new(io, clock, Some(arrivals));
     stats.client_cert_asked.store(cert_asked, Ordering::Relaxed);

@@ -42,13 +42,15 @@ pub fn choose(
     else {
         return Ok(None);
     };
+    // A malformed variable is an error even where NO_PROXY would bypass it.
+    let proxy = Proxy::parse(&url, name)?;
     let no_proxy = ["no_proxy", "NO_PROXY"].iter().find_map(|n| var(n));
     if let Some(list) = no_proxy {
         if NoProxy::parse(&list).matches(&endpoint.host, endpoint.port) {
             return Ok(None);
         }
     }
-    Proxy::parse(&url, name).map(Some)
+    Ok(Some(proxy))
 }
 
 /// A `NO_PROXY` list: comma-separated host names (a name matches itself and its
@@ -384,6 +386,13 @@ mod tests {
         let msg = choose(None, &https, e).unwrap_err();
         assert!(
             msg.contains("HTTPS_PROXY") && !msg.contains("pw123"),
+            "{msg}"
+        );
+        // Malformed is an error before any request, even where NO_PROXY would bypass it.
+        let e = env(&[("HTTP_PROXY", "not a url"), ("NO_PROXY", "*")]);
+        let msg = choose(None, &http, e).unwrap_err();
+        assert!(
+            msg.contains("HTTP_PROXY") && msg.contains("not a host name"),
             "{msg}"
         );
     }

@@ -22,7 +22,7 @@ use std::sync::{Arc, Mutex};
 use tokio_rustls::TlsConnector;
 use tokio_util::sync::CancellationToken;
 
-use super::connect::{dial, DialError, Dialed};
+use super::connect::{DialError, Dialed};
 use super::http::{self as h, H1Conn, H2Conn, HttpRequest};
 use super::sockstate::{Idle, SockProbe};
 use super::ws::{self, WsConn};
@@ -63,6 +63,8 @@ pub struct Connector {
     /// [`HABIT_UNKNOWN`], [`HABIT_KEEPS`] or [`HABIT_CLOSES`] (see [`Connector::pool_return`]).
     habit: AtomicU8,
     h2: tokio::sync::Mutex<Option<H2Conn>>,
+    /// The longest opening a connection may take (see [`super::connect::dial_within`]).
+    connect_timeout: std::time::Duration,
 }
 
 impl Connector {
@@ -114,6 +116,7 @@ impl Connector {
             pool: Mutex::new(Vec::new()),
             habit: AtomicU8::new(HABIT_UNKNOWN),
             h2: tokio::sync::Mutex::new(None),
+            connect_timeout: crate::plan::DEFAULT_CONNECT_TIMEOUT,
         })
     }
 
@@ -170,8 +173,15 @@ impl Connector {
         self.pool.lock().map(|p| p.len()).unwrap_or(0)
     }
 
+    /// Bounds opening a connection (TCP connect, proxy `CONNECT`, TLS) by `timeout`
+    /// (default [`crate::plan::DEFAULT_CONNECT_TIMEOUT`]).
+    pub fn with_connect_timeout(mut self, timeout: std::time::Duration) -> Self {
+        self.connect_timeout = timeout;
+        self
+    }
+
     async fn dial(&self) -> Result<Dialed, Ending> {
-        dial(
+        super::connect::dial_within(
             &self.endpoint,
             self.tls.as_ref(),
             self.proxy.as_ref(),
@@ -179,6 +189,7 @@ impl Connector {
             &self.emulator,
             self.clock,
             self.seed,
+            self.connect_timeout,
         )
         .await
         .map_err(|e| match e {

@@ -8,7 +8,9 @@
 //! * [`url`]: [`BaseUrl`], a target's parsed `scheme://host[:port][/prefix]`.
 //! * [`proxy`]: [`Proxy`], an HTTP proxy's parsed URL.
 //! * [`redact`]: secrets (echoed keys, bearer tokens, URL credentials) out of recorded text.
+//! * [`input`]: bounded reading of input files (line length, NUL bytes, file size, regular files).
 
+pub mod input;
 pub mod kinds;
 pub mod proxy;
 pub mod record;

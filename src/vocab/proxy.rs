@@ -71,6 +71,17 @@ impl Proxy {
                 "{what}: the proxy URL has no host; write it as http://host:port"
             ));
         }
+        // A host name (letters, digits, '-', '_', '.') or an IP literal; anything else
+        // ("not a url", a stray quote) is a configuration error here, not a DNS error per
+        // request later.
+        let name_like = host
+            .chars()
+            .all(|c| c.is_ascii_alphanumeric() || matches!(c, '-' | '_' | '.'));
+        if !name_like && host.parse::<std::net::IpAddr>().is_err() {
+            return Err(format!(
+                "{what}: the proxy URL's host is not a host name or an IP address; write it as http://host:port"
+            ));
+        }
         let authorization = match userinfo {
             None => None,
             Some(u) => {
@@ -225,6 +236,9 @@ mod tests {
             "http://bob:hunter2@proxy:port",
             "http://bob:hunter2@proxy:3128/path",
             "http://bob:hunter2@:3128",
+            "not a url",
+            "http://bob:hunter2@pro xy:3128",
+            "\"proxy.corp:3128\"",
         ] {
             let e = Proxy::parse(bad, "HTTPS_PROXY").unwrap_err();
             assert!(e.contains("HTTPS_PROXY"), "{e}");

@@ -85,7 +85,10 @@ async fn sigkill_mid_stream_leaves_a_run_report_and_compare_read() {
         "{total} of {whole} rows"
     );
     assert!(
-        run.row_notes().iter().any(|n| n.contains("half-written")),
+        run.row_notes()
+            .unwrap()
+            .iter()
+            .any(|n| n.contains("half-written")),
         "{:?}",
         run.row_notes()
     );

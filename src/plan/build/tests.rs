@@ -343,6 +343,13 @@ fn validation_messages_say_how_to_fix() {
                 Overrides::default(),
                 "[[turns]] entry 2 at s.toml:8:1: `repeat` is 0",
             ),
+            // Each key within its range, the product over the plan bound: refused before
+            // any session is built (it was 1.2 GB of plan per session).
+            (
+                "name = \"m\"\n[[turns]]\nprompt = \"go\"\nrepeat = 1000\nagent = { calls = 1000, tools = [\"a\"] }\n",
+                Overrides::default(),
+                "s.toml: one session plans 1001000 requests (the sum over [[turns]] of repeat × (1 + agent.calls or the tool_calls listed)); the limit is 10000 per session",
+            ),
         ])
         .collect();
     for (text, o, want) in cases {
