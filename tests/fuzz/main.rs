@@ -1,6 +1,7 @@
 //! Fuzzing and property tests of every parser that reads bytes we did not write: the SSE
 //! framer, the WebSocket frame and event decoders, the chat/responses event parsers, the
-//! HTTP byte log, the scenario loader and the `--link` / duration parsers.
+//! HTTP byte log, the scenario loader and the `--link` / duration parsers; and what a client
+//! sends `spark-bench record`'s proxy.
 //!
 //! Each test replays the target's corpus (`fuzz/corpus/<target>/`), then generates and
 //! mutates inputs for `SPARK_FUZZ_SECS` seconds (default 0.5 under plain `cargo test`;
@@ -11,6 +12,7 @@ mod bytelog;
 mod config;
 mod decode;
 mod engine;
+mod record;
 mod wire;
 
 macro_rules! target_test {
@@ -34,3 +36,4 @@ target_test!(bytelog_h2, bytelog::H2);
 target_test!(scenario, config::SCENARIO);
 target_test!(link, config::LINK);
 target_test!(duration, config::DURATION);
+target_test!(record, record::RECORD);
