@@ -488,6 +488,10 @@ pub struct RecordArgs {
     /// Stop by itself after this long (e.g. "10m"); default: at Ctrl-C or SIGTERM.
     #[arg(long, value_name = "DURATION", value_parser = humantime::parse_duration)]
     pub duration: Option<std::time::Duration>,
+    /// Disconnect a client that has not sent a whole request head this long after connecting
+    /// or after its previous response (so also an idle keep-alive connection).
+    #[arg(long, value_name = "DURATION", value_parser = humantime::parse_duration, default_value = "60s")]
+    pub header_timeout: std::time::Duration,
     /// Print the summary as JSON.
     #[arg(long)]
     pub json: bool,

@@ -8,12 +8,16 @@
 //! turning that log into files ([`parse`] → [`build`] → [`write`](mod@write), through [`privacy`]).
 //! Bytes are forwarded as they arrive (each body frame or WebSocket message is passed on
 //! before it is looked at); the client's `Authorization` header is forwarded and never kept.
+//! Also owns the proxy's bounds ([`Bounds`]: request body size, header-read time) and the
+//! stop: every exchange still in flight is ended and logged as interrupted, never dropped.
 //! Does not own: the scenario schema (`scenario`), the results contract (`store`).
 
 pub mod build;
+pub mod live;
 pub mod parse;
 pub mod privacy;
 mod relay;
+mod reqbody;
 mod tee;
 mod upstream;
 pub mod write;
@@ -23,6 +27,7 @@ use std::future::Future;
 use std::net::SocketAddr;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
+use std::time::Duration;
 
 use bytes::Bytes;
 use tokio::net::TcpListener;
@@ -75,15 +80,54 @@ pub struct Config {
     pub upstream: BaseUrl,
 }
 
+/// The largest request body (HTTP) or client WebSocket message the proxy carries: 32 MiB.
+pub const MAX_REQUEST_BODY: u64 = 32 << 20;
+
+/// How long a client may take to send a request head (and the protocol preface) before the
+/// proxy disconnects it; also how long an idle keep-alive connection is kept.
+pub const HEADER_TIMEOUT: Duration = Duration::from_secs(60);
+
+/// How long the stop waits for the exchanges it interrupted to reach the log.
+const STOP_DRAIN: Duration = Duration::from_secs(2);
+
+/// What the proxy holds and waits for, at most.
+#[derive(Debug, Clone, Copy)]
+pub struct Bounds {
+    /// A client that has not sent a whole request head this long after the connection
+    /// opened (or its previous response ended) is disconnected.
+    pub header_timeout: Duration,
+    /// A request body (or client WebSocket message) over this many bytes is refused with
+    /// 413 and never reaches the upstream in full.
+    pub max_request_body: u64,
+}
+
+impl Default for Bounds {
+    fn default() -> Self {
+        Bounds {
+            header_timeout: HEADER_TIMEOUT,
+            max_request_body: MAX_REQUEST_BODY,
+        }
+    }
+}
+
 /// State every connection shares.
 pub(crate) struct Shared {
     pub upstream: BaseUrl,
     pub clock: Clock,
     pub log: mpsc::UnboundedSender<Exchange>,
+    pub bounds: Bounds,
+    /// Turns true when the recording stops: every connection ends its exchanges.
+    pub stop: tokio::sync::watch::Receiver<bool>,
     conns: AtomicU64,
 }
 
 impl Shared {
+    /// Completes when the recording stops.
+    pub async fn stopped(&self) {
+        let mut rx = self.stop.clone();
+        let _ = rx.wait_for(|s| *s).await;
+    }
+
     fn next_conn(&self) -> u64 {
         self.conns.fetch_add(1, Ordering::Relaxed) + 1
     }
@@ -107,19 +151,34 @@ pub struct Recording {
     pub connections: u64,
 }
 
-/// Runs the proxy on `listener` until `stop` completes, then returns what it saw. Exchanges
-/// still in flight when `stop` fires are left out (stop the agent first).
+/// Runs the proxy on `listener` until `stop` completes, then returns what it saw, with the
+/// default [`Bounds`].
 pub async fn record(
     listener: TcpListener,
     config: Config,
     clock: Clock,
     stop: impl Future<Output = ()>,
 ) -> anyhow::Result<Recording> {
+    record_with(listener, config, Bounds::default(), clock, stop).await
+}
+
+/// [`record`] with explicit bounds. When `stop` fires, exchanges still in flight are ended
+/// (their connections closed) and kept, marked as interrupted.
+pub async fn record_with(
+    listener: TcpListener,
+    config: Config,
+    bounds: Bounds,
+    clock: Clock,
+    stop: impl Future<Output = ()>,
+) -> anyhow::Result<Recording> {
     let (tx, mut rx) = mpsc::unbounded_channel();
+    let (stop_tx, stop_rx) = tokio::sync::watch::channel(false);
     let shared = Arc::new(Shared {
         upstream: config.upstream,
         clock,
         log: tx,
+        bounds,
+        stop: stop_rx,
         conns: AtomicU64::new(0),
     });
     let mut exchanges = Vec::new();
@@ -135,15 +194,28 @@ pub async fn record(
             }
         }
     }
-    // Give exchanges that just ended a moment to arrive.
-    tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+    // End every connection; each logs what it had in flight, then drops its sender.
+    let _ = stop_tx.send(true);
+    let connections = shared.conns.load(Ordering::Relaxed);
+    drop(shared);
+    let drain = tokio::time::sleep(STOP_DRAIN);
+    tokio::pin!(drain);
+    loop {
+        tokio::select! {
+            x = rx.recv() => match x {
+                Some(x) => exchanges.push(x),
+                None => break,
+            },
+            _ = &mut drain => break,
+        }
+    }
     while let Ok(x) = rx.try_recv() {
         exchanges.push(x);
     }
     exchanges.sort_by_key(|x| (x.start_ns, x.conn));
     Ok(Recording {
         exchanges,
-        connections: shared.conns.load(Ordering::Relaxed),
+        connections,
     })
 }
 
@@ -182,9 +254,15 @@ pub fn finish(
     pv: &privacy::Privacy,
     command_line: &[String],
 ) -> anyhow::Result<Written> {
-    let mut sessions = build::sessions(&rec.exchanges);
-    // A session with no turn (only warm-ups) has nothing to replay.
-    sessions.retain(|s| !s.turns.is_empty());
+    let mut all = build::sessions(&rec.exchanges);
+    // A session with no turn (only warm-ups), or a turn with no prompt (a refused or
+    // unreadable request), has nothing to replay, but its requests are rows of the live
+    // session: those sessions go last, after `sessions`.
+    let replays =
+        |s: &build::Session| !s.turns.is_empty() && s.turns.iter().all(|t| !t.prompt.is_empty());
+    all.sort_by_key(|s| !replays(s));
+    let replayable = all.iter().take_while(|s| replays(s)).count();
+    let sessions = &all[..replayable];
     let mut written = Written {
         scenarios: Vec::new(),
         results: None,
@@ -199,12 +277,12 @@ pub fn finish(
     if sessions.is_empty() {
         return Ok(written);
     }
-    let concurrency = build::peak_concurrency(&sessions);
+    let concurrency = build::peak_concurrency(sessions);
     let first_text = write::scenario_toml(
         &write::ScenarioOut {
             name,
             upstream,
-            sessions: &sessions,
+            sessions,
             concurrency,
         },
         pv,
@@ -217,13 +295,13 @@ pub fn finish(
     std::fs::write(&path, &first_text)
         .map_err(|e| anyhow::anyhow!("cannot write the scenario {}: {e}", path.display()))?;
     written.scenarios.push(path);
-    let (reqs, _) = write::records(&sessions, pv);
+    let (reqs, _) = write::records(&all, pv);
     written.failed = reqs.iter().filter(|r| !r.is_ok()).count();
     written.results = Some(write::results_dir(
         results_root,
         out,
         &first_text,
-        &sessions,
+        &all,
         pv,
         command_line,
     )?);

@@ -13,6 +13,7 @@ use bytes::Bytes;
 use http::{Response, StatusCode};
 use hyper::body::{Body, Frame, Incoming, SizeHint};
 
+use super::reqbody::Capture;
 use super::{Exchange, Shared};
 
 /// A proxy error as the client sees it: `status` with an OpenAI-style JSON error body.
@@ -39,14 +40,23 @@ enum Inner {
 pub(crate) struct TeeBody {
     inner: Inner,
     rec: Option<(Exchange, Arc<Shared>)>,
+    /// The request body's bounded copy, moved into the exchange when it ends.
+    req: Option<Arc<std::sync::Mutex<Capture>>>,
 }
 
 impl TeeBody {
-    /// The upstream's `body`, teed into `x`, which goes to `shared`'s log when it ends.
-    pub(crate) fn stream(body: Incoming, x: Exchange, shared: Arc<Shared>) -> TeeBody {
+    /// The upstream's `body`, teed into `x`, which goes to `shared`'s log when it ends with
+    /// the request body kept in `req` (an upstream may answer before the request is sent).
+    pub(crate) fn stream(
+        body: Incoming,
+        x: Exchange,
+        req: Arc<std::sync::Mutex<Capture>>,
+        shared: Arc<Shared>,
+    ) -> TeeBody {
         TeeBody {
             inner: Inner::Stream(body),
             rec: Some((x, shared)),
+            req: Some(req),
         }
     }
 
@@ -55,12 +65,16 @@ impl TeeBody {
         TeeBody {
             inner: Inner::Fixed(Some(b)),
             rec: None,
+            req: None,
         }
     }
 
     fn finish(&mut self, error: Option<String>) {
         if let Some((mut x, shared)) = self.rec.take() {
             x.end_ns = shared.clock.now_ns();
+            if let Some(req) = self.req.take() {
+                x.body = req.lock().unwrap_or_else(|p| p.into_inner()).take();
+            }
             if x.error.is_none() {
                 x.error = error;
             }
@@ -75,7 +89,14 @@ impl Drop for TeeBody {
             Inner::Stream(s) => s.is_end_stream(),
             Inner::Fixed(_) => true,
         };
-        let error = (!ended).then(|| "the client closed the stream before its end".to_string());
+        let error = (!ended).then(|| {
+            let stopped = self.rec.as_ref().is_some_and(|(_, s)| *s.stop.borrow());
+            if stopped {
+                "interrupted: the recording stopped before the response ended".to_string()
+            } else {
+                "the client closed the stream before its end".to_string()
+            }
+        });
         self.finish(error);
     }
 }

@@ -279,13 +279,15 @@ pub fn records(sessions: &[Session], pv: &Privacy) -> (Vec<RequestRecord>, Vec<S
     let mut reqs = Vec::new();
     let mut sess = Vec::new();
     let mut id = 0u64;
+    let targets = super::live::target_names(sessions, AS_RECORDED);
     for (si, s) in sessions.iter().enumerate() {
         let transport = transport_of(s);
         let mut failed = 0;
         let mut n = 0;
         for (ri, r) in s.reqs.iter().enumerate() {
             id += 1;
-            let rec = record(r, id, si as u32, ri as u32, transport, pv);
+            let mut rec = record(r, id, si as u32, ri as u32, transport, pv);
+            rec.target = targets[si].clone();
             if !rec.is_ok() {
                 failed += 1;
             }
@@ -295,7 +297,7 @@ pub fn records(sessions: &[Session], pv: &Privacy) -> (Vec<RequestRecord>, Vec<S
         let start = s.reqs.first().map_or(0, |r| r.x.start_ns);
         let end = s.reqs.last().map_or(0, |r| r.x.end_ns);
         sess.push(SessionRecord {
-            target: AS_RECORDED.into(),
+            target: targets[si].clone(),
             transport,
             session: si as u32,
             warmup: false,
@@ -396,20 +398,15 @@ pub fn results_dir(
     pv: &Privacy,
     command_line: &[String],
 ) -> anyhow::Result<PathBuf> {
-    let scenario: crate::scenario::Scenario = toml::from_str(toml_text)
+    let mut scenario: crate::scenario::Scenario = toml::from_str(toml_text)
         .map_err(|e| anyhow::anyhow!("the recorded scenario does not parse (a bug): {e}"))?;
-    let transports: Vec<TransportKind> = {
-        let mut v: Vec<TransportKind> = sessions.iter().map(transport_of).collect();
-        v.sort();
-        v.dedup();
-        v
-    };
+    // Every session's target × transport, whatever mix of APIs the recording holds.
+    let transports: Vec<TransportKind> = sessions.iter().map(transport_of).collect();
+    super::live::declare(&mut scenario, sessions, &transports, AS_RECORDED, pv);
     // The live session is what the agent sent, nothing salted: its cache mode is `as-is`
     // (the default for real endpoints, `cold`, would claim salts it never had and warn
     // about the agent's own conversation being cached).
     let overrides = crate::plan::Overrides {
-        targets: vec![AS_RECORDED.to_string()],
-        transports,
         load: crate::scenario::LoadKnobs {
             cache: Some(crate::vocab::CacheMode::AsIs),
             ..Default::default()

@@ -5,6 +5,8 @@
 //! Owns: splitting the message stream into exchanges: a `response.create` from the client
 //! opens one, and the server's terminal event (`response.completed`, `response.failed`,
 //! `response.incomplete` or `error`) closes it. Each message is forwarded before it is read.
+//! A client message over [`super::Bounds::max_request_body`] ends the connection (close
+//! code 1009); when the recording stops, the open exchanges are logged as interrupted.
 
 use std::collections::VecDeque;
 use std::sync::Arc;
@@ -82,7 +84,12 @@ pub(crate) async fn upgrade(
     let on_upgrade = hyper::upgrade::on(&mut req);
     tokio::spawn(async move {
         if let Ok(up) = on_upgrade.await {
-            let down = WebSocketStream::from_raw_socket(TokioIo::new(up), Role::Server, None).await;
+            let limit = usize::try_from(shared.bounds.max_request_body).unwrap_or(usize::MAX);
+            let cfg = tungstenite::protocol::WebSocketConfig::default()
+                .max_message_size(Some(limit))
+                .max_frame_size(Some(limit));
+            let down =
+                WebSocketStream::from_raw_socket(TokioIo::new(up), Role::Server, Some(cfg)).await;
             pump(down, upstream, shared, conn, path, start_ns).await;
         }
     });
@@ -136,8 +143,14 @@ async fn pump<D, U>(
     let (mut up_tx, mut up_rx) = up.split();
     let mut open: VecDeque<Exchange> = VecDeque::new();
     let mut n = 0u32;
+    let mut error = "the WebSocket closed before the response ended";
     loop {
         tokio::select! {
+            _ = shared.stopped() => {
+                // Log first; both sockets close when dropped.
+                error = "interrupted: the recording stopped before the response ended";
+                break;
+            }
             m = down_rx.next() => {
                 let t = shared.clock.now_ns();
                 let Some(Ok(msg)) = m else { let _ = up_tx.close().await; break };
@@ -192,7 +205,7 @@ async fn pump<D, U>(
     let end = shared.clock.now_ns();
     for mut x in open {
         x.end_ns = end;
-        x.error = Some("the WebSocket closed before the response ended".into());
+        x.error = Some(error.into());
         let _ = shared.log.send(x);
     }
 }

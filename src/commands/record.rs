@@ -53,7 +53,11 @@ pub async fn execute(args: RecordArgs) -> anyhow::Result<u8> {
         }
     };
     let clock = crate::clock::Clock::start();
-    let rec = capture::record(listener, Config { upstream }, clock, stop).await?;
+    let bounds = capture::Bounds {
+        header_timeout: args.header_timeout,
+        ..Default::default()
+    };
+    let rec = capture::record_with(listener, Config { upstream }, bounds, clock, stop).await?;
     let command_line: Vec<String> = std::env::args().collect();
     let w = capture::finish(
         &rec,

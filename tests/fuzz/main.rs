@@ -1,7 +1,8 @@
 //! Fuzzing and property tests of every parser that reads bytes we did not write: the SSE
 //! framer, the WebSocket frame and event decoders, the chat/responses event parsers, the
-//! HTTP byte log, the scenario loader, the `--link` / duration parsers, and the results
-//! readers (`requests.csv` rows, `history.jsonl`, `manifest.json`).
+//! HTTP byte log, the scenario loader, the `--link` / duration parsers, the results
+//! readers (`requests.csv` rows, `history.jsonl`, `manifest.json`) and what a client sends
+//! `spark-bench record`'s proxy.
 //!
 //! Each test replays the target's corpus (`fuzz/corpus/<target>/`), then generates and
 //! mutates inputs for `SPARK_FUZZ_SECS` seconds (default 0.5 under plain `cargo test`;
@@ -13,6 +14,7 @@ mod config;
 mod decode;
 mod engine;
 mod readers;
+mod record;
 mod wire;
 
 macro_rules! target_test {
@@ -39,3 +41,4 @@ target_test!(duration, config::DURATION);
 target_test!(csv_rows, readers::CSV_ROWS);
 target_test!(jsonl, readers::JSONL);
 target_test!(manifest, readers::MANIFEST);
+target_test!(record, record::RECORD);

@@ -26,6 +26,7 @@ mod metrics_out;
 mod one_line;
 mod probe;
 mod rates;
+mod record_bounds;
 mod record_proxy;
 mod report;
 mod run_e2e;
