@@ -120,7 +120,11 @@ impl Writers {
         self.add_chunks(shard_dir, shift)?;
         let path = shard_dir.join(SESSIONS_FILE);
         let out_path = self.dir.join(SESSIONS_FILE);
-        for row in open_in(&path)?.into_deserialize::<SessionRow>() {
+        let mut input = open_in(&path)?;
+        // Read the header first: `into_deserialize` would swallow an error reading it (a
+        // zero-filled file then read as no rows).
+        input.byte_headers().map_err(rerr(&path))?;
+        for row in input.into_deserialize::<SessionRow>() {
             let mut row = row.map_err(rerr(&path))?;
             row.start_ns = at(row.start_ns);
             row.end_ns = at(row.end_ns);

@@ -113,7 +113,7 @@ pub async fn dial_within(
     seed: u64,
     timeout: std::time::Duration,
 ) -> Result<Dialed, DialError> {
-    let deadline = tokio::time::Instant::now() + timeout;
+    let deadline = tokio::time::Instant::from_std(crate::clock::now() + timeout);
     let connection_id = emulator.next_connection_id();
     let mut setup = Setup {
         connection_id,

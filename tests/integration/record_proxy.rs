@@ -269,11 +269,16 @@ max_output_tokens = 8
         "[[sessions]]",
         "[[sessions.turns]]",
         "parallel = true",
-        "max_output_tokens = 10",
         "answer = ",
     ] {
         assert!(toml.contains(want), "no `{want}` in\n{toml}");
     }
+    // The response to the tool results carries its recorded length.
+    assert!(
+        toml.lines()
+            .any(|l| l.contains("name = \"read_file\"") && l.contains("max_output_tokens = ")),
+        "{toml}"
+    );
     let live_dir = written.results.clone().unwrap();
     let replay_dir = run_scenario(&out, &tmp.path().join("replay")).await;
     let (a, b) = (rows(&live_dir), rows(&replay_dir));
