@@ -185,7 +185,7 @@ async fn handle(
             b = b.header(k, v);
         }
     }
-    let (body, cap) = ReqBody::new(body, limit);
+    let (body, cap) = ReqBody::new(body, limit, shared.bounds.header_timeout);
     pending.cap = Some(cap.clone());
     let up_req = match b.body(body) {
         Ok(r) => r,

@@ -4,9 +4,12 @@
 //! Owns: [`ReqBody`], which hands each client body frame on as it arrives and copies it into
 //! a [`Capture`] up to the proxy's request-body limit; past the limit it fails the body (the
 //! upstream request is aborted, never sent in full) and the relay answers 413. Memory per
-//! request is at most the limit, whatever the body's size. Does not own: the limit's value
+//! request is at most the limit, whatever the body's size. A client that sends no byte of its
+//! body for the header timeout fails it too ([`Stalled`]), so an unfinished body cannot
+//! hold a connection after its answer. Does not own: the limit's value
 //! ([`super::Bounds`]), the 413 answer (`relay`).
 
+use std::future::Future;
 use std::pin::Pin;
 use std::sync::{Arc, Mutex};
 use std::task::{Context, Poll};
@@ -53,16 +56,42 @@ pub(crate) struct ReqBody {
     inner: Incoming,
     cap: Arc<Mutex<Capture>>,
     limit: u64,
+    /// How long the client may go without sending a byte of its body.
+    idle: std::time::Duration,
+    /// Armed while the body is pending; reset by every frame.
+    timer: Option<Pin<Box<tokio::time::Sleep>>>,
 }
 
+/// A client that stopped sending its request body (`--header-timeout` without a byte).
+#[derive(Debug)]
+pub(crate) struct Stalled(pub std::time::Duration);
+
+impl std::fmt::Display for Stalled {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(
+            f,
+            "the client sent no byte of its request body for {:?}",
+            self.0
+        )
+    }
+}
+
+impl std::error::Error for Stalled {}
+
 impl ReqBody {
-    pub(crate) fn new(inner: Incoming, limit: u64) -> (ReqBody, Arc<Mutex<Capture>>) {
+    pub(crate) fn new(
+        inner: Incoming,
+        limit: u64,
+        idle: std::time::Duration,
+    ) -> (ReqBody, Arc<Mutex<Capture>>) {
         let cap = Arc::new(Mutex::new(Capture::default()));
         (
             ReqBody {
                 inner,
                 cap: cap.clone(),
                 limit,
+                idle,
+                timer: None,
             },
             cap,
         )
@@ -79,10 +108,20 @@ impl Body for ReqBody {
     ) -> Poll<Option<Result<Frame<Bytes>, Self::Error>>> {
         let this = self.get_mut();
         match Pin::new(&mut this.inner).poll_frame(cx) {
-            Poll::Pending => Poll::Pending,
+            Poll::Pending => {
+                let idle = this.idle;
+                let timer = this
+                    .timer
+                    .get_or_insert_with(|| Box::pin(tokio::time::sleep(idle)));
+                match timer.as_mut().poll(cx) {
+                    Poll::Ready(()) => Poll::Ready(Some(Err(Box::new(Stalled(idle))))),
+                    Poll::Pending => Poll::Pending,
+                }
+            }
             Poll::Ready(None) => Poll::Ready(None),
             Poll::Ready(Some(Err(e))) => Poll::Ready(Some(Err(Box::new(e)))),
             Poll::Ready(Some(Ok(frame))) => {
+                this.timer = None;
                 if let Some(d) = frame.data_ref() {
                     let mut cap = this.cap.lock().unwrap_or_else(|p| p.into_inner());
                     cap.total += d.len() as u64;

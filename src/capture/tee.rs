@@ -25,6 +25,13 @@ pub(crate) fn error_response(status: StatusCode, msg: &str) -> Response<TeeBody>
         http::header::CONTENT_TYPE,
         http::HeaderValue::from_static("application/json"),
     );
+    // The request's body may be unread (refused before it was read, or its upstream failed):
+    // close the connection after the answer, so a client that never finishes that body
+    // cannot hold it (HTTP/2 drops the header and ends the stream only).
+    r.headers_mut().insert(
+        http::header::CONNECTION,
+        http::HeaderValue::from_static("close"),
+    );
     r
 }
 

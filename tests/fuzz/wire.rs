@@ -67,8 +67,10 @@ fn gen_sse(r: &mut Rng) -> Vec<u8> {
 }
 
 /// The reference model: the WHATWG event-stream rules the parser implements, written
-/// independently and without incremental state (whole input, one pass).
+/// independently and without incremental state (whole input, one pass). One U+FEFF byte
+/// order mark at the very start of the stream is dropped, as the spec's decoder does.
 fn reference(b: &[u8]) -> Vec<Ev> {
+    let b = b.strip_prefix(b"\xEF\xBB\xBF").unwrap_or(b);
     let mut out = Vec::new();
     let (mut event, mut data): (Option<Vec<u8>>, Option<Vec<u8>>) = (None, None);
     let mut i = 0;

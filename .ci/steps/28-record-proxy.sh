@@ -9,7 +9,7 @@
 # (sk-proj-…, in a prompt and in Authorization) must be in no written file.
 # The SDK runs with its default options (chat: no stream_options.include_usage), and the
 # Responses WebSocket loop also with two parallel tool calls in one response. With a
-# llama-server (step 25's, or $LLAMA_SERVER and $LLAMA_MODEL): a 3-turn chat recorded
+# llama-server (step 25 builds it, so this step is numbered after it; or $LLAMA_SERVER and $LLAMA_MODEL): a 3-turn chat recorded
 # through the proxy and replayed against llama-server itself (`--target as-recorded`).
 # Reuses step 10's venv and step 20's llmsim install ($SPARK_BENCH_PY_VENV and
 # $SPARK_BENCH_LLMSIM point elsewhere); bounded by timeouts (~60 s warm).
