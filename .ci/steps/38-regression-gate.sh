@@ -56,7 +56,7 @@ slow=$?
 set -e
 echo "slow-decode gate exit: $slow"
 [ "$slow" -eq 1 ] || { echo "a 40% slower decode did not fail the gate (exit $slow)" >&2; exit 1; }
-grep -q 'reproduced on 1 re-run' "$D/slow/verdict.md"
+grep -q 'reproduced on 1 confirmation re-run' "$D/slow/verdict.md"
 
 # The history: two entries, drawn as SVG and PNG, Markdown with Mermaid.
 [ "$(wc -l <"$D/history/history.jsonl")" -eq 2 ]

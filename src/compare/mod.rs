@@ -339,12 +339,17 @@ pub fn compare(
         }
     }
     if !settings.same_conversation && settings.metrics.is_empty() {
-        notes.push(
+        let gated: Vec<&str> = GateMetric::ALL
+            .into_iter()
+            .filter(|m| m.gated_by_default())
+            .map(|m| m.name())
+            .collect();
+        notes.push(format!(
             "the sides drew different conversations (different seeds, or a real model's own lengths): \
              e2e, output_tok_s and session_wall move with the drawn lengths, so they are not gated; \
-             ttft, tpot, decode_tok_s, overhead, connection_setup and error_rate are"
-                .to_string(),
-        );
+             {} are",
+            gated.join(", ")
+        ));
     }
     Comparison {
         baseline: baseline_label,
