@@ -260,8 +260,8 @@ impl GateMetric {
     ///
     /// Not `connection_setup` either: a run opens its connections in a burst at its start
     /// (a pooled transport a handful, WebSocket one per session under the concurrency cap),
-    /// so the whole row follows the machine's load during that second. Measured beside a
-    /// parallel build: 2 of 50 A/A pairs flagged WebSocket `connection_setup p50` at
+    /// so the whole row follows the machine's load during that second. Measured beside five
+    /// parallel builds (load 12): 2 of 50 A/A pairs flagged WebSocket `connection_setup p50` at
     /// +131 % and +155 % (168 fresh connections a side); they were its only first-comparison
     /// alarms. Compared when named in `--metrics` or given a threshold.
     pub fn gated_by_default(self) -> bool {
@@ -349,7 +349,7 @@ impl GateMetric {
             GateMetric::DecodeTokS => "decode rate after the first chunk; the median, so one stalled request cannot move it",
             GateMetric::SessionWall => "a run has few sessions; p99 would need 500",
             GateMetric::ErrorRate => "a few hundred requests cannot resolve less (the 95 % upper bound of 0 failures in 200 is 1.9 %)",
-            GateMetric::ConnectionSetup => "fresh connections only; a run opens them in a burst at its start, so the row follows the machine's load in that second (A/A pairs beside a parallel build: +131 % and +155 % in 2 of 50)",
+            GateMetric::ConnectionSetup => "fresh connections only; a run opens them in a burst at its start, so the row follows the machine's load in that second (A/A pairs beside five parallel builds, load 12: +131 % and +155 % in 2 of 50)",
         }
     }
 
