@@ -26,6 +26,7 @@ mod metrics_out;
 mod one_line;
 mod probe;
 mod rates;
+mod raw_head;
 mod record_bounds;
 mod record_proxy;
 mod report;

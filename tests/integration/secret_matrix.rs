@@ -19,6 +19,8 @@ use base64::Engine as _;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::{TcpListener, TcpStream};
 
+use crate::raw_head::{read_head, Head};
+
 const KEY_VAR: &str = "SPARK_BENCH_MATRIX_KEY";
 /// The variable's value: the key with a trailing space and newline (sent trimmed).
 const KEY_RAW: &str = "sk-matrix-7f3a9c0d1e2b4SECRETKEY \n";
@@ -39,20 +41,8 @@ fn b64(s: &str) -> String {
     base64::engine::general_purpose::STANDARD.encode(s)
 }
 
-/// A request head: the request line's method and target, and lower-cased headers; the
-/// body (by content-length) is read and dropped.
-struct Head {
-    method: String,
-    headers: Vec<(String, String)>,
-}
-
+/// What the echoing server quotes from a request head.
 impl Head {
-    fn get(&self, name: &str) -> String {
-        self.headers
-            .iter()
-            .find(|(k, _)| k == name)
-            .map_or(String::new(), |(_, v)| v.clone())
-    }
     /// Every header value the client sent, as one text (what an echoing server quotes).
     fn all(&self) -> String {
         self.headers
@@ -66,39 +56,6 @@ impl Head {
         let a = self.get("authorization");
         a.strip_prefix("Bearer ").unwrap_or(&a).to_string()
     }
-}
-
-async fn read_head(s: &mut TcpStream) -> Option<Head> {
-    let mut buf = Vec::new();
-    let mut b = [0u8; 4096];
-    let end = loop {
-        if let Some(p) = buf.windows(4).position(|w| w == b"\r\n\r\n") {
-            break p;
-        }
-        let n = s.read(&mut b).await.ok()?;
-        if n == 0 {
-            return None;
-        }
-        buf.extend_from_slice(&b[..n]);
-    };
-    let head = String::from_utf8_lossy(&buf[..end]).into_owned();
-    let mut lines = head.split("\r\n");
-    let method = lines.next()?.split(' ').next()?.to_string();
-    let headers: Vec<(String, String)> = lines
-        .filter_map(|l| l.split_once(':'))
-        .map(|(k, v)| (k.trim().to_ascii_lowercase(), v.trim().to_string()))
-        .collect();
-    let h = Head { method, headers };
-    let len: usize = h.get("content-length").parse().unwrap_or(0);
-    let mut have = buf.len() - end - 4;
-    while have < len {
-        let n = s.read(&mut b).await.ok()?;
-        if n == 0 {
-            break;
-        }
-        have += n;
-    }
-    Some(h)
 }
 
 fn response(status: &str, content_type: &str, body: &str) -> String {

@@ -11,9 +11,10 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 
 use base64::Engine as _;
-use tokio::io::{AsyncReadExt, AsyncWriteExt};
-use tokio::net::{TcpListener, TcpStream};
+use tokio::io::AsyncWriteExt;
+use tokio::net::TcpListener;
 
+use crate::raw_head::{read_head, Head};
 use crate::support::run::{run_lib, scenario};
 
 const KEY_VAR: &str = "SPARK_BENCH_PLANTED_SECRET_KEY";
@@ -23,43 +24,6 @@ const KEY: &str = "sk-planted-0123456789abcdefSECRET";
 const HEADER_SECRET: &str = "goog-planted-header-secret-42";
 const USERINFO: &str = "alice:pw-planted-in-url-77";
 const PASSWORD: &str = "pw-planted-in-url-77";
-
-/// The request head: method and lower-cased headers.
-async fn read_head(s: &mut TcpStream) -> Option<(String, Vec<(String, String)>)> {
-    let mut buf = Vec::new();
-    let mut b = [0u8; 4096];
-    let end = loop {
-        if let Some(p) = buf.windows(4).position(|w| w == b"\r\n\r\n") {
-            break p;
-        }
-        let n = s.read(&mut b).await.ok()?;
-        if n == 0 {
-            return None;
-        }
-        buf.extend_from_slice(&b[..n]);
-    };
-    let head = String::from_utf8_lossy(&buf[..end]).into_owned();
-    let mut lines = head.split("\r\n");
-    let method = lines.next()?.split(' ').next()?.to_string();
-    let headers: Vec<(String, String)> = lines
-        .filter_map(|l| l.split_once(':'))
-        .map(|(k, v)| (k.trim().to_ascii_lowercase(), v.trim().to_string()))
-        .collect();
-    let len: usize = headers
-        .iter()
-        .find(|(k, _)| k == "content-length")
-        .and_then(|(_, v)| v.parse().ok())
-        .unwrap_or(0);
-    let mut have = buf.len() - end - 4;
-    while have < len {
-        let n = s.read(&mut b).await.ok()?;
-        if n == 0 {
-            break;
-        }
-        have += n;
-    }
-    Some((method, headers))
-}
 
 fn response(status: &str, content_type: &str, body: &str) -> String {
     format!(
@@ -127,7 +91,7 @@ async fn echo_server() -> (String, Arc<AtomicUsize>) {
         while let Ok((mut s, _)) = listener.accept().await {
             let c = c.clone();
             tokio::spawn(async move {
-                if let Some((method, headers)) = read_head(&mut s).await {
+                if let Some(Head { method, headers }) = read_head(&mut s).await {
                     let n = if method == "GET" {
                         0
                     } else {
