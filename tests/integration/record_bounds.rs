@@ -291,14 +291,25 @@ async fn a_client_that_never_finishes_its_request_head_is_disconnected_after_the
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_exchange_in_flight_at_the_stop_is_kept_as_interrupted() {
-    // An upstream that reads the request and never answers.
+    // An upstream that reads the request, says so, and never answers.
     let up = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
     let up_addr = up.local_addr().unwrap();
+    let (arrived, forwarded) = tokio::sync::mpsc::unbounded_channel::<()>();
     tokio::spawn(async move {
         while let Ok((mut s, _)) = up.accept().await {
+            let arrived = arrived.clone();
             tokio::spawn(async move {
                 let mut buf = vec![0u8; 4096];
-                while matches!(s.read(&mut buf).await, Ok(n) if n > 0) {}
+                let mut seen = Vec::new();
+                while let Ok(n) = s.read(&mut buf).await {
+                    if n == 0 {
+                        break;
+                    }
+                    seen.extend_from_slice(&buf[..n]);
+                    if seen.ends_with(b"}") {
+                        let _ = arrived.send(());
+                    }
+                }
             });
         }
     });
@@ -327,7 +338,12 @@ async fn an_exchange_in_flight_at_the_stop_is_kept_as_interrupted() {
     )
     .await
     .unwrap();
-    tokio::time::sleep(Duration::from_millis(300)).await;
+    // The request is in flight once the upstream has its body.
+    let mut forwarded = forwarded;
+    tokio::time::timeout(Duration::from_secs(10), forwarded.recv())
+        .await
+        .expect("the proxy forwarded the request")
+        .unwrap();
     stop.send(()).unwrap();
     let rec = tokio::time::timeout(Duration::from_secs(10), task)
         .await
