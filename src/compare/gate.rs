@@ -125,6 +125,14 @@ pub const MIN_FRESH_CONNECTIONS: usize = 50;
 /// the band is caught; a row whose samples cannot do that is "not gated: too few samples".
 pub const POWER_SHARE: f64 = 0.5;
 
+/// The dispatch-lag rule: a row whose metric the harness's dispatch lag enters
+/// ([`GateMetric::dispatch_lag_enters`]) is not gated when a run that judged itself
+/// harness-bound for that lag alone had a lag (at the row's statistic) over this share of
+/// the row's band in the metric's unit. A lag that large can move the row by a good part of
+/// its band on its own, so a decision there would be the harness's, not the target's (a
+/// regression stays a regression: it is never hidden, only annotated).
+pub const LAG_SHARE: f64 = 0.25;
+
 /// The unit family of a gate metric, for thresholds and display.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Kind {
@@ -204,6 +212,18 @@ impl GateMetric {
             _ => None,
         };
         alias.or_else(|| GateMetric::ALL.into_iter().find(|m| m.name() == s))
+    }
+
+    /// True when the harness's dispatch lag (a request sent later than planned) enters the
+    /// metric: the latencies counted from the intended start (`ttft`, `e2e`,
+    /// `session_wall`) and `output_tok_s` (tokens over that E2E). Not `overhead` (counted
+    /// from the actual send), `tpot`, `itl`, `decode_tok_s` (after the first token),
+    /// `connection_setup` or `error_rate`.
+    pub fn dispatch_lag_enters(self) -> bool {
+        matches!(
+            self,
+            GateMetric::Ttft | GateMetric::E2e | GateMetric::SessionWall | GateMetric::OutputTokS
+        )
     }
 
     /// The unit family.

@@ -11,6 +11,7 @@
 //! * [`samples`]: per-request samples per cell, built from records.
 //! * [`stats`]: seeded (cluster) bootstrap of relative changes; proportion intervals.
 //! * [`verdict`]: the decision rule and one [`Row`] per comparison.
+//! * [`lag`]: a harness's dispatch lag judged against the rows it can move.
 //! * [`history`]: the gate's history (`compare --history`), series, change points, Markdown.
 //! * [`history_file`]: `history.jsonl` (append, keep the last N, read) and its charts.
 //! * [`render`]: terminal table, Markdown (for `$GITHUB_STEP_SUMMARY`), verdict JSON.
@@ -22,6 +23,7 @@
 pub mod gate;
 pub mod history;
 pub mod history_file;
+pub mod lag;
 pub mod render;
 pub mod runs;
 pub mod samples;
@@ -32,6 +34,7 @@ pub mod verdict;
 use serde::Serialize;
 
 pub use gate::{GateMetric, MetricList, Statistic, Threshold, ThresholdError, Thresholds};
+pub use lag::DispatchLag;
 pub use runs::{
     compare_dirs, compare_loaded, compare_sides, exit_code, gate_comparison, load_samples,
     EXIT_NO_DECISION, EXIT_PASS, EXIT_REGRESSION,
@@ -121,8 +124,11 @@ pub struct Counts {
     pub improved: usize,
     /// No-change rows.
     pub no_change: usize,
-    /// Rows the power rule left ungated (too few samples for their band).
+    /// Rows left ungated: by the power rule (too few samples for their band), a floor,
+    /// or the dispatch-lag rule.
     pub not_gated: usize,
+    /// Of `not_gated`, the rows the dispatch-lag rule left ungated (`compare::lag`).
+    pub not_gated_lag: usize,
 }
 
 impl Counts {
@@ -166,8 +172,12 @@ pub struct Comparison {
     pub settings: Settings,
     /// Loud warnings about a side's runs that judged themselves harness-bound (the client,
     /// not the target, limited them; `summary.json` → `harness`), one per run: they go in
-    /// the headline, and such a comparison never reads as a clean PASS.
+    /// the headline, and such a comparison never reads as a clean PASS. Runs bound for their
+    /// dispatch lag alone are not here but in `dispatch_lag`.
     pub harness_bound: Vec<String>,
+    /// Runs harness-bound for their dispatch lag alone and what that did to the rows it can
+    /// move ([`lag`]); `None` when there were none. A plain note, not a ⚠️.
+    pub dispatch_lag: Option<lag::DispatchLag>,
 }
 
 impl Comparison {
@@ -181,6 +191,9 @@ impl Comparison {
                 Verdict::Improved => c.improved += 1,
                 Verdict::NoChange => c.no_change += 1,
                 Verdict::NotGated => c.not_gated += 1,
+            }
+            if r.verdict == Verdict::NotGated && r.dispatch_lag_ms.is_some() {
+                c.not_gated_lag += 1;
             }
         }
         c
@@ -358,6 +371,7 @@ pub fn compare(
         notes,
         settings: settings.clone(),
         harness_bound: Vec::new(),
+        dispatch_lag: None,
     }
 }
 

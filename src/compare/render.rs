@@ -11,7 +11,7 @@ use std::fmt::Write as _;
 use serde::Serialize;
 
 use super::verdict::{fmt_change, Row, Verdict};
-use super::{Comparison, Counts, Outcome, RunLabel, VERDICT_SCHEMA_VERSION};
+use super::{Comparison, Counts, DispatchLag, Outcome, RunLabel, VERDICT_SCHEMA_VERSION};
 
 /// Output format of `compare` (`--format`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -92,6 +92,7 @@ fn short_reason(r: &Row) -> &'static str {
                 "undefined"
             }
         }
+        Verdict::NotGated if r.dispatch_lag_ms.is_some() => "not gated: harness dispatch lag",
         Verdict::NotGated if r.reason.contains("floor") => "not gated: below the floor",
         Verdict::NotGated => "not gated: too few samples",
         Verdict::Inconclusive => "CI straddles band edge",
@@ -102,14 +103,19 @@ fn short_reason(r: &Row) -> &'static str {
 }
 
 /// The one-line headline: the outcome first (REGRESSION, FAILED, NO DECISION, PASS ⚠️,
-/// PASS ✅), then the counts, then any harness-bound side.
+/// PASS ✅), then the counts, then any dispatch lag the rows were judged against, then any
+/// harness-bound side.
 pub fn headline(c: &Comparison) -> String {
     let n = c.counts();
     let total = c.rows.len();
     let gated = total - n.not_gated;
     let detail = format!(
         "{} regressed, {} inconclusive, {} improved, {} no change (of {gated} gated; {} not gated: too few samples)",
-        n.regressed, n.inconclusive, n.improved, n.no_change, n.not_gated
+        n.regressed,
+        n.inconclusive,
+        n.improved,
+        n.no_change,
+        n.not_gated - n.not_gated_lag
     );
     let mut line = match c.outcome() {
         Outcome::Regression => format!("REGRESSION ❌: {detail}"),
@@ -124,6 +130,9 @@ pub fn headline(c: &Comparison) -> String {
         Outcome::PassInconclusive => format!("PASS ⚠️ no regression, but not every gated row decided: {detail}"),
         Outcome::Pass => format!("PASS ✅ every gated row decided, none regressed: {detail}"),
     };
+    if let Some(lag) = &c.dispatch_lag {
+        line.push_str(&format!(" ({})", lag.clause()));
+    }
     if !c.harness_bound.is_empty() {
         line.push_str(&format!(
             " — ⚠️ HARNESS-BOUND: {} run(s) judged themselves limited by the client, not the target (see below)",
@@ -158,6 +167,9 @@ pub fn text(c: &Comparison) -> String {
     let _ = writeln!(out, "spark-bench compare: {}", headline(c));
     for h in &c.harness_bound {
         let _ = writeln!(out, "  ⚠️ {h}");
+    }
+    for r in c.dispatch_lag.iter().flat_map(|l| &l.runs) {
+        let _ = writeln!(out, "  note: {}", r.note());
     }
     let _ = writeln!(
         out,
@@ -271,6 +283,34 @@ fn md_run(label: &str, r: &RunLabel) -> String {
     )
 }
 
+/// The compact line of rows the dispatch-lag rule left ungated (empty when none).
+fn md_lagged(rows: &[&Row]) -> String {
+    let list: Vec<String> = rows
+        .iter()
+        .filter(|r| r.verdict == Verdict::NotGated)
+        .filter_map(|r| {
+            r.dispatch_lag_ms.map(|lag| {
+                format!(
+                    "{} {} {} (lag {lag:.1} ms)",
+                    r.cell(),
+                    r.metric.name(),
+                    r.statistic.name()
+                )
+            })
+        })
+        .collect();
+    if list.is_empty() {
+        return String::new();
+    }
+    format!(
+        "**Not gated: the harness's dispatch lag ({}):** {}. A run harness-bound on dispatch lag \
+         alone had a lag over {:.0}% of these rows' bands (docs/compare-gate.md, \"Dispatch lag\").\n\n",
+        list.len(),
+        list.join("; "),
+        super::gate::LAG_SHARE * 100.0
+    )
+}
+
 /// Markdown for `$GITHUB_STEP_SUMMARY` or a PR comment: a one-line headline, the
 /// regressions, the inconclusive rows, then every row in a collapsed `<details>`, and links
 /// to the candidate's report and charts when it has them.
@@ -285,6 +325,9 @@ pub fn markdown(c: &Comparison) -> String {
     let _ = writeln!(out, "## {icon} spark-bench: {}\n", headline(c));
     for h in &c.harness_bound {
         let _ = writeln!(out, "> **⚠️ Harness-bound:** {h}\n");
+    }
+    for r in c.dispatch_lag.iter().flat_map(|l| &l.runs) {
+        let _ = writeln!(out, "> **Note (dispatch lag):** {}\n", r.note());
     }
     let rows = c.rows_for_display();
     let regressed: Vec<&Row> = rows
@@ -302,7 +345,7 @@ pub fn markdown(c: &Comparison) -> String {
     let undecided: Vec<&Row> = rows
         .iter()
         .copied()
-        .filter(|r| r.verdict == Verdict::NotGated)
+        .filter(|r| r.verdict == Verdict::NotGated && r.dispatch_lag_ms.is_none())
         .collect();
     if !regressed.is_empty() {
         let _ = writeln!(out, "### Regressions\n\n{}", md_table(&regressed, true));
@@ -332,6 +375,7 @@ pub fn markdown(c: &Comparison) -> String {
             list.join("; ")
         );
     }
+    out.push_str(&md_lagged(&rows));
     for note in &c.notes {
         let _ = writeln!(out, "> **Note:** {note}\n");
     }
@@ -443,6 +487,7 @@ struct VerdictJson<'a> {
     candidate: &'a RunLabel,
     settings: JsonSettings,
     harness_bound: &'a [String],
+    dispatch_lag: Option<&'a DispatchLag>,
     notes: &'a [String],
     rows: Vec<&'a Row>,
 }
@@ -478,6 +523,7 @@ pub fn json(c: &Comparison) -> String {
             thresholds: s.thresholds.describe().into_iter().collect(),
         },
         harness_bound: &c.harness_bound,
+        dispatch_lag: c.dispatch_lag.as_ref(),
         notes: &c.notes,
         rows: c.rows_for_display(),
     };

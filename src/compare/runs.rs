@@ -5,13 +5,15 @@
 //! regression with re-runs, and maps the verdict to the exit code.
 //!
 //! Owns: the comparability refusal, pairing, the stall policy ([`MAX_STALLED_SHARE`]), the
-//! notes about the runs (harness-bound sides among them), confirmation pairs, and the
+//! notes about the runs (harness-bound sides among them, those bound by dispatch lag alone
+//! handed to [`super::lag`]), confirmation pairs, and the
 //! outcome → exit code mapping ([`exit_code`]).
 //! Does not own: argument parsing and printing (`commands::compare`), the statistics and the
 //! decision rule ([`super::compare`]), reading the files (`store`).
 
 use std::path::{Path, PathBuf};
 
+use super::lag::LagRun;
 use super::samples::Window;
 use super::sides::{self, check_comparable, find_baseline, gate_thresholds, open};
 use super::{Comparison, GateMetric, Outcome, RunSamples, Settings, Thresholds};
@@ -171,7 +173,9 @@ pub fn compare_sides(
         );
     }
     let mut c = super::compare(&sb, &sc, &settings, sides::label(base), sides::label(cand));
-    c.harness_bound = harness_bound(base, cand);
+    let (loud, lag_runs) = harness_bound(base, cand);
+    c.harness_bound = loud;
+    c.dispatch_lag = super::lag::apply(&mut c.rows, lag_runs);
     notes.extend(run_notes(base, cand)?);
     notes.append(&mut c.notes);
     c.notes = notes;
@@ -240,12 +244,22 @@ fn run_notes(base: &[LoadedRun], cand: &[LoadedRun]) -> anyhow::Result<Vec<Strin
 }
 
 /// One warning per run that judged itself harness-bound (`summary.json` → `harness`): its
-/// figures say how fast the client kept up, not how fast the target was.
-fn harness_bound(base: &[LoadedRun], cand: &[LoadedRun]) -> Vec<String> {
+/// figures say how fast the client kept up, not how fast the target was. Runs bound for
+/// their dispatch lag alone come back apart, for [`super::lag::apply`] to judge row by row.
+fn harness_bound(base: &[LoadedRun], cand: &[LoadedRun]) -> (Vec<String>, Vec<LagRun>) {
     let mut out = Vec::new();
+    let mut lag_only = Vec::new();
     for (side, runs) in [("baseline", base), ("candidate", cand)] {
         for run in runs {
-            if let Some(h) = run
+            let id = &run.manifest.run_id;
+            if let Some(l) = run
+                .summary
+                .harness
+                .as_ref()
+                .and_then(|h| LagRun::of(side, id, h))
+            {
+                lag_only.push(l);
+            } else if let Some(h) = run
                 .summary
                 .harness
                 .as_ref()
@@ -263,7 +277,7 @@ fn harness_bound(base: &[LoadedRun], cand: &[LoadedRun]) -> Vec<String> {
             }
         }
     }
-    out
+    (out, lag_only)
 }
 
 /// True when run i of both sides replayed the same conversation: same scenario, same seed.

@@ -114,6 +114,12 @@ pub struct Row {
     pub pairing: Pairing,
     /// The comparison used, in words (pairing, runs, matched requests).
     pub comparison: String,
+    /// The harness's dispatch lag (ms) that this row was judged against, when a run that
+    /// judged itself harness-bound for that lag alone had one over
+    /// [`super::gate::LAG_SHARE`] of the row's band (see `compare::lag`): the row is then
+    /// `not-gated`, or stays `regressed` with the lag in its reason.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub dispatch_lag_ms: Option<f64>,
 }
 
 impl Row {
@@ -241,6 +247,7 @@ pub fn compare_metric(
                 runs_candidate: sc.runs() as u32,
                 pairing,
                 comparison: comparison.clone(),
+                dispatch_lag_ms: None,
             };
             let idx = enough.iter().position(|s| *s == st);
             match idx.and_then(|i| intervals[i]) {
@@ -464,6 +471,7 @@ fn compare_error_rate(
         pairing: Pairing::None,
         comparison: "Newcombe score interval of the difference of the pooled proportions"
             .to_string(),
+        dispatch_lag_ms: None,
     };
     if base.counted.min(cand.counted) < st.min_samples() as u64 {
         row.verdict = Verdict::NotGated;

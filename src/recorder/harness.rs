@@ -141,6 +141,22 @@ crate::vocab::names! {
     }
 }
 
+crate::vocab::names! {
+    /// Which threshold a `harness-bound` run crossed: one per entry of `reasons`, in the
+    /// same order, so readers (the gate) need not parse the sentences.
+    #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+    pub enum Bound ("harness bound") {
+        /// Driver lag p99 over [`Thresholds::driver_lag_p99_ms`].
+        DispatchLag = "dispatch-lag",
+        /// Achieved request rate under [`Thresholds::min_achieved_share`] of the requested.
+        AchievedRate = "achieved-rate",
+        /// The process's CPU share over [`Thresholds::max_cpu_share`].
+        CpuShare = "cpu-share",
+        /// The chunk rate over [`Thresholds::max_ingest_share`] of the ingest ceiling.
+        IngestCeiling = "ingest-ceiling",
+    }
+}
+
 /// p50 / p99 / max of a lag, ms.
 #[derive(Debug, Clone, Copy, PartialEq, Default, Serialize, Deserialize)]
 pub struct Lag {
@@ -188,6 +204,10 @@ pub struct Harness {
     /// Why `harness-bound`: one sentence per figure over its threshold.
     #[serde(default)]
     pub reasons: Vec<String>,
+    /// The threshold behind each reason, in the same order (empty in runs written before
+    /// it was recorded: readers then treat the run as bound for every reason).
+    #[serde(default)]
+    pub bound_by: Vec<Bound>,
     /// Things worth knowing that are not the harness's fault (e.g. waits for a slot).
     #[serde(default)]
     pub notes: Vec<String>,
@@ -263,6 +283,7 @@ impl Harness {
         t: Thresholds,
     ) -> Harness {
         let (mut reasons, mut notes) = (Vec::new(), Vec::new());
+        let mut bound_by = Vec::new();
         let dispatch_lag = Lag::of(&stats.lag);
         let driver_lag = Lag::of(&stats.driver_lag);
         let limit_ns = (t.driver_lag_p99_ms * 1e6) as u64;
@@ -272,6 +293,7 @@ impl Harness {
                 "dispatch lag p99 {:.2} ms > {} ms ({late} of {} requests later than that): requests left later than planned",
                 driver_lag.p99_ms, t.driver_lag_p99_ms, stats.requests
             ));
+            bound_by.push(Bound::DispatchLag);
         }
         if stats.slot_waits > 0 {
             notes.push(format!(
@@ -293,6 +315,7 @@ impl Harness {
                     notes.push(format!("{text} because requests waited for a slot"));
                 } else {
                     reasons.push(text);
+                    bound_by.push(Bound::AchievedRate);
                 }
             }
         }
@@ -327,6 +350,7 @@ impl Harness {
                 cpu.cores,
                 t.max_cpu_share * 100.0
             ));
+            bound_by.push(Bound::CpuShare);
         }
         let span = stats.last_end.saturating_sub(stats.dispatched.0);
         let chunk_rate = if stats.requests > 0 && span > 0 {
@@ -341,6 +365,7 @@ impl Harness {
                     t.max_ingest_share * 100.0,
                     c.chunks_s
                 ));
+                bound_by.push(Bound::IngestCeiling);
             } else if chunk_rate > c.chunks_s * t.max_ingest_share {
                 // A lower bound of the ceiling says nothing about a rate near or past it.
                 notes.push(format!(
@@ -356,6 +381,7 @@ impl Harness {
                 Verdict::HarnessBound
             },
             reasons,
+            bound_by,
             notes,
             requests: stats.requests,
             dispatch_lag,
@@ -369,6 +395,15 @@ impl Harness {
             ingest_ceiling: ceiling,
             thresholds: t,
         }
+    }
+
+    /// True when the run is harness-bound for its dispatch lag alone (recorded as such):
+    /// the gate then judges that lag against the rows it can move, not the whole verdict.
+    pub fn bound_by_lag_only(&self) -> bool {
+        self.verdict == Verdict::HarnessBound
+            && !self.bound_by.is_empty()
+            && self.bound_by.len() == self.reasons.len()
+            && self.bound_by.iter().all(|b| *b == Bound::DispatchLag)
     }
 
     /// The footer lines under the table (and in the report): the figures, then the verdict.
@@ -465,6 +500,8 @@ mod tests {
         );
         assert_eq!(h.verdict, Verdict::HarnessBound);
         assert_eq!(h.reasons.len(), 2, "{:?}", h.reasons);
+        assert_eq!(h.bound_by, [Bound::DispatchLag, Bound::AchievedRate]);
+        assert!(!h.bound_by_lag_only());
         assert!(h.lines()[1].contains("HARNESS-BOUND"));
 
         // The same lateness, all of it a wait for a concurrency slot: not the harness.
@@ -494,6 +531,14 @@ mod tests {
         let h = Harness::judge(&s, None, None, Thresholds::DEFAULT);
         assert_eq!(h.verdict, Verdict::HarnessBound, "{h:?}");
         assert!(h.reasons[0].contains("2 of 41 requests"), "{:?}", h.reasons);
+        assert_eq!(h.bound_by, [Bound::DispatchLag]);
+        assert!(h.bound_by_lag_only());
+        // A run written before `bound_by` was recorded is not taken for lag-only.
+        let old = Harness {
+            bound_by: Vec::new(),
+            ..h
+        };
+        assert!(!old.bound_by_lag_only());
     }
 
     #[test]
@@ -550,6 +595,7 @@ mod tests {
         assert_eq!(h.reasons.len(), 2, "{:?}", h.reasons);
         assert!(h.reasons[0].contains("95% of the 2 cores"));
         assert!(h.reasons[1].contains("ingest ceiling (2000 chunks/s)"));
+        assert_eq!(h.bound_by, [Bound::CpuShare, Bound::IngestCeiling]);
         assert!(
             h.notes[0].contains("timer lateness p99 2.50 ms"),
             "{:?}",

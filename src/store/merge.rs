@@ -384,6 +384,7 @@ fn run_length_ns(run: &LoadedRun) -> u64 {
 fn merged_harness(rec: &Recorder, shards: &[(LoadedRun, Plan)]) -> Harness {
     let mut h = Harness::judge(rec.dispatch(), None, None, Thresholds::DEFAULT);
     h.reasons.clear();
+    h.bound_by.clear();
     h.verdict = Verdict::Ok;
     for (run, plan) in shards {
         let i = plan.shard.as_ref().map_or(0, |s| s.index);
@@ -394,6 +395,7 @@ fn merged_harness(rec: &Recorder, shards: &[(LoadedRun, Plan)]) -> Harness {
             h.verdict = Verdict::HarnessBound;
             h.reasons
                 .extend(sh.reasons.iter().map(|r| format!("shard {i}: {r}")));
+            h.bound_by.extend(&sh.bound_by);
         }
         h.notes.push(format!(
             "shard {i} on {}: {} (CPU {:.2} cores, timer late p99 {:.0} µs)",
