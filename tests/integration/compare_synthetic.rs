@@ -14,6 +14,7 @@ use spark_bench::compare::{
 };
 use spark_bench::link::Link;
 use spark_bench::plan::{Cell, Load, Plan, Target};
+use spark_bench::recorder::harness::{Bound, Harness, Lag, Thresholds, Verdict as HarnessVerdict};
 use spark_bench::recorder::Recorder;
 use spark_bench::rng::Rng;
 use spark_bench::store::{LoadedRun, RunStatus, RunWriter};
@@ -462,6 +463,97 @@ fn stalled_baseline_is_no_false_regression() {
             assert_eq!(r.verdict, Verdict::NoChange, "trial {t}: {r:?}");
         }
     }
+}
+
+/// Rewrites a run's `summary.json` → `harness` as harness-bound for the given thresholds,
+/// with a driver lag p50 / p99 (ms).
+fn set_harness_bound(dir: &Path, bound_by: &[Bound], p50_ms: f64, p99_ms: f64) {
+    let h = Harness {
+        verdict: HarnessVerdict::HarnessBound,
+        reasons: bound_by
+            .iter()
+            .map(|b| format!("{b} over its limit"))
+            .collect(),
+        bound_by: bound_by.to_vec(),
+        driver_lag: Lag {
+            p50_ms,
+            p99_ms,
+            max_ms: 2.0 * p99_ms,
+        },
+        thresholds: Thresholds::DEFAULT,
+        ..Harness::default()
+    };
+    let path = dir.join("summary.json");
+    let mut v: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(&path).unwrap()).unwrap();
+    v["harness"] = serde_json::to_value(&h).unwrap();
+    std::fs::write(&path, serde_json::to_string(&v).unwrap()).unwrap();
+}
+
+/// A run harness-bound on dispatch lag alone, read from its `summary.json`: the TTFT tails
+/// the lag can move are not gated, the medians and TPOT keep their verdicts, and the
+/// headline says so without a ⚠️. The same run bound for its CPU share as well stays a loud
+/// warning.
+#[test]
+fn dispatch_lag_alone_ungates_only_the_rows_it_can_move() {
+    let tmp = tempfile::tempdir().unwrap();
+    let sized = Profile {
+        sessions: 200,
+        ..BASE
+    };
+    let base = write_run(tmp.path(), 8100, sized);
+    let cand = write_run(tmp.path(), 8101, sized);
+    let compare_now = || {
+        compare_loaded(
+            &LoadedRun::open(&base).unwrap(),
+            &LoadedRun::open(&cand).unwrap(),
+            &Settings::default(),
+            false,
+        )
+        .unwrap()
+    };
+    let before = compare_now();
+    set_harness_bound(&cand, &[Bound::DispatchLag], 0.2, 9.0);
+    let c = compare_now();
+    let text = compare::render::text(&c);
+    assert!(c.harness_bound.is_empty(), "{text}");
+    assert_eq!(c.dispatch_lag.as_ref().unwrap().runs.len(), 1, "{text}");
+    // Same conversation both sides: e2e, output_tok_s and session_wall are gated too.
+    for (b, r) in before.rows.iter().zip(&c.rows) {
+        if r.dispatch_lag_ms.is_some() {
+            assert!(r.metric.dispatch_lag_enters(), "{r:?}");
+            assert_ne!(r.statistic, compare::Statistic::P50, "{r:?}");
+            assert_eq!(r.verdict, Verdict::NotGated, "{r:?}");
+        } else {
+            assert_eq!(r.verdict, b.verdict, "{r:?}");
+        }
+    }
+    let ttft = |st| {
+        c.rows
+            .iter()
+            .find(|r| r.metric == compare::GateMetric::Ttft && r.statistic == st)
+            .unwrap()
+    };
+    assert_eq!(
+        ttft(compare::Statistic::P99).dispatch_lag_ms,
+        Some(9.0),
+        "{text}"
+    );
+    assert_eq!(ttft(compare::Statistic::P99).verdict, Verdict::NotGated);
+    assert_eq!(ttft(compare::Statistic::P50).dispatch_lag_ms, None);
+    assert!(
+        c.dispatch_lag.as_ref().unwrap().rows_not_gated >= 2,
+        "{text}"
+    );
+    assert!(!text.contains("HARNESS-BOUND"), "{text}");
+    assert!(text.contains("had dispatch lag over 5 ms"), "{text}");
+
+    set_harness_bound(&cand, &[Bound::DispatchLag, Bound::CpuShare], 0.2, 9.0);
+    let c = compare_now();
+    assert_eq!(c.harness_bound.len(), 1);
+    assert!(c.dispatch_lag.is_none());
+    assert_ne!(c.outcome(), compare::Outcome::Pass);
+    assert!(compare::render::headline(&c).contains("⚠️ HARNESS-BOUND"));
 }
 
 /// Different scenario, link or cells are refused with both values named, unless allowed.
