@@ -2,14 +2,17 @@
 # The CI regression gate, end to end: build a baseline and a candidate spark-bench (two git
 # refs, or two binaries you already have), run the scenario REPEAT times with each,
 # interleaved (B1 C1 B2 C2 …, so each pair of runs sees the same machine), compare (the
-# hierarchical bootstrap resamples runs, then requests), re-run both sides CONFIRM times if
+# hierarchical bootstrap resamples runs, then requests), add up to DECIDE rounds of REPEAT
+# more interleaved pairs when it passed with inconclusive rows (pooled with the first runs,
+# re-compared; stops as soon as no row is inconclusive), re-run both sides CONFIRM times if
 # it regressed (a regression must reproduce against a fresh baseline too, so a fault in
 # either side's first runs is cleared), append the verdict to the gate history, write the
 # Markdown verdict and history to $GITHUB_STEP_SUMMARY when set, and exit with the gate's
 # code:
 #   0 pass, 1 regression (or inconclusive with --fail-on-inconclusive), 2 error,
 #   4 no decision (no gated row could decide: the scenario is too small for its bands).
-# The first comparison's verdict (before any confirmation) is kept in $OUT/first-verdict.json.
+# The first comparison's verdict (before any decide or confirmation round) is kept in
+# $OUT/first-verdict.json.
 #
 # Usage:
 #   scripts/ci-regression.sh [BASE_REF [HEAD_REF]]
@@ -25,6 +28,13 @@
 #   SEED            first seed of the baseline's repeats (default 1)
 #   CANDIDATE_SEED  first seed of the candidate's repeats (default SEED: both sides replay the
 #                   same conversations, so e2e/output_tok_s/session_wall are gated, paired)
+#   DECIDE          decide rounds (default 1): when the first comparison passed (exit 0) with
+#                   inconclusive rows (verdict JSON counts.inconclusive > 0), run REPEAT more
+#                   interleaved pairs with the next seeds (SEED + REPEAT…, CANDIDATE_SEED +
+#                   REPEAT…) into the same result directories and compare all runs, pooled;
+#                   repeat up to DECIDE times, stopping once no row is inconclusive. A
+#                   regression a decide round finds still goes through the CONFIRM rounds.
+#                   0: never. The verdict's first line says how many ran.
 #   CONFIRM         confirmation rounds a regression must reproduce in (default 1); each round
 #                   re-runs baseline and candidate REPEAT times, interleaved
 #   PRIORITY        auto (default): run the benchmark at real-time priority (SCHED_FIFO 1,
@@ -55,6 +65,7 @@ repeat=${REPEAT:-3}
 seed=${SEED:-1}
 cand_seed=${CANDIDATE_SEED:-$seed}
 confirm=${CONFIRM:-1}
+decide=${DECIDE:-1}
 priority=${PRIORITY:-auto}
 profile=${CARGO_PROFILE:-release}
 profile_dir=$profile
@@ -104,6 +115,7 @@ fi
 
 [[ "$repeat" =~ ^[1-9][0-9]*$ ]] || die "REPEAT=$repeat: use a whole number ≥ 1"
 [[ "$confirm" =~ ^[0-9]+$ ]] || die "CONFIRM=$confirm: use a whole number ≥ 0"
+[[ "$decide" =~ ^[0-9]+$ ]] || die "DECIDE=$decide: use a whole number ≥ 0"
 [[ "$seed" =~ ^[0-9]+$ && "$cand_seed" =~ ^[0-9]+$ ]] || die "SEED/CANDIDATE_SEED must be whole numbers"
 history_dir=${HISTORY_DIR:-$out/history}
 
@@ -171,6 +183,29 @@ set -e
 { [ "$code" -le 1 ] || [ "$code" -eq 4 ]; } || { gate >&2 || true; die "compare failed (exit $code)"; }
 cp "$out/verdict.json" "$out/first-verdict.json"
 echo "ci-regression: first comparison: exit $code" >&2
+# inconclusive → the verdict JSON's counts.inconclusive (0 when it cannot be read)
+inconclusive() {
+    local n
+    n=$(grep -o '"inconclusive": [0-9]*' "$out/verdict.json" 2>/dev/null | head -n 1 | grep -o '[0-9]*$' || true)
+    echo "${n:-0}"
+}
+decided=0
+for ((d = 1; d <= decide && code == 0; d++)); do
+    open_rows=$(inconclusive)
+    [ "$open_rows" -gt 0 ] || break
+    echo "ci-regression: passed with $open_rows inconclusive row(s); decide round $d/$decide: $repeat more runs per side, interleaved, pooled with the earlier ones" >&2
+    for ((i = 0; i < repeat; i++)); do
+        run baseline "$BASELINE_BIN" $((seed + d * repeat + i)) "$base_dir" "--no-report"
+        run candidate "$CANDIDATE_BIN" $((cand_seed + d * repeat + i)) "$cand_dir" "${CANDIDATE_RUN_ARGS:-} --no-report"
+    done
+    decided=$d
+    set +e
+    gate --format json >"$out/verdict.json"
+    code=$?
+    set -e
+    { [ "$code" -le 1 ] || [ "$code" -eq 4 ]; } || { gate >&2 || true; die "compare failed after decide round $d (exit $code)"; }
+    echo "ci-regression: decide round $d: exit $code, $(inconclusive) inconclusive row(s)" >&2
+done
 for ((k = 1; k <= confirm && code == 1; k++)); do
     echo "ci-regression: the gate found a regression; confirmation round $k/$confirm (both sides re-run, interleaved)" >&2
     rebase=$out/results/baseline-confirm-$k
@@ -186,7 +221,7 @@ for ((k = 1; k <= confirm && code == 1; k++)); do
     set -e
 done
 {
-    echo "> Gate runs: $repeat per side, interleaved; seeds $seed… (baseline) and $cand_seed… (candidate); confirmation rounds (both sides): $confirm; benchmark priority: $rt_mode."
+    echo "> Gate runs: $repeat per side, interleaved; seeds $seed… (baseline) and $cand_seed… (candidate); decide rounds run: $decided of at most $decide ($((repeat * (decided + 1))) runs per side compared); confirmation rounds (both sides): $confirm; benchmark priority: $rt_mode."
     echo
     gate --format md || true
 } >"$out/verdict.md"
@@ -204,5 +239,5 @@ if [ -n "${GITHUB_STEP_SUMMARY:-}" ]; then
     cat "$out/verdict.md" >>"$GITHUB_STEP_SUMMARY"
     [ -f "$out/history.md" ] && cat "$out/history.md" >>"$GITHUB_STEP_SUMMARY"
 fi
-echo "ci-regression: verdict written to $out/verdict.md and $out/verdict.json; exit $code" >&2
+echo "ci-regression: verdict written to $out/verdict.md and $out/verdict.json; decide rounds run: $decided; exit $code" >&2
 exit "$code"

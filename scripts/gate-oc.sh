@@ -25,9 +25,9 @@
 #              measured with PRIORITY=normal
 #   OUT        working directory (default target/gate-oc); a summary goes to OUT/oc.txt
 #
-# Cost: each pair is one default gate (3 runs per side, ~4 s a run, plus a confirmation
-# re-run when it fails): ~30 s; the defaults (80 pairs, the stall and the history) take ~45
-# minutes on 2 cores.
+# Cost: each pair is one default gate (3 runs per side, ~4 s a run, plus a decide round of
+# 3 more when it passed with inconclusive rows, and a confirmation re-run when it fails):
+# ~30 s; the defaults (80 pairs, the stall and the history) take ~45 minutes on 2 cores.
 set -euo pipefail
 repo=$(git rev-parse --show-toplevel)
 cd "$repo"
@@ -87,9 +87,10 @@ pair() {
     set -e
     end=$(date +%s)
     first=$(sed -n 's/^ci-regression: first comparison: exit \([0-9]*\)$/\1/p' "$out/$name-$i.log" | head -n 1)
-    local oc
+    local oc decided
     oc=$(outcome "$dir/verdict.json")
-    echo "$name $i seeds $s/$cs first-exit ${first:--} exit $code outcome $oc $((end - start))s" >>"$out/pairs.txt"
+    decided=$(grep -c '^ci-regression: .* decide round [0-9]*/' "$out/$name-$i.log" || true)
+    echo "$name $i seeds $s/$cs first-exit ${first:--} exit $code outcome $oc decide-rounds $decided $((end - start))s" >>"$out/pairs.txt"
     echo "${first:-2} $code $oc $((end - start))"
 }
 
