@@ -3,9 +3,15 @@
 # `serve --profile fast` process (docs/measurements.md, "CPU per chunk, end to end").
 #
 # usage: scripts/cpu-per-chunk.sh [BIN]      (BIN: spark-bench, default target/release/spark-bench)
-# env:   SESSIONS (20000)   one-turn sessions (= requests) per transport
+# env:   PACE ("")          "" : `serve --profile fast` as fast as it can go (saturated: many chunks
+#                           queue in the socket between reads). A number N: the simulator paces
+#                           every stream at N tokens/s, one token per chunk, no jitter, so the
+#                           client wakes for (nearly) every chunk: the per-read cost the issue calls
+#                           "one chunk per read" (try PACE=2000 CONC=16 SESSIONS=3000)
+#        SESSIONS (20000)   one-turn sessions (= requests) per transport
 #        CONC (64)          concurrency
 #        TOKENS (64)        max output tokens per request
+#        REPEAT (1)         runs of each (harness and floor alternate); the line is the median
 #        PORT (18190)       where serve listens
 #        TRANSPORTS ("http http-pooled http2 ws")
 #        FLOOR (target/release/examples/read_floor; "" to skip): the bare read loop,
@@ -14,8 +20,12 @@
 #        KEEP ("" ): a directory to keep the runs' outputs in (default: a temp dir, removed)
 #
 # One line per transport: client CPU seconds, CPU-µs per chunk (= CPU-s per million chunks), chunks, requests,
-# peak RSS and KiB per request (peak RSS / requests), wall seconds. The client's CPU is
-# user + system time of the whole `run` process (/usr/bin/time -v), start to exit.
+# chunks per read (summary.json → harness.reads), peak RSS and KiB per request (peak RSS /
+# requests), wall seconds. The client's CPU is user + system time of the whole `run` process
+# (/usr/bin/time -v), start to exit. For http-pooled and ws the floor follows (the same reads
+# and stamps on the same server, nothing else), and the harness's µs/chunk over the floor's.
+# Compare the two only where their chunks per read agree: a client that reads more often pays
+# more syscalls per chunk, so a floor that batches differently is not the same stream.
 set -euo pipefail
 BIN=$(readlink -f "${1:-target/release/spark-bench}")
 SESSIONS=${SESSIONS:-20000}
@@ -23,6 +33,8 @@ CONC=${CONC:-64}
 TOKENS=${TOKENS:-64}
 PORT=${PORT:-18190}
 TRANSPORTS=${TRANSPORTS:-http http-pooled http2 ws}
+PACE=${PACE:-}
+REPEAT=${REPEAT:-1}
 FLOOR=${FLOOR-target/release/examples/read_floor}
 SERVE_CPU=${SERVE_CPU:-1}
 CLIENT_CPU=${CLIENT_CPU:-0}
@@ -63,7 +75,16 @@ hardware = "serve --profile fast"
 EOF
 done
 
-taskset -c "$SERVE_CPU" "$(readlink -f "$BIN")" serve --profile fast --listen "127.0.0.1:$PORT" \
+profile_args=(--profile fast)
+if [ -n "$PACE" ]; then
+    cat >"$WORK/paced.toml" <<EOF
+decode_tok_s = $PACE
+chunk_tokens = [1.0]
+step_jitter = 0.0
+EOF
+    profile_args+=(--profile-file "$WORK/paced.toml")
+fi
+taskset -c "$SERVE_CPU" "$(readlink -f "$BIN")" serve "${profile_args[@]}" --listen "127.0.0.1:$PORT" \
     >"$WORK/serve.log" 2>&1 &
 SP=$!
 for _ in $(seq 50); do
@@ -71,23 +92,24 @@ for _ in $(seq 50); do
     sleep 0.1
 done
 
-echo "# $(date -u +%FT%TZ) $(basename "$BIN") $("$BIN" --version 2>/dev/null | head -1); sessions=$SESSIONS concurrency=$CONC tokens=$TOKENS; serve on cpu $SERVE_CPU, client on cpu $CLIENT_CPU; $(nproc) cpus"
-printf '%-12s %8s %9s %10s %9s %8s %8s %8s %7s\n' transport cpu_s us/chunk chunks requests chk/req peak_MB KiB/req wall_s
-for t in $TRANSPORTS; do
-    api=chat-completions
+echo "# $(date -u +%FT%TZ) $(basename "$BIN") $("$BIN" --version 2>/dev/null | head -1); sessions=$SESSIONS concurrency=$CONC tokens=$TOKENS pace=${PACE:-saturated} repeat=$REPEAT; serve on cpu $SERVE_CPU, client on cpu $CLIENT_CPU; $(nproc) cpus"
+printf '%-12s %8s %9s %10s %9s %8s %9s %8s %8s %7s\n' transport cpu_s us/chunk chunks requests chk/req chk/read peak_MB KiB/req wall_s
+
+# One harness run: one line of numbers (cpu_s chunks requests reads rss_kb wall_s).
+harness_once() {
+    local t=$1 api=chat-completions out="$WORK/out-$1"
     [ "$t" = ws ] && api=responses
-    out="$WORK/out-$t"
     rm -rf "$out"
     /usr/bin/time -v -o "$WORK/time-$t.txt" taskset -c "$CLIENT_CPU" "$BIN" run "$WORK/bench.toml" \
         --targets "$WORK/targets-$api.toml" --transport "$t" --no-report -q --out "$out" \
         >"$WORK/run-$t.out" 2>"$WORK/run-$t.err" || {
         echo "$t: run failed (see $WORK/run-$t.err)" >&2
         tail -5 "$WORK/run-$t.err" >&2
-        continue
+        return 1
     }
-    python3 - "$WORK/time-$t.txt" "$out" "$t" <<'EOF'
+    python3 - "$WORK/time-$t.txt" "$out" <<'EOF'
 import glob, json, re, sys
-tv, out, t = sys.argv[1:4]
+tv, out = sys.argv[1:3]
 text = open(tv).read()
 get = lambda k: re.search(re.escape(k) + r":\s*([\d.:]+)", text).group(1)
 cpu = float(get("User time (seconds)")) + float(get("System time (seconds)"))
@@ -97,13 +119,44 @@ wall_s = sum(float(x) * 60 ** i for i, x in enumerate(reversed(wall)))
 s = json.load(open(glob.glob(out + "/*/summary.json")[0]))
 chunks = sum(c["chunks"] for c in s["cells"])
 reqs = sum(c["requests"] for c in s["cells"])
-print(f"{t:<12} {cpu:8.2f} {cpu / chunks * 1e6:9.3f} {chunks:10d} {reqs:9d} {chunks / reqs:8.2f} {rss_kb / 1024:8.1f} {rss_kb / reqs:8.3f} {wall_s:7.1f}")
+reads = (s.get("harness") or {}).get("reads") or 0
+print(cpu, chunks, reqs, reads, rss_kb, wall_s)
 EOF
-done
-if [ -n "$FLOOR" ] && [ -x "$FLOOR" ]; then
-    for t in $TRANSPORTS; do
-        case $t in http-pooled | ws) ;; *) continue ;; esac
-        taskset -c "$CLIENT_CPU" "$FLOOR" --addr "127.0.0.1:$PORT" --transport "$t" \
-            --requests "$SESSIONS" --concurrency "$CONC" --max-tokens "$TOKENS"
+}
+
+# One floor run: "us_per_chunk chunks_per_read".
+floor_once() {
+    taskset -c "$CLIENT_CPU" "$FLOOR" --addr "127.0.0.1:$PORT" --transport "$1" \
+        --requests "$SESSIONS" --concurrency "$CONC" --max-tokens "$TOKENS" |
+        sed -n 's/.*us_per_chunk=\([0-9.]*\).*chunks_per_read=\([0-9.]*\).*/\1 \2/p'
+}
+
+median() { sort -g | awk '{v[NR] = $1} END {print (NR % 2) ? v[(NR + 1) / 2] : (v[NR / 2] + v[NR / 2 + 1]) / 2}'; }
+
+for t in $TRANSPORTS; do
+    floor_ok=
+    if [ -n "$FLOOR" ] && [ -x "$FLOOR" ] && { [ "$t" = http-pooled ] || [ "$t" = ws ]; }; then
+        floor_ok=1
+    fi
+    : >"$WORK/h-$t.txt"
+    : >"$WORK/f-$t.txt"
+    for _ in $(seq "$REPEAT"); do
+        harness_once "$t" >>"$WORK/h-$t.txt" || continue
+        if [ -n "$floor_ok" ]; then floor_once "$t" >>"$WORK/f-$t.txt"; fi
     done
-fi
+    [ -s "$WORK/h-$t.txt" ] || continue
+    # The run with the median CPU per chunk.
+    n=$(wc -l <"$WORK/h-$t.txt")
+    read -r cpu chunks reqs reads rss_kb wall_s < <(awk '{print $1 / $2, $0}' "$WORK/h-$t.txt" | sort -g |
+        awk -v n="$n" 'NR == int((n + 1) / 2) {print $2, $3, $4, $5, $6, $7}')
+    h_us=$(awk -v c="$cpu" -v k="$chunks" 'BEGIN {printf "%.3f", c / k * 1e6}')
+    cpr=$(awk -v k="$chunks" -v r="$reads" 'BEGIN {if (r > 0) printf "%.2f", k / r; else print "-"}')
+    awk -v t="$t" -v cpu="$cpu" -v us="$h_us" -v k="$chunks" -v q="$reqs" -v cpr="$cpr" -v rss="$rss_kb" -v w="$wall_s" \
+        'BEGIN {printf "%-12s %8.2f %9s %10d %9d %8.2f %9s %8.1f %8.3f %7.1f\n", t, cpu, us, k, q, k / q, cpr, rss / 1024, rss / q, w}'
+    if [ -s "$WORK/f-$t.txt" ]; then
+        f_us=$(cut -d' ' -f1 "$WORK/f-$t.txt" | median)
+        f_cpr=$(cut -d' ' -f2 "$WORK/f-$t.txt" | median)
+        awk -v t="$t" -v f="$f_us" -v fc="$f_cpr" -v h="$h_us" -v n="$n" \
+            'BEGIN {printf "%-12s floor %.3f us/chunk at %.2f chunks/read (median of %d); harness / floor = %.2f\n", t, f, fc, n, h / f}'
+    fi
+done

@@ -20,6 +20,7 @@ pub struct Counters {
     opened: AtomicU64,
     refused: AtomicU64,
     unstamped: AtomicU64,
+    reads: AtomicU64,
     frames_exact: AtomicU64,
     frames_latest: AtomicU64,
     realtime_granted: AtomicBool,
@@ -34,6 +35,11 @@ impl Counters {
         if !kernel {
             self.refused.fetch_add(1, Ordering::Relaxed);
         }
+    }
+
+    /// A read on a client socket returned bytes.
+    pub fn read(&self) {
+        self.reads.fetch_add(1, Ordering::Relaxed);
     }
 
     /// A read on a stamping socket came back without a stamp (and used the read time).
@@ -68,6 +74,7 @@ impl Counters {
             connections: self.opened.load(Ordering::Relaxed),
             refused: self.refused.load(Ordering::Relaxed),
             unstamped_reads: self.unstamped.load(Ordering::Relaxed),
+            reads: self.reads.load(Ordering::Relaxed),
             frames_exact: self.frames_exact.load(Ordering::Relaxed),
             frames_latest: self.frames_latest.load(Ordering::Relaxed),
             realtime: self.realtime_granted.load(Ordering::SeqCst)
@@ -85,6 +92,9 @@ pub struct Provenance {
     pub refused: u64,
     /// Reads on stamping sockets that came back without a stamp.
     pub unstamped_reads: u64,
+    /// Reads on client sockets that returned bytes (how many chunks each read carried is
+    /// the harness's `chunks_per_read`).
+    pub reads: u64,
     /// HTTP body frames stamped with the read that delivered them.
     pub frames_exact: u64,
     /// HTTP body frames stamped with the connection's latest read.

@@ -211,6 +211,7 @@ impl Tap for Receive {
             // SAFETY: recvmsg only writes initialised bytes into the unfilled part, and we mark
             // exactly the `n` it reports as initialised and filled.
             let unfilled = unsafe { buf.unfilled_mut() };
+            let room = unfilled.len();
             match tcp.try_io(tokio::io::Interest::READABLE, || {
                 stamp::recv_stamped(fd, unfilled)
             }) {
@@ -218,7 +219,17 @@ impl Tap for Receive {
                     // SAFETY: the kernel wrote `n` bytes into the unfilled part.
                     unsafe { buf.assume_init(n) };
                     buf.advance(n);
+                    if n > 0 && n < room {
+                        // A short read emptied the socket: forget its readiness now, as
+                        // tokio's own TcpStream does, rather than learn it from one more
+                        // recvmsg answering EAGAIN. Bytes that arrive later raise a new
+                        // edge (a newer readiness tick, which this does not clear).
+                        let _ = tcp.try_io(tokio::io::Interest::READABLE, || {
+                            Err::<(), _>(io::ErrorKind::WouldBlock.into())
+                        });
+                    }
                     if n > 0 {
+                        self.counters.read();
                         let at = match stamp {
                             Some(s) => super::realtime_to_instant(s),
                             None => {

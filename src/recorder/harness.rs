@@ -227,12 +227,18 @@ pub struct Harness {
     /// Achieved request rate: the same count over the span of their actual dispatches.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub achieved_rate: Option<f64>,
-    /// How late the runtime woke a sleeper (a 1 ms sleep loop beside the driver).
+    /// How late the runtime woke a sleeper (a 10 ms sleep loop beside the driver).
     pub timer_late_us: TimerLate,
     /// The process's CPU use (harness and any embedded simulator), in cores.
     pub cpu: Cpu,
     /// Content chunks the measured requests received per second of the measured span.
     pub chunk_rate: f64,
+    /// Socket reads that returned bytes, over the whole run (warm-ups and probes included);
+    /// `None` where not counted (a merged run, or one written before it was). Content
+    /// chunks over reads is how many chunks a read carried: near 1 when the harness wakes
+    /// for every chunk, more when chunks queue in the socket between its reads.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub reads: Option<u64>,
     /// The calibrated ingest ceiling, or `None`: not calibrated (`spark-bench calibrate`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub ingest_ceiling: Option<Ceiling>,
@@ -392,6 +398,7 @@ impl Harness {
             timer_late_us,
             cpu,
             chunk_rate,
+            reads: None,
             ingest_ceiling: ceiling,
             thresholds: t,
         }

@@ -183,12 +183,13 @@ pub async fn run(plan: Arc<Plan>, out: &Path, options: Options) -> anyhow::Resul
         recorder.note_connections(&n.target, n.transport.as_str(), &n.note);
     }
     let mut summary = crate::recorder::Summary::from_recorder(&recorder);
-    let harness = harness_section(&recorder, &probe, options.calibration.as_deref());
+    let provenance = counters.snapshot();
+    let mut harness = harness_section(&recorder, &probe, options.calibration.as_deref());
+    harness.reads = Some(provenance.reads);
     warn(&plan, &summary, &harness, options.announce);
     writer.set_harness(harness.clone());
     writer.set_resources(resources_used(fd_limit, sessions.peak(), rss_before_kib));
     summary.harness = Some(harness);
-    let provenance = counters.snapshot();
     writer.set_timestamps(provenance.timestamps());
     writer.finish(status, &recorder)?;
     metrics_server::finish(metrics, &dir, &recorder, &plan.scenario_name).await;

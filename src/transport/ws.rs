@@ -69,12 +69,13 @@ impl WsConn {
 
 /// tungstenite zero-fills its read buffer up to `read_buffer_size` before every read (128 KiB
 /// by default, a memset that cost ~15% of the client's CPU per chunk in `cargo bench --bench
-/// ingest`). Streaming events are small; larger frames still grow the buffer as needed.
+/// ingest`; at 16 KiB it was still 2.4% in `scripts/cpu-per-chunk.sh` with one chunk per read).
+/// Streaming events are a few hundred bytes; larger frames still grow the buffer as needed.
 /// Frames and messages are capped at [`super::limits::WS_FRAME`] / [`super::limits::WS_MESSAGE`]
 /// (a larger one ends the turn as `too-large` before its payload is buffered).
 pub fn ws_config() -> tungstenite::protocol::WebSocketConfig {
     tungstenite::protocol::WebSocketConfig::default()
-        .read_buffer_size(16 * 1024)
+        .read_buffer_size(8 * 1024)
         .max_frame_size(Some(super::limits::WS_FRAME))
         .max_message_size(Some(super::limits::WS_MESSAGE))
 }
