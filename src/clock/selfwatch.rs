@@ -153,9 +153,10 @@ mod tests {
             }
         }
         std::hint::black_box(x);
-        tokio::time::sleep(Duration::from_millis(100)).await;
+        tokio::time::sleep(Duration::from_millis(200)).await;
         let r = p.finish();
-        assert!(r.timer_samples >= 20, "{r:?}");
+        // One sample per SAMPLE_PERIOD (10 ms) over at least 200 ms.
+        assert!(r.timer_samples >= 10, "{r:?}");
         assert!(r.timer_late_p50_us <= r.timer_late_p99_us);
         assert!(r.timer_late_p99_us <= r.timer_late_max_us);
         // At least the 100 ms sleep (the CPU time is process-wide: other tests add to it).
