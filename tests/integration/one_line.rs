@@ -93,12 +93,20 @@ async fn url_and_model_run_a_scenario_against_serve_with_no_targets_file() {
     let (code, stderr, rows) = run_smoke(&out, &["--url", &url, "--model", "sim"], &[]).await;
     assert_eq!(code, Some(0), "{stderr}");
     let name = format!("url-127-0-0-1-{port}");
-    assert!(
-        !rows.is_empty()
-            && rows
-                .iter()
-                .all(|r| r["target"] == name && r["outcome"] == "ok")
-    );
+    let odd: Vec<String> = rows
+        .iter()
+        .filter(|r| r["target"] != name || r["outcome"] != "ok")
+        .map(|r| {
+            format!(
+                "{} {} {} {:?}",
+                r["target"],
+                r["transport"],
+                r["outcome"],
+                r.get("error")
+            )
+        })
+        .collect();
+    assert!(!rows.is_empty() && odd.is_empty(), "{odd:?}\n{stderr}");
     // Chat completions: the three HTTP transports, no WebSocket cell (the scenario's matrix
     // lists ws; the API decides).
     let mut transports: Vec<&str> = rows.iter().map(|r| r["transport"].as_str()).collect();
