@@ -276,6 +276,16 @@ pub struct Cpu {
 }
 
 /// Rate of `n` events spread over `(first, last)` ns: `(n − 1) / span`.
+/// Content chunks per second over the span from the first dispatch to the last end.
+fn chunk_rate(stats: &DispatchStats) -> f64 {
+    let span = stats.last_end.saturating_sub(stats.dispatched.0);
+    if stats.requests > 0 && span > 0 {
+        stats.chunks as f64 * 1e9 / span as f64
+    } else {
+        0.0
+    }
+}
+
 fn rate(n: u64, (first, last): (u64, u64)) -> Option<f64> {
     (n >= 2 && last > first).then(|| (n - 1) as f64 * 1e9 / (last - first) as f64)
 }
@@ -358,12 +368,7 @@ impl Harness {
             ));
             bound_by.push(Bound::CpuShare);
         }
-        let span = stats.last_end.saturating_sub(stats.dispatched.0);
-        let chunk_rate = if stats.requests > 0 && span > 0 {
-            stats.chunks as f64 * 1e9 / span as f64
-        } else {
-            0.0
-        };
+        let chunk_rate = chunk_rate(stats);
         if let Some(c) = ceiling.as_ref().filter(|c| c.chunks_s > 0.0) {
             if chunk_rate > c.chunks_s * t.max_ingest_share && c.found {
                 reasons.push(format!(
