@@ -12,6 +12,7 @@ use std::borrow::Cow;
 use serde::Deserialize;
 
 use super::timing::{CerebrasTimeInfo, GroqUsageTimes, LlamaTimings};
+use super::scan::{once, Cursor};
 use super::{error_message, ContentKind, StreamEvent, ToolCall};
 use crate::transport::WireEvent;
 use crate::vocab::OutcomeKind;
@@ -29,6 +30,7 @@ pub struct ChatDecoder {
 }
 
 #[derive(Deserialize)]
+#[cfg_attr(test, derive(Debug))]
 struct Chunk<'a> {
     #[serde(borrow)]
     id: Option<Cow<'a, str>>,
@@ -43,12 +45,14 @@ struct Chunk<'a> {
 }
 
 #[derive(Deserialize)]
+#[cfg_attr(test, derive(Debug))]
 struct Choice<'a> {
     #[serde(borrow)]
     delta: Option<Delta<'a>>,
 }
 
 #[derive(Deserialize)]
+#[cfg_attr(test, derive(Debug))]
 struct Delta<'a> {
     #[serde(borrow)]
     content: Option<Cow<'a, str>>,
@@ -59,6 +63,7 @@ struct Delta<'a> {
 }
 
 #[derive(Deserialize)]
+#[cfg_attr(test, derive(Debug))]
 struct ToolCallDelta<'a> {
     #[serde(default)]
     index: usize,
@@ -69,6 +74,7 @@ struct ToolCallDelta<'a> {
 }
 
 #[derive(Deserialize)]
+#[cfg_attr(test, derive(Debug))]
 struct FunctionDelta<'a> {
     #[serde(borrow)]
     name: Option<Cow<'a, str>>,
@@ -77,6 +83,7 @@ struct FunctionDelta<'a> {
 }
 
 #[derive(Deserialize)]
+#[cfg_attr(test, derive(Debug))]
 struct Usage {
     prompt_tokens: Option<u32>,
     completion_tokens: Option<u32>,
@@ -86,13 +93,96 @@ struct Usage {
 }
 
 #[derive(Deserialize)]
+#[cfg_attr(test, derive(Debug))]
 struct Details {
     cached_tokens: Option<u32>,
 }
 
 #[derive(Deserialize)]
+#[cfg_attr(test, derive(Debug))]
 struct XGroq {
     usage: Option<Usage>,
+}
+
+/// The chunk serde would read from `data`, for the common shape (an object of plain strings,
+/// numbers and containers whose choices carry text, reasoning or nothing), or `None`:
+/// then serde_json reads it (usage, errors, tool calls, timing fields and escapes go
+/// that way). See [`super::scan`] for why what this takes serde takes too.
+fn fast_chunk(data: &[u8]) -> Option<Chunk<'_>> {
+    let mut c = Cursor::new(data)?;
+    let mut chunk = Chunk {
+        id: None,
+        choices: None,
+        usage: None,
+        error: None,
+        time_info: None,
+        timings: None,
+        x_groq: None,
+    };
+    let (mut id, mut choices) = (false, false);
+    c.object(|c, key| match key {
+        "id" => {
+            once(&mut id)?;
+            chunk.id = c.opt_text()?;
+            Some(())
+        }
+        "choices" => {
+            once(&mut choices)?;
+            if !c.null()? {
+                let mut all = Vec::with_capacity(1);
+                c.array(|c| {
+                    all.push(fast_choice(c)?);
+                    Some(())
+                })?;
+                chunk.choices = Some(all);
+            }
+            Some(())
+        }
+        "usage" | "error" | "time_info" | "timings" | "x_groq" => None,
+        _ => c.skip(),
+    })?;
+    c.end()?;
+    Some(chunk)
+}
+
+fn fast_choice<'a>(c: &mut Cursor<'a>) -> Option<Choice<'a>> {
+    let (mut choice, mut seen) = (Choice { delta: None }, false);
+    c.object(|c, key| match key {
+        "delta" => {
+            once(&mut seen)?;
+            if !c.null()? {
+                choice.delta = Some(fast_delta(c)?);
+            }
+            Some(())
+        }
+        _ => c.skip(),
+    })?;
+    Some(choice)
+}
+
+fn fast_delta<'a>(c: &mut Cursor<'a>) -> Option<Delta<'a>> {
+    let mut delta = Delta {
+        content: None,
+        reasoning_content: None,
+        tool_calls: None,
+    };
+    let (mut content, mut reasoning) = (false, false);
+    c.object(|c, key| match key {
+        "content" => {
+            once(&mut content)?;
+            delta.content = c.opt_text()?;
+            Some(())
+        }
+        // `reasoning` is an alias: the two together are a duplicate field to serde.
+        "reasoning_content" | "reasoning" => {
+            once(&mut reasoning)?;
+            delta.reasoning_content = c.opt_text()?;
+            Some(())
+        }
+        "tool_calls" => None,
+        _ => c.skip(),
+    })?;
+    Some(delta)
 }
 
 impl ChatDecoder {
@@ -127,7 +217,8 @@ impl ChatDecoder {
             self.finish(out, true);
             return;
         }
-        let chunk: Chunk = match serde_json::from_slice(data) {
+        let parsed = fast_chunk(data).map(Ok);
+        let chunk: Chunk = match parsed.unwrap_or_else(|| serde_json::from_slice(data)) {
             Ok(c) => c,
             Err(e) => {
                 self.finished = true;
@@ -492,5 +583,60 @@ mod tests {
                 message: "engine overloaded".into()
             })
         );
+    }
+
+    /// Chunks as servers send them (OpenAI, vLLM, llama.cpp, reasoning models, tool calls,
+    /// usage, errors), for the fast-path agreement test.
+    const SHAPES: &[&str] = &[
+        r#"{"id":"chatcmpl-1","object":"chat.completion.chunk","created":1795761413,"model":"sim","system_fingerprint":"fp_sim","choices":[{"index":0,"delta":{"content":"asse"},"logprobs":null,"finish_reason":null}]}"#,
+        r#"{"choices":[{"delta":{"content":"","role":"assistant"},"finish_reason":null,"index":0,"logprobs":null}],"created":1,"id":"c","model":"m","object":"chat.completion.chunk"}"#,
+        r#"{"choices":[{"delta":{},"finish_reason":"stop","index":0}],"id":"c"}"#,
+        r#"{"id":"c","choices":[{"index":0,"delta":{"reasoning_content":"hm","content":null}}]}"#,
+        r#"{"id":"c","choices":[{"index":0,"delta":{"reasoning":"hm"}}]}"#,
+        r#"{"id":"c","choices":[{"delta":{"content":"a"}},{"delta":{"content":"b"}}]}"#,
+        r#"{"id":null,"choices":null,"usage":{"prompt_tokens":5,"completion_tokens":7}}"#,
+        r#"{"id":"c","choices":[{"delta":{"tool_calls":[{"index":0,"id":"t","function":{"name":"f","arguments":"{}"}}]}}]}"#,
+        r#"{"error":{"message":"overloaded","code":503}}"#,
+        r#"{"id":"c","choices":[{"delta":{"content":"line\nnext \u00e9"}}]}"#,
+        r#"{"id":"c","choices":[],"timings":{"prompt_ms":1.5,"predicted_ms":2.0}}"#,
+        r#"{"id":"c","choices":[{"delta":{"content":"x"},"extra":{"a":[1,2,{"b":null}]}}]}"#,
+        r#"  {"choices":[{"delta":{"content":"ünï ✓"}}]}  "#,
+    ];
+
+    #[test]
+    fn the_fast_path_reads_what_serde_reads_or_leaves_it_to_serde() {
+        let mut rng = crate::rng::Rng::new(11);
+        let alphabet = b"{}[]\",:0123456789.-eE nul\\xcontentdelta";
+        let (mut fast, mut total) = (0, 0);
+        for shape in SHAPES {
+            for round in 0..3_000 {
+                let mut t = shape.as_bytes().to_vec();
+                // Round 0 is the shape itself; then one to three bytes cut, added or changed.
+                for _ in 0..(round > 0) as u64 * (1 + rng.below(3)) {
+                    let i = rng.below(t.len() as u64) as usize;
+                    let b = alphabet[rng.below(alphabet.len() as u64) as usize];
+                    match rng.below(3) {
+                        0 => drop(t.remove(i)),
+                        1 => t.insert(i, b),
+                        _ => t[i] = b,
+                    }
+                }
+                total += 1;
+                let Some(quick) = fast_chunk(&t) else {
+                    continue;
+                };
+                fast += 1;
+                let slow: Result<Chunk, _> = serde_json::from_slice(&t);
+                let text = String::from_utf8_lossy(&t);
+                let slow = slow.unwrap_or_else(|e| panic!("fast path took what serde refuses ({e}): {text}"));
+                assert_eq!(format!("{quick:?}"), format!("{slow:?}"), "{text}");
+            }
+        }
+        // The common shapes must take the fast path (else it saves nothing).
+        for (i, shape) in SHAPES.iter().enumerate() {
+            let expect = !matches!(i, 6 | 7 | 8 | 10);
+            assert_eq!(fast_chunk(shape.as_bytes()).is_some(), expect, "{shape}");
+        }
+        assert!(fast > total / 20, "{fast} of {total} on the fast path");
     }
 }

@@ -2,7 +2,7 @@
 //!
 //! Owns: per-session conversation state and the chaining rule ([`conversation`]), request
 //! bodies and headers ([`request`]), and decoders that turn stamped wire events into
-//! [`StreamEvent`]s ([`chat`], [`responses`]), plus provider timing ([`timing`]) and the
+//! [`StreamEvent`]s ([`chat`], [`responses`], with [`scan`] their fast path), plus provider timing ([`timing`]) and the
 //! per-chunk token split ([`tokens`]).
 //! Does not own: sockets, clocks or sleeps. Times come from the transport on the wire
 //! events; decoders never read a clock.
@@ -11,6 +11,7 @@ pub mod chat;
 pub mod conversation;
 pub mod request;
 pub mod responses;
+pub mod scan;
 pub mod timing;
 pub mod tokens;
 

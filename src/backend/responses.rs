@@ -22,6 +22,7 @@ use std::borrow::Cow;
 
 use serde::Deserialize;
 
+use super::scan::{once, Cursor};
 use super::timing::WsTimingMetrics;
 use super::{error_message, ContentKind, StreamEvent, ToolCall};
 use crate::transport::WireEvent;
@@ -42,6 +43,7 @@ pub struct ResponsesDecoder {
 }
 
 #[derive(Deserialize)]
+#[cfg_attr(test, derive(Debug))]
 struct Event<'a> {
     /// Empty when absent (an `{"error":{…}}` object without a type is an error event).
     #[serde(borrow, rename = "type", default)]
@@ -59,6 +61,7 @@ struct Event<'a> {
 }
 
 #[derive(Deserialize)]
+#[cfg_attr(test, derive(Debug))]
 struct Response {
     id: Option<String>,
     usage: Option<Usage>,
@@ -68,6 +71,7 @@ struct Response {
 }
 
 #[derive(Deserialize)]
+#[cfg_attr(test, derive(Debug))]
 struct OutputItem {
     #[serde(rename = "type")]
     kind: Option<String>,
@@ -77,6 +81,7 @@ struct OutputItem {
 }
 
 #[derive(Deserialize)]
+#[cfg_attr(test, derive(Debug))]
 struct Usage {
     input_tokens: Option<u32>,
     output_tokens: Option<u32>,
@@ -84,8 +89,46 @@ struct Usage {
 }
 
 #[derive(Deserialize)]
+#[cfg_attr(test, derive(Debug))]
 struct Details {
     cached_tokens: Option<u32>,
+}
+
+/// The event serde would read from `data` when it has only a type, a delta and fields the
+/// decoder ignores (the deltas that are most of a stream), or `None`: then serde_json reads
+/// it. See [`super::scan`] for why what this takes serde takes too.
+fn fast_event(data: &[u8]) -> Option<Event<'_>> {
+    let mut c = Cursor::new(data)?;
+    let mut ev = Event {
+        kind: Cow::Borrowed(""),
+        delta: None,
+        response: None,
+        item: None,
+        status: None,
+        status_code: None,
+        error: None,
+        code: None,
+        message: None,
+        timing_metrics: None,
+    };
+    let (mut kind, mut delta) = (false, false);
+    c.object(|c, key| match key {
+        "type" => {
+            once(&mut kind)?;
+            ev.kind = c.text()?;
+            Some(())
+        }
+        "delta" => {
+            once(&mut delta)?;
+            ev.delta = c.opt_text()?;
+            Some(())
+        }
+        "response" | "item" | "status" | "status_code" | "error" | "code" | "message"
+        | "timing_metrics" => None,
+        _ => c.skip(),
+    })?;
+    c.end()?;
+    Some(ev)
 }
 
 impl ResponsesDecoder {
@@ -119,7 +162,8 @@ impl ResponsesDecoder {
     }
 
     fn json(&mut self, data: &[u8], out: &mut dyn FnMut(StreamEvent)) {
-        let ev: Event = match serde_json::from_slice(data) {
+        let parsed = fast_event(data).map(Ok);
+        let ev: Event = match parsed.unwrap_or_else(|| serde_json::from_slice(data)) {
             Ok(e) => e,
             Err(e) => {
                 self.first(out);
@@ -713,5 +757,52 @@ mod tests {
                 ..
             })
         ));
+    }
+
+    #[test]
+    fn the_fast_path_reads_what_serde_reads_or_leaves_it_to_serde() {
+        const SHAPES: &[&str] = &[
+            r#"{"type":"response.output_text.delta","sequence_number":4,"item_id":"msg_1","output_index":0,"content_index":0,"delta":"    ","logprobs":[]}"#,
+            r#"{"type":"response.reasoning_text.delta","delta":"hm","obfuscation":"x1"}"#,
+            r#"{"type":"response.function_call_arguments.delta","item_id":"fc","delta":"{\"a\""}"#,
+            r#"{"type":"response.content_part.added","part":{"annotations":[],"text":"","type":"output_text"},"sequence_number":3}"#,
+            r#"{"type":"response.created","response":{"id":"resp_1","output":[]}}"#,
+            r#"{"type":"error","error":{"code":"websocket_connection_limit_reached"},"status":400}"#,
+            r#"{"type":"response.output_item.done","item":{"type":"function_call","call_id":"c","name":"f","arguments":"{}"}}"#,
+            r#"{"type":null,"delta":"x"}"#,
+            r#"{"delta":"x"}"#,
+        ];
+        let mut rng = crate::rng::Rng::new(13);
+        let alphabet = b"{}[]\",:0123456789.-eE nul\\xtypedelta";
+        let (mut fast, mut total) = (0, 0);
+        for shape in SHAPES {
+            for round in 0..3_000 {
+                let mut t = shape.as_bytes().to_vec();
+                for _ in 0..(round > 0) as u64 * (1 + rng.below(3)) {
+                    let i = rng.below(t.len() as u64) as usize;
+                    let b = alphabet[rng.below(alphabet.len() as u64) as usize];
+                    match rng.below(3) {
+                        0 => drop(t.remove(i)),
+                        1 => t.insert(i, b),
+                        _ => t[i] = b,
+                    }
+                }
+                total += 1;
+                let Some(quick) = fast_event(&t) else {
+                    continue;
+                };
+                fast += 1;
+                let slow: Result<Event, _> = serde_json::from_slice(&t);
+                let text = String::from_utf8_lossy(&t);
+                let slow = slow
+                    .unwrap_or_else(|e| panic!("fast path took what serde refuses ({e}): {text}"));
+                assert_eq!(format!("{quick:?}"), format!("{slow:?}"), "{text}");
+            }
+        }
+        for (i, shape) in SHAPES.iter().enumerate() {
+            let expect = matches!(i, 0 | 1 | 2 | 3 | 8);
+            assert_eq!(fast_event(shape.as_bytes()).is_some(), expect, "{shape}");
+        }
+        assert!(fast > total / 20, "{fast} of {total} on the fast path");
     }
 }

@@ -136,10 +136,12 @@ impl Dispatch {
             resume_panic(joined);
         }
         let (ctx, lane) = (ctx.clone(), self.lane.clone());
-        self.sessions.spawn(async move {
+        let fut = async move {
             run_session(&ctx, &lane, &session, intended, slot_wait).await;
             drop(slot);
-        });
+        };
+        if std::env::var_os("SB_SIZE").is_some() { eprintln!("session future {} bytes", std::mem::size_of_val(&fut)); }
+        self.sessions.spawn(Box::pin(fut));
     }
 }
 

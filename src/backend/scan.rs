@@ -1,0 +1,362 @@
+//! A strict pull scanner over a subset of JSON, for the decoders' fast path.
+//!
+//! Owns: reading the common shape of a streamed event (an object of plain strings, numbers,
+//! literals and nested containers) without serde's visitor machinery, a `Vec` per array or
+//! a copy per key: about a third of the harness's CPU per chunk went to serde_json on the
+//! 200-byte chunks of a stream (docs/measurements.md, "Where a chunk's CPU goes").
+//! Does not own: what the fields mean (the decoders), nor any error message: every `None`
+//! here means "not handled by the fast path", and the caller hands the same bytes to
+//! serde_json, which decides and words the error.
+//!
+//! The rule that makes the fast path safe: it accepts only text that serde_json accepts too,
+//! never more. The subset is JSON with
+//! - the whole text valid UTF-8,
+//! - no escape in a key, and only JSON's escapes in a value, with `\\uXXXX` outside the
+//!   surrogates (a pair sends the event to serde_json),
+//! - no raw control character in a string,
+//! - numbers of JSON's own grammar,
+//! - nesting at most [`MAX_DEPTH`] deep (serde_json's limit is 128).
+//!
+//! Anything else, including a well-formed text outside the subset, is `None`.
+
+use std::borrow::Cow;
+
+/// Deepest nesting the scanner follows before it gives the text to serde_json.
+pub const MAX_DEPTH: u32 = 64;
+
+/// A cursor over one JSON text.
+pub struct Cursor<'a> {
+    text: &'a str,
+    at: usize,
+    depth: u32,
+}
+
+impl<'a> Cursor<'a> {
+    /// A cursor at the start of `bytes`; `None` when they are not UTF-8.
+    pub fn new(bytes: &'a [u8]) -> Option<Self> {
+        Some(Cursor {
+            text: std::str::from_utf8(bytes).ok()?,
+            at: 0,
+            depth: 0,
+        })
+    }
+
+    fn bytes(&self) -> &'a [u8] {
+        self.text.as_bytes()
+    }
+
+    fn skip_ws(&mut self) {
+        let b = self.bytes();
+        while self.at < b.len() && matches!(b[self.at], b' ' | b'\t' | b'\n' | b'\r') {
+            self.at += 1;
+        }
+    }
+
+    /// The next byte after whitespace, not consumed.
+    fn peek(&mut self) -> Option<u8> {
+        self.skip_ws();
+        self.bytes().get(self.at).copied()
+    }
+
+    fn eat(&mut self, c: u8) -> Option<()> {
+        (self.peek()? == c).then(|| self.at += 1)
+    }
+
+    /// Only whitespace is left (what serde_json's `from_slice` requires after the value).
+    pub fn end(&mut self) -> Option<()> {
+        (self.peek().is_none()).then_some(())
+    }
+
+    /// An object: calls `member(cursor, key)` for each member, with the cursor before the
+    /// member's value, which `member` must consume (with [`Cursor::skip`] where it has no use
+    /// for it).
+    pub fn object(
+        &mut self,
+        mut member: impl FnMut(&mut Self, &'a str) -> Option<()>,
+    ) -> Option<()> {
+        self.eat(b'{')?;
+        self.nest(|c| {
+            if c.eat(b'}').is_some() {
+                return Some(());
+            }
+            loop {
+                let key = c.string()?;
+                c.eat(b':')?;
+                member(c, key)?;
+                match c.peek()? {
+                    b',' => c.at += 1,
+                    b'}' => {
+                        c.at += 1;
+                        return Some(());
+                    }
+                    _ => return None,
+                }
+            }
+        })
+    }
+
+    /// An array: calls `element(cursor)` before each element, which it must consume.
+    pub fn array(&mut self, mut element: impl FnMut(&mut Self) -> Option<()>) -> Option<()> {
+        self.eat(b'[')?;
+        self.nest(|c| {
+            if c.eat(b']').is_some() {
+                return Some(());
+            }
+            loop {
+                element(c)?;
+                match c.peek()? {
+                    b',' => c.at += 1,
+                    b']' => {
+                        c.at += 1;
+                        return Some(());
+                    }
+                    _ => return None,
+                }
+            }
+        })
+    }
+
+    fn nest(&mut self, inside: impl FnOnce(&mut Self) -> Option<()>) -> Option<()> {
+        if self.depth >= MAX_DEPTH {
+            return None;
+        }
+        self.depth += 1;
+        let r = inside(self);
+        self.depth -= 1;
+        r
+    }
+
+    /// A string, its escapes decoded: borrowed where it has none.
+    pub fn text(&mut self) -> Option<Cow<'a, str>> {
+        self.eat(b'"')?;
+        let b = self.bytes();
+        let mut from = self.at;
+        let mut end = from + memchr::memchr2(b'"', b'\\', &b[from..])?;
+        let mut owned: Option<String> = None;
+        loop {
+            let plain = self.text.get(from..end)?;
+            if plain.bytes().any(|c| c < 0x20) {
+                return None;
+            }
+            if b[end] == b'"' {
+                self.at = end + 1;
+                return Some(match owned {
+                    None => Cow::Borrowed(plain),
+                    Some(mut s) => {
+                        s.push_str(plain);
+                        Cow::Owned(s)
+                    }
+                });
+            }
+            let s = owned.get_or_insert_with(String::new);
+            s.push_str(plain);
+            let (ch, used) = match *b.get(end + 1)? {
+                b'"' => ('"', 2),
+                b'\\' => ('\\', 2),
+                b'/' => ('/', 2),
+                b'b' => ('\u{8}', 2),
+                b'f' => ('\u{c}', 2),
+                b'n' => ('\n', 2),
+                b'r' => ('\r', 2),
+                b't' => ('\t', 2),
+                b'u' => {
+                    let hex = b.get(end + 2..end + 6)?;
+                    if !hex.iter().all(u8::is_ascii_hexdigit) {
+                        return None;
+                    }
+                    let v = hex.iter().fold(0u32, |v, &h| v * 16 + (h as char).to_digit(16).unwrap_or(0));
+                    // A surrogate is half of a pair: serde_json's to join or refuse.
+                    (char::from_u32(v)?, 6)
+                }
+                _ => return None,
+            };
+            s.push(ch);
+            from = end + used;
+            end = from + memchr::memchr2(b'"', b'\\', b.get(from..)?)?;
+        }
+    }
+
+    /// `null` or a string, its escapes decoded.
+    pub fn opt_text(&mut self) -> Option<Option<Cow<'a, str>>> {
+        if self.null()? {
+            return Some(None);
+        }
+        self.text().map(Some)
+    }
+
+    /// A string without escapes or control characters (a key).
+    pub fn string(&mut self) -> Option<&'a str> {
+        self.eat(b'"')?;
+        let b = self.bytes();
+        let start = self.at;
+        let len = memchr::memchr2(b'"', b'\\', &b[start..])?;
+        let end = start + len;
+        if b[end] == b'\\' || b[start..end].iter().any(|&c| c < 0x20) {
+            return None;
+        }
+        self.at = end + 1;
+        // Both ends sit next to an ASCII quote: char boundaries of the validated text.
+        self.text.get(start..end)
+    }
+
+    /// `null` (then `true`) or nothing consumed (then `false`).
+    pub fn null(&mut self) -> Option<bool> {
+        if self.peek()? == b'n' {
+            self.literal("null")?;
+            return Some(true);
+        }
+        Some(false)
+    }
+
+    fn literal(&mut self, word: &str) -> Option<()> {
+        let rest = self.bytes().get(self.at..)?;
+        rest.starts_with(word.as_bytes()).then(|| self.at += word.len())
+    }
+
+    /// Any one value, checked and passed over.
+    pub fn skip(&mut self) -> Option<()> {
+        match self.peek()? {
+            b'{' => self.object(|c, _| c.skip()),
+            b'[' => self.array(|c| c.skip()),
+            b'"' => self.text().map(drop),
+            b't' => self.literal("true"),
+            b'f' => self.literal("false"),
+            b'n' => self.literal("null"),
+            _ => self.number(),
+        }
+    }
+
+    /// A number of JSON's grammar: `-? (0 | [1-9][0-9]*) (. [0-9]+)? ([eE] [+-]? [0-9]+)?`.
+    fn number(&mut self) -> Option<()> {
+        let b = self.bytes();
+        let mut i = self.at;
+        let digits = |i: &mut usize| {
+            let s = *i;
+            while *i < b.len() && b[*i].is_ascii_digit() {
+                *i += 1;
+            }
+            *i > s
+        };
+        if b.get(i) == Some(&b'-') {
+            i += 1;
+        }
+        match b.get(i)? {
+            b'0' => i += 1,
+            b'1'..=b'9' => {
+                digits(&mut i);
+            }
+            _ => return None,
+        }
+        if b.get(i) == Some(&b'.') {
+            i += 1;
+            digits(&mut i).then_some(())?;
+        }
+        if matches!(b.get(i), Some(b'e' | b'E')) {
+            i += 1;
+            if matches!(b.get(i), Some(b'+' | b'-')) {
+                i += 1;
+            }
+            digits(&mut i).then_some(())?;
+        }
+        self.at = i;
+        Some(())
+    }
+}
+
+/// Sets `seen`, or `None` when it was set: a key twice in one object is serde's to judge
+/// (a derived struct rejects a duplicate field).
+pub fn once(seen: &mut bool) -> Option<()> {
+    (!std::mem::replace(seen, true)).then_some(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Whether the scanner takes `text` whole (skipping its one value).
+    fn takes(text: &str) -> bool {
+        Cursor::new(text.as_bytes())
+            .and_then(|mut c| {
+                c.skip()?;
+                c.end()
+            })
+            .is_some()
+    }
+
+    #[test]
+    fn valid_json_of_the_subset_is_taken() {
+        for t in [
+            r#"{"a":1,"b":[true,false,null,-0.5e+3,"x"],"c":{}}"#,
+            " [ ] ",
+            r#"{"k":"ünïcödé ✓"}"#,
+            r#"{"a":"x\ny \"q\" \u00e9\/\\"}"#,
+            "0",
+            "-12.25E-2",
+        ] {
+            assert!(takes(t), "{t}");
+            assert!(serde_json::from_str::<serde_json::Value>(t).is_ok(), "{t}");
+        }
+    }
+
+    #[test]
+    fn invalid_json_and_text_outside_the_subset_are_refused() {
+        for t in [
+            r#"{"a":1,}"#,
+            r#"{"a" 1}"#,
+            "[1,]",
+            "01",
+            "1.",
+            "-",
+            "1e",
+            "tru",
+            "{\"a\":\"x\ny\"}", // a raw control character
+            r#"{"a":"\x"}"#,     // no such escape
+            r#"{"a":"\u12"}"#,   // a short one
+            r#"{"a":"\ud83d\ude00"}"#, // a surrogate pair: serde_json's to join
+            r#"{"a\u0062":1}"#,  // an escaped key
+            r#"{"a":1} x"#,
+            r#"{"a":1"#,
+            "",
+            "nul",
+        ] {
+            assert!(!takes(t), "{t}");
+        }
+        assert!(Cursor::new(b"\"\xff\"").is_none());
+        let deep = "[".repeat(MAX_DEPTH as usize + 1) + &"]".repeat(MAX_DEPTH as usize + 1);
+        assert!(!takes(&deep));
+        let ok = "[".repeat(MAX_DEPTH as usize) + &"]".repeat(MAX_DEPTH as usize);
+        assert!(takes(&ok));
+    }
+
+    #[test]
+    fn whatever_the_scanner_takes_serde_json_takes_too() {
+        // Mutations of a chunk: cut, duplicated or swapped bytes. Whatever the scanner still
+        // takes must be JSON to serde_json as well (the converse need not hold).
+        let base = br#"{"id":"c-1","choices":[{"index":0,"delta":{"content":"ab"},"logprobs":null,"finish_reason":null}],"created":17,"x":[1.5e3,-0,true]}"#;
+        let alphabet = b"{}[]\",:0123456789.-+eEtrufalsn \\x\n";
+        let mut rng = crate::rng::Rng::new(7);
+        let mut taken = 0;
+        for _ in 0..20_000 {
+            let mut t = base.to_vec();
+            for _ in 0..1 + rng.below(3) {
+                let i = rng.below(t.len() as u64) as usize;
+                match rng.below(3) {
+                    0 => {
+                        t.remove(i);
+                    }
+                    1 => t.insert(i, alphabet[rng.below(alphabet.len() as u64) as usize]),
+                    _ => t[i] = alphabet[rng.below(alphabet.len() as u64) as usize],
+                }
+            }
+            let text = String::from_utf8_lossy(&t);
+            if takes(&text) {
+                taken += 1;
+                assert!(
+                    serde_json::from_str::<serde_json::Value>(&text).is_ok(),
+                    "taken but not JSON: {text}"
+                );
+            }
+        }
+        assert!(taken > 1_000, "only {taken} mutants were JSON the scanner took");
+    }
+}
