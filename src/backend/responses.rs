@@ -111,7 +111,7 @@ fn fast_event(data: &[u8]) -> Option<Event<'_>> {
         message: None,
         timing_metrics: None,
     };
-    let (mut kind, mut delta) = (false, false);
+    let (mut kind, mut delta, mut response, mut item) = (false, false, false, false);
     c.object(|c, key| match key {
         "type" => {
             once(&mut kind)?;
@@ -123,12 +123,125 @@ fn fast_event(data: &[u8]) -> Option<Event<'_>> {
             ev.delta = c.opt_text()?;
             Some(())
         }
-        "response" | "item" | "status" | "status_code" | "error" | "code" | "message"
-        | "timing_metrics" => None,
+        "response" => {
+            once(&mut response)?;
+            if !c.null()? {
+                ev.response = Some(fast_response(c)?);
+            }
+            Some(())
+        }
+        "item" => {
+            once(&mut item)?;
+            if !c.null()? {
+                ev.item = Some(fast_item(c)?);
+            }
+            Some(())
+        }
+        "status" | "status_code" | "error" | "code" | "message" | "timing_metrics" => None,
         _ => c.skip(),
     })?;
     c.end()?;
     Some(ev)
+}
+
+/// A `response` object: its id, usage and output items; an error is serde's to read.
+fn fast_response(c: &mut Cursor<'_>) -> Option<Response> {
+    let mut r = Response {
+        id: None,
+        usage: None,
+        error: None,
+        output: Vec::new(),
+    };
+    let mut seen = [false; 3];
+    c.object(|c, key| match key {
+        "id" => {
+            once(&mut seen[0])?;
+            r.id = c.opt_text()?.map(Cow::into_owned);
+            Some(())
+        }
+        "usage" => {
+            once(&mut seen[1])?;
+            if !c.null()? {
+                r.usage = Some(fast_usage(c)?);
+            }
+            Some(())
+        }
+        // `null` is no list to serde (the default covers only a missing one).
+        "output" => {
+            once(&mut seen[2])?;
+            c.array(|c| {
+                r.output.push(fast_item(c)?);
+                Some(())
+            })
+        }
+        "error" => c.null()?.then_some(()),
+        _ => c.skip(),
+    })?;
+    Some(r)
+}
+
+fn fast_usage(c: &mut Cursor<'_>) -> Option<Usage> {
+    let mut u = Usage {
+        input_tokens: None,
+        output_tokens: None,
+        input_tokens_details: None,
+    };
+    let mut seen = [false; 3];
+    c.object(|c, key| match key {
+        "input_tokens" => {
+            once(&mut seen[0])?;
+            u.input_tokens = c.opt_u32()?;
+            Some(())
+        }
+        "output_tokens" => {
+            once(&mut seen[1])?;
+            u.output_tokens = c.opt_u32()?;
+            Some(())
+        }
+        "input_tokens_details" => {
+            once(&mut seen[2])?;
+            if !c.null()? {
+                let (mut cached, mut once_cached) = (None, false);
+                c.object(|c, key| match key {
+                    "cached_tokens" => {
+                        once(&mut once_cached)?;
+                        cached = c.opt_u32()?;
+                        Some(())
+                    }
+                    _ => c.skip(),
+                })?;
+                u.input_tokens_details = Some(Details {
+                    cached_tokens: cached,
+                });
+            }
+            Some(())
+        }
+        _ => c.skip(),
+    })?;
+    Some(u)
+}
+
+fn fast_item(c: &mut Cursor<'_>) -> Option<OutputItem> {
+    let mut item = OutputItem {
+        kind: None,
+        call_id: None,
+        name: None,
+        arguments: None,
+    };
+    let mut seen = [false; 4];
+    c.object(|c, key| {
+        let (i, field) = match key {
+            "type" => (0, &mut item.kind),
+            "call_id" => (1, &mut item.call_id),
+            "name" => (2, &mut item.name),
+            "arguments" => (3, &mut item.arguments),
+            _ => return c.skip(),
+        };
+        once(&mut seen[i])?;
+        *field = c.opt_text()?.map(Cow::into_owned);
+        Some(())
+    })?;
+    Some(item)
 }
 
 impl ResponsesDecoder {
@@ -771,9 +884,13 @@ mod tests {
             r#"{"type":"response.output_item.done","item":{"type":"function_call","call_id":"c","name":"f","arguments":"{}"}}"#,
             r#"{"type":null,"delta":"x"}"#,
             r#"{"delta":"x"}"#,
+            r#"{"type":"response.completed","response":{"id":"resp_1","error":null,"output":[{"type":"message","content":[{"text":"hi","type":"output_text"}]},{"type":"function_call","call_id":"c1","name":"f","arguments":"{\"a\":1}"}],"usage":{"input_tokens":12,"input_tokens_details":{"cached_tokens":4},"output_tokens":7,"total_tokens":19}}}"#,
+            r#"{"type":"response.in_progress","response":{"id":"resp_1","output":[],"usage":null,"status":"in_progress","metadata":{}},"sequence_number":1}"#,
+            r#"{"type":"response.failed","response":{"id":"resp_1","error":{"code":"server_error","message":"boom"}}}"#,
+            r#"{"type":"response.completed","response":{"id":"r","usage":{"input_tokens":1.5}}}"#,
         ];
         let mut rng = crate::rng::Rng::new(13);
-        let alphabet = b"{}[]\",:0123456789.-eE nul\\xtypedelta";
+        let alphabet = b"{}[]\",:0123456789.-eE nul\\xtypedeltaoutputusage";
         let (mut fast, mut total) = (0, 0);
         for shape in SHAPES {
             for round in 0..3_000 {
@@ -800,7 +917,7 @@ mod tests {
             }
         }
         for (i, shape) in SHAPES.iter().enumerate() {
-            let expect = matches!(i, 0 | 1 | 2 | 3 | 8);
+            let expect = matches!(i, 0 | 1 | 2 | 3 | 4 | 6 | 8 | 9 | 10);
             assert_eq!(fast_event(shape.as_bytes()).is_some(), expect, "{shape}");
         }
         assert!(fast > total / 20, "{fast} of {total} on the fast path");

@@ -164,7 +164,9 @@ impl<'a> Cursor<'a> {
                     if !hex.iter().all(u8::is_ascii_hexdigit) {
                         return None;
                     }
-                    let v = hex.iter().fold(0u32, |v, &h| v * 16 + (h as char).to_digit(16).unwrap_or(0));
+                    let v = hex
+                        .iter()
+                        .fold(0u32, |v, &h| v * 16 + (h as char).to_digit(16).unwrap_or(0));
                     // A surrogate is half of a pair: serde_json's to join or refuse.
                     (char::from_u32(v)?, 6)
                 }
@@ -208,9 +210,33 @@ impl<'a> Cursor<'a> {
         Some(false)
     }
 
+    /// `null` or a non-negative integer that fits a `u32`, written as plain digits (a
+    /// fraction, an exponent or a sign is serde_json's to judge).
+    pub fn opt_u32(&mut self) -> Option<Option<u32>> {
+        if self.null()? {
+            return Some(None);
+        }
+        let b = self.bytes();
+        let start = self.at;
+        let mut end = start;
+        while end < b.len() && b[end].is_ascii_digit() {
+            end += 1;
+        }
+        let digits = self.text.get(start..end)?;
+        if digits.is_empty()
+            || (digits.len() > 1 && digits.starts_with('0'))
+            || matches!(b.get(end), Some(b'.' | b'e' | b'E'))
+        {
+            return None;
+        }
+        self.at = end;
+        digits.parse().ok().map(Some)
+    }
+
     fn literal(&mut self, word: &str) -> Option<()> {
         let rest = self.bytes().get(self.at..)?;
-        rest.starts_with(word.as_bytes()).then(|| self.at += word.len())
+        rest.starts_with(word.as_bytes())
+            .then(|| self.at += word.len())
     }
 
     /// Any one value, checked and passed over.
@@ -284,6 +310,18 @@ mod tests {
     }
 
     #[test]
+    fn u32_fields_are_plain_digits() {
+        let read = |t: &str| Cursor::new(t.as_bytes())?.opt_u32();
+        assert_eq!(read("17"), Some(Some(17)));
+        assert_eq!(read("0"), Some(Some(0)));
+        assert_eq!(read("null"), Some(None));
+        assert_eq!(read("4294967295"), Some(Some(u32::MAX)));
+        for t in ["4294967296", "-1", "01", "1.0", "1e3", "\"1\"", "x"] {
+            assert_eq!(read(t), None, "{t}");
+        }
+    }
+
+    #[test]
     fn valid_json_of_the_subset_is_taken() {
         for t in [
             r#"{"a":1,"b":[true,false,null,-0.5e+3,"x"],"c":{}}"#,
@@ -309,11 +347,11 @@ mod tests {
             "-",
             "1e",
             "tru",
-            "{\"a\":\"x\ny\"}", // a raw control character
-            r#"{"a":"\x"}"#,     // no such escape
-            r#"{"a":"\u12"}"#,   // a short one
+            "{\"a\":\"x\ny\"}",        // a raw control character
+            r#"{"a":"\x"}"#,           // no such escape
+            r#"{"a":"\u12"}"#,         // a short one
             r#"{"a":"\ud83d\ude00"}"#, // a surrogate pair: serde_json's to join
-            r#"{"a\u0062":1}"#,  // an escaped key
+            r#"{"a\u0062":1}"#,        // an escaped key
             r#"{"a":1} x"#,
             r#"{"a":1"#,
             "",
@@ -357,6 +395,9 @@ mod tests {
                 );
             }
         }
-        assert!(taken > 1_000, "only {taken} mutants were JSON the scanner took");
+        assert!(
+            taken > 1_000,
+            "only {taken} mutants were JSON the scanner took"
+        );
     }
 }
