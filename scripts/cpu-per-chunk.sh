@@ -18,6 +18,11 @@
 #              run for http-pooled and ws (cargo build --release --example read_floor)
 #        SERVE_CPU (1) / CLIENT_CPU (0): the cores serve and the client are pinned to
 #        KEEP ("" ): a directory to keep the runs' outputs in (default: a temp dir, removed)
+#        BASE (""): another spark-bench binary (a build before a change), run as a client
+#              beside BIN in every repeat, against BIN's serve: a "before" line follows each
+#              transport's line, and the after/before ratio. The two alternate run by run,
+#              so a drift of the machine (minutes apart, the same run varies by ±10% on a
+#              shared VM) falls on both; compare them only this way
 #
 # One line per transport: client CPU seconds, CPU-µs per chunk (= CPU-s per million chunks), chunks, requests,
 # chunks per read (summary.json → harness.reads), peak RSS and KiB per request (peak RSS /
@@ -28,6 +33,7 @@
 # more syscalls per chunk, so a floor that batches differently is not the same stream.
 set -euo pipefail
 BIN=$(readlink -f "${1:-target/release/spark-bench}")
+BASE=${BASE:+$(readlink -f "$BASE")}
 SESSIONS=${SESSIONS:-20000}
 CONC=${CONC:-64}
 TOKENS=${TOKENS:-64}
@@ -91,16 +97,18 @@ for _ in $(seq 50); do
     grep -q "127.0.0.1:$PORT" "$WORK/serve.log" 2>/dev/null && break
     sleep 0.1
 done
+kill -0 "$SP" 2>/dev/null || { echo "serve did not start (port $PORT in use?):" >&2; cat "$WORK/serve.log" >&2; exit 2; }
 
 echo "# $(date -u +%FT%TZ) $(basename "$BIN") $("$BIN" --version 2>/dev/null | head -1); sessions=$SESSIONS concurrency=$CONC tokens=$TOKENS pace=${PACE:-saturated} repeat=$REPEAT; serve on cpu $SERVE_CPU, client on cpu $CLIENT_CPU; $(nproc) cpus"
 printf '%-12s %8s %9s %10s %9s %8s %9s %8s %8s %7s\n' transport cpu_s us/chunk chunks requests chk/req chk/read peak_MB KiB/req wall_s
 
 # One harness run: one line of numbers (cpu_s chunks requests reads rss_kb wall_s).
+# $2: the client binary (default BIN).
 harness_once() {
-    local t=$1 api=chat-completions out="$WORK/out-$1"
+    local t=$1 api=chat-completions out="$WORK/out-$1" client=${2:-$BIN}
     [ "$t" = ws ] && api=responses
     rm -rf "$out"
-    /usr/bin/time -v -o "$WORK/time-$t.txt" taskset -c "$CLIENT_CPU" "$BIN" run "$WORK/bench.toml" \
+    /usr/bin/time -v -o "$WORK/time-$t.txt" taskset -c "$CLIENT_CPU" "$client" run "$WORK/bench.toml" \
         --targets "$WORK/targets-$api.toml" --transport "$t" --no-report -q --out "$out" \
         >"$WORK/run-$t.out" 2>"$WORK/run-$t.err" || {
         echo "$t: run failed (see $WORK/run-$t.err)" >&2
@@ -131,6 +139,19 @@ floor_once() {
         sed -n 's/.*us_per_chunk=\([0-9.]*\).*chunks_per_read=\([0-9.]*\).*/\1 \2/p'
 }
 
+# Prints the line of the run with the median CPU per chunk in file $2 (harness_once lines),
+# labelled $1, and sets row_us to its µs per chunk.
+row() {
+    local cpu chunks reqs reads rss_kb wall_s n cpr
+    n=$(wc -l <"$2")
+    read -r cpu chunks reqs reads rss_kb wall_s < <(awk '{print $1 / $2, $0}' "$2" | sort -g |
+        awk -v n="$n" 'NR == int((n + 1) / 2) {print $2, $3, $4, $5, $6, $7}')
+    row_us=$(awk -v c="$cpu" -v k="$chunks" 'BEGIN {printf "%.3f", c / k * 1e6}')
+    cpr=$(awk -v k="$chunks" -v r="$reads" 'BEGIN {if (r > 0) printf "%.2f", k / r; else print "-"}')
+    awk -v t="$1" -v cpu="$cpu" -v us="$row_us" -v k="$chunks" -v q="$reqs" -v cpr="$cpr" -v rss="$rss_kb" -v w="$wall_s" \
+        'BEGIN {printf "%-12s %8.2f %9s %10d %9d %8.2f %9s %8.1f %8.3f %7.1f\n", t, cpu, us, k, q, k / q, cpr, rss / 1024, rss / q, w}'
+}
+
 median() { sort -g | awk '{v[NR] = $1} END {print (NR % 2) ? v[(NR + 1) / 2] : (v[NR / 2] + v[NR / 2 + 1]) / 2}'; }
 
 for t in $TRANSPORTS; do
@@ -140,19 +161,20 @@ for t in $TRANSPORTS; do
     fi
     : >"$WORK/h-$t.txt"
     : >"$WORK/f-$t.txt"
+    : >"$WORK/b-$t.txt"
     for _ in $(seq "$REPEAT"); do
         harness_once "$t" >>"$WORK/h-$t.txt" || continue
+        if [ -n "$BASE" ]; then harness_once "$t" "$BASE" >>"$WORK/b-$t.txt" || true; fi
         if [ -n "$floor_ok" ]; then floor_once "$t" >>"$WORK/f-$t.txt"; fi
     done
     [ -s "$WORK/h-$t.txt" ] || continue
-    # The run with the median CPU per chunk.
+    row "$t" "$WORK/h-$t.txt"
+    h_us=$row_us
     n=$(wc -l <"$WORK/h-$t.txt")
-    read -r cpu chunks reqs reads rss_kb wall_s < <(awk '{print $1 / $2, $0}' "$WORK/h-$t.txt" | sort -g |
-        awk -v n="$n" 'NR == int((n + 1) / 2) {print $2, $3, $4, $5, $6, $7}')
-    h_us=$(awk -v c="$cpu" -v k="$chunks" 'BEGIN {printf "%.3f", c / k * 1e6}')
-    cpr=$(awk -v k="$chunks" -v r="$reads" 'BEGIN {if (r > 0) printf "%.2f", k / r; else print "-"}')
-    awk -v t="$t" -v cpu="$cpu" -v us="$h_us" -v k="$chunks" -v q="$reqs" -v cpr="$cpr" -v rss="$rss_kb" -v w="$wall_s" \
-        'BEGIN {printf "%-12s %8.2f %9s %10d %9d %8.2f %9s %8.1f %8.3f %7.1f\n", t, cpu, us, k, q, k / q, cpr, rss / 1024, rss / q, w}'
+    if [ -s "$WORK/b-$t.txt" ]; then
+        row "before" "$WORK/b-$t.txt"
+        awk -v a="$h_us" -v b="$row_us" 'BEGIN {printf "%-12s after / before = %.3f\n", "", a / b}'
+    fi
     if [ -s "$WORK/f-$t.txt" ]; then
         f_us=$(cut -d' ' -f1 "$WORK/f-$t.txt" | median)
         f_cpr=$(cut -d' ' -f2 "$WORK/f-$t.txt" | median)
