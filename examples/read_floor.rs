@@ -13,7 +13,9 @@
 //! `scripts/cpu-per-chunk.sh` runs it beside the harness. Transports: `http-pooled`
 //! (keep-alive connections, one per worker), `http` (a new connection per request), `ws`
 //! (the Responses API's WebSocket mode, a new socket per request, as a one-turn session
-//! uses). The request is the one a one-turn `run` sends (64 output tokens at most). It prints
+//! uses, with the `generate:false` warm-up the harness sends first on each new socket by
+//! default for a Responses target: its response is read the same way, so both sides read the
+//! same stream). The request is the one a one-turn `run` sends (64 output tokens at most). It prints
 //! CPU-µs per chunk and per read, chunks per read, and the process's CPU seconds.
 //! Chunks are counted as the harness counts them: events carrying output text.
 
@@ -101,10 +103,12 @@ fn ws_upgrade(host: &str) -> Vec<u8> {
     .into_bytes()
 }
 
-/// A masked client text frame (mask key 0: the payload goes as is).
-fn ws_frame(max_tokens: u32) -> Vec<u8> {
+/// A masked client text frame (mask key 0: the payload goes as is) carrying a
+/// `response.create`; with `warm_up`, the `generate:false` one that only warms the socket.
+fn ws_frame(max_tokens: u32, warm_up: bool) -> Vec<u8> {
+    let generate = if warm_up { r#","generate":false"# } else { "" };
     let body = format!(
-        r#"{{"type":"response.create","model":"sim","store":false,"input":[{{"role":"user","content":"{PROMPT}"}}],"max_output_tokens":{max_tokens}}}"#
+        r#"{{"type":"response.create","model":"sim","store":false,"input":[{{"role":"user","content":"{PROMPT}"}}],"max_output_tokens":{max_tokens}{generate}}}"#
     );
     let mut f = vec![0x81u8];
     let n = body.len();
@@ -173,9 +177,13 @@ impl Reader {
 }
 
 async fn worker(a: Arc<Args>, mut r: Reader, left: Arc<AtomicU64>) {
-    let (req, upgrade) = match a.kind {
-        Kind::Ws => (ws_frame(a.max_tokens), ws_upgrade(&a.addr)),
-        _ => (chat_request(&a.addr, a.max_tokens), Vec::new()),
+    let (req, upgrade, warm_up) = match a.kind {
+        Kind::Ws => (
+            ws_frame(a.max_tokens, false),
+            ws_upgrade(&a.addr),
+            ws_frame(a.max_tokens, true),
+        ),
+        _ => (chat_request(&a.addr, a.max_tokens), Vec::new(), Vec::new()),
     };
     let mut conn = None;
     while left
@@ -188,6 +196,8 @@ async fn worker(a: Arc<Args>, mut r: Reader, left: Arc<AtomicU64>) {
                 io.write_all(&upgrade).await.expect("upgrade");
                 let n = io.read(&mut r.buf).await.expect("101");
                 assert!(r.buf[..n].starts_with(b"HTTP/1.1 101"), "no upgrade");
+                io.write_all(&warm_up).await.expect("warm-up");
+                assert!(r.response(&mut io, &arrivals).await, "warm-up");
             }
             conn = Some((io, arrivals));
         }
