@@ -15,6 +15,10 @@
 # + prompt tokens / 10M tok/s (no queue below its capacity of 1024); spark-bench's
 # server_ttft (from the `x-sim-timing-flavour: cerebras` time_info, which leaves out the API
 # overhead; rows.jsonl server_ttft_p50_ms) cross-checks it. Both tools send that header, so they read the same stream.
+# The simulator's measured TTFT (GET /v1/sim/ttft?last=N after each run: request read → first
+# chunk written, for the run's N responses) adds what the model leaves out: its wait for its
+# own CPU when a client drives it to saturation. TTFT p50 over that is the client's share
+# (plus the kernel's and the request's wait before the simulator read it).
 #
 # The AIPerf venv (target/aiperf-venv, `pip install aiperf==0.13.0`, ~2 min) and an offline
 # tokenizer (AIPerf's `builtin` one downloads tiktoken's o200k_base at start) are made on
@@ -122,6 +126,8 @@ EOF
 }
 
 sim_cpu() { $helper proc-cpu $sim; }
+# sim_ttft_of FILE: the simulator's measured TTFT of the last $requests responses, into FILE.
+sim_ttft_of() { curl -sf "$url/v1/sim/ttft?last=$requests" >"$1"; }
 load1() { cut -d' ' -f1 /proc/loadavg; }
 
 for c in $concs; do
@@ -129,11 +135,11 @@ for c in $concs; do
   a="$out/aiperf-c$c"
   echo "== aiperf, concurrency $c: $small requests, then $requests (load $(load1))"
   aiperf_run "$a-small" "$c" "$small"
-  s0=$(sim_cpu); aiperf_run "$a" "$c" "$requests"; s1=$(sim_cpu)
+  s0=$(sim_cpu); aiperf_run "$a" "$c" "$requests"; s1=$(sim_cpu); sim_ttft_of "$a.sim-ttft.json"
   server_isl=$($helper aiperf-isl "$a")
   sim_ttft=$(python3 -c "print(0.2 + 0.5 + $server_isl / 1e7 * 1e3)")
   $helper row aiperf "$c" "$a" "$a.cpu.json" "$a-small.cpu.json" "$small" \
-    "$(python3 -c "print($s1 - $s0)")" "$sim_ttft" >>"$rows"
+    "$(python3 -c "print($s1 - $s0)")" "$sim_ttft" "$a.sim-ttft.json" >>"$rows"
 
   # spark-bench with the prompt length the server counted for AIPerf's prompts (the
   # simulator's chat template adds one token to the user message).
@@ -141,8 +147,9 @@ for c in $concs; do
   echo "== spark-bench, concurrency $c: $small requests, then $requests (load $(load1))"
   sb_run "$s-small" "$c" "$small" $((server_isl - 1))
   s0=$(sim_cpu); sb_run "$s" "$c" "$requests" $((server_isl - 1)); s1=$(sim_cpu)
+  sim_ttft_of "$s.sim-ttft.json"
   $helper row spark-bench "$c" "$s" "$s.cpu.json" "$s-small.cpu.json" "$small" \
-    "$(python3 -c "print($s1 - $s0)")" "$sim_ttft" >>"$rows"
+    "$(python3 -c "print($s1 - $s0)")" "$sim_ttft" "$s.sim-ttft.json" >>"$rows"
 
   # The same requests, open loop at AIPerf's achieved request rate (constant gaps, at most
   # CONCURRENCY in flight): the simulator as busy as AIPerf kept it, so what is left of the
@@ -153,9 +160,9 @@ for c in $concs; do
     echo "== spark-bench, open loop at AIPerf's $rate req/s, at most $c in flight (load $(load1))"
     s0=$(sim_cpu)
     sb_run "$o" "$c" "$requests" $((server_isl - 1)) --rate "$rate" --arrival constant --max-in-flight "$c"
-    s1=$(sim_cpu)
+    s1=$(sim_cpu); sim_ttft_of "$o.sim-ttft.json"
     $helper row sb@aiperf-rate "$c" "$o" "$o.cpu.json" - 0 \
-      "$(python3 -c "print($s1 - $s0)")" "$sim_ttft" >>"$rows"
+      "$(python3 -c "print($s1 - $s0)")" "$sim_ttft" "$o.sim-ttft.json" >>"$rows"
   fi
 done
 

@@ -139,7 +139,8 @@ def sb_figures(out_dir):
 
 def cmd_row(argv):
     # row TOOL CONCURRENCY OUT_DIR CPU.json SMALL_CPU.json SMALL_REQUESTS SIM_CPU_S SIM_TTFT_MS
-    tool, conc, out_dir, cpu_file, small_cpu, small_n, sim_cpu, sim_ttft = argv
+    #     SIM_MEASURED.json (GET /v1/sim/ttft after the run)
+    tool, conc, out_dir, cpu_file, small_cpu, small_n, sim_cpu, sim_ttft, measured = argv
     fig = aiperf_figures(out_dir) if tool == "aiperf" else sb_figures(out_dir)
     cpu = load(cpu_file)
     row = {"tool": tool, "concurrency": int(conc), **fig, **cpu}
@@ -147,6 +148,11 @@ def cmd_row(argv):
     row["small_requests"] = int(small_n)
     row["sim_ttft_ms"] = float(sim_ttft)
     row["sim_cpu_s"] = float(sim_cpu)
+    m = load(measured)
+    if m["responses"] != row["requests"]:
+        print(f"warning: {measured}: {m['responses']} responses traced, the run made "
+              f"{row['requests']} (the figure covers the last ones traced)", file=sys.stderr)
+    row["sim_measured_ttft_p50_ms"] = m["p50_ms"]
     print(json.dumps(row))
 
 
@@ -159,11 +165,18 @@ def marginal_ms(r):
     return 1000 * (r["cpu_s"] - r["small_cpu_s"]) / n if n > 0 else float("nan")
 
 
+def over_measured(r):
+    """TTFT p50 over the simulator's measured TTFT p50 (request read → first chunk written):
+    the client's share, with the simulator's wait for its own CPU taken out."""
+    return r["ttft_p50_ms"] - r["sim_measured_ttft_p50_ms"]
+
+
 def cmd_table(argv):
     rows = [json.loads(line) for line in open(argv[0]) if line.strip()]
     head = (
         "tool", "conc", "requests", "err", "in/out tok", "wall s", "client CPU-s",
         "CPU-ms/req", "marginal", "out tok/s", "sim cores", "TTFT p50 ms", "sim TTFT ms", "inflation ms",
+        "sim measured ms", "over it ms",
     )
     lines = [head]
     for r in rows:
@@ -176,6 +189,7 @@ def cmd_table(argv):
             f"{r['sim_cpu_s'] / r['span_s']:.2f}",
             f"{r['ttft_p50_ms']:.3f}", f"{r['sim_ttft_ms']:.3f}",
             f"{r['ttft_p50_ms'] - r['sim_ttft_ms']:.3f}",
+            f"{r['sim_measured_ttft_p50_ms']:.3f}", f"{over_measured(r):.3f}",
         ))
     widths = [max(len(line[i]) for line in lines) for i in range(len(head))]
     for i, line in enumerate(lines):
@@ -195,16 +209,20 @@ def cmd_table(argv):
         marg = marginal_ms(s) / marginal_ms(a)
         infl = (s["ttft_p50_ms"] - s["sim_ttft_ms"]) / (a["ttft_p50_ms"] - a["sim_ttft_ms"])
         tput = s["output_tok_s"] / a["output_tok_s"]
+        over = over_measured(s) / over_measured(a)
         print(f"  concurrency {conc}: CPU per request {cpu:.4f} (1/{1 / cpu:.0f}; "
               f"marginal {marg:.4f}, 1/{1 / marg:.0f}), "
               f"TTFT inflation {infl:.4f} (1/{1 / infl:.0f}), output tok/s {tput:.1f}x")
+        print(f"    TTFT over the simulator's measured TTFT: {over:.4f} (1/{1 / over:.0f})")
         o = [r for r in rows if r["concurrency"] == conc and r["tool"] == "sb@aiperf-rate"]
         if o:
             o = o[-1]
             infl = (o["ttft_p50_ms"] - o["sim_ttft_ms"]) / (a["ttft_p50_ms"] - a["sim_ttft_ms"])
             cpu = (o["cpu_s"] / o["requests"]) / (a["cpu_s"] / a["requests"])
+            over = over_measured(o) / over_measured(a)
             print(f"    open loop at AIPerf's request rate: CPU per request {cpu:.4f} "
-                  f"(1/{1 / cpu:.0f}), TTFT inflation {infl:.4f} (1/{1 / infl:.0f})")
+                  f"(1/{1 / cpu:.0f}), TTFT inflation {infl:.4f} (1/{1 / infl:.0f}), "
+                  f"over the simulator's measured TTFT {over:.4f} (1/{1 / over:.0f})")
 
 
 def main():

@@ -1,7 +1,8 @@
 //! The simulator's router: one hyper service per connection, method + path → an API handler.
 //!
 //! Owns: reading the request body (with its size limit), the request id, the API-key check,
-//! the small routes (`/v1/models`, `/v1/sim/trace/{id}`), 404/405/426 for everything else,
+//! the small routes (`/v1/models`, `/v1/sim/trace/{id}`, `/v1/sim/ttft`), 404/405/426 for
+//! everything else,
 //! and turning every handler's [`ApiError`] into its HTTP response. Does not own: what the
 //! APIs mean (`api`) or how responses are written (`wire`).
 
@@ -102,6 +103,11 @@ async fn route(
                 )),
             }
         }
+        (&Method::GET, "/v1/sim/ttft") => {
+            let last = query_usize(parts.uri.query(), "last").unwrap_or(usize::MAX);
+            let ttfts = ctx.conn.engine.trace.ttfts(last);
+            Ok(ctx.json(StatusCode::OK, &ttft_summary(ttfts)))
+        }
         (&Method::POST, "/v1/chat/completions") => chat::handle(ctx, bytes).await,
         (&Method::POST, "/v1/responses") => responses::handle_http(ctx, bytes).await,
         (&Method::GET, "/v1/responses") if is_upgrade => {
@@ -128,4 +134,33 @@ async fn route(
             Some("unknown_url"),
         )),
     }
+}
+
+/// `name=N` from a query string.
+fn query_usize(query: Option<&str>, name: &str) -> Option<usize> {
+    query?
+        .split('&')
+        .filter_map(|kv| kv.split_once('='))
+        .find(|(k, _)| *k == name)
+        .and_then(|(_, v)| v.parse().ok())
+}
+
+/// The server's own TTFTs summarised (`GET /v1/sim/ttft?last=N`): count, mean, and the
+/// nearest-rank p50, p90, p99 and max, in milliseconds.
+fn ttft_summary(mut v: Vec<std::time::Duration>) -> serde_json::Value {
+    v.sort_unstable();
+    let ms = |d: std::time::Duration| d.as_secs_f64() * 1e3;
+    let rank = |q: f64| {
+        let i = ((q * v.len() as f64).ceil() as usize).clamp(1, v.len().max(1)) - 1;
+        v.get(i).map(|d| ms(*d))
+    };
+    let mean = (!v.is_empty()).then(|| v.iter().map(|d| ms(*d)).sum::<f64>() / v.len() as f64);
+    json!({
+        "responses": v.len(),
+        "mean_ms": mean,
+        "p50_ms": rank(0.5),
+        "p90_ms": rank(0.9),
+        "p99_ms": rank(0.99),
+        "max_ms": v.last().map(|d| ms(*d)),
+    })
 }

@@ -141,6 +141,33 @@ impl Trace {
             .collect()
     }
 
+    /// The server's own time to first token of each of the last `last` responses that wrote a
+    /// content chunk, oldest first: from the request fully read to its first chunk's write
+    /// (the kernel's transmit stamp when the socket gave one). Under load this includes
+    /// the wait for a generation slot and for the simulator's own CPU, which the timing
+    /// model's figures leave out.
+    pub fn ttfts(&self, last: usize) -> Vec<Duration> {
+        let g = self.inner.lock().unwrap_or_else(|e| e.into_inner());
+        let mut out: Vec<Duration> = g
+            .order
+            .iter()
+            .rev()
+            .filter_map(|id| g.map.get(id))
+            .filter_map(|t| {
+                let first = t.chunk_writes.first()?;
+                let at = first
+                    .sent
+                    .as_ref()
+                    .and_then(|s| s.get())
+                    .unwrap_or(&first.at);
+                Some(at.saturating_duration_since(t.received_at))
+            })
+            .take(last)
+            .collect();
+        out.reverse();
+        out
+    }
+
     pub(crate) fn insert(&self, t: ResponseTrace) {
         let mut g = self.inner.lock().unwrap_or_else(|e| e.into_inner());
         if !g.map.contains_key(&t.response_id) {

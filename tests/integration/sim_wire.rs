@@ -528,3 +528,38 @@ async fn require_api_key_and_random_profile_faults() {
     assert_eq!(r.status, 429);
     assert_eq!(r.json()["error"]["code"], "rate_limit_exceeded");
 }
+
+#[tokio::test]
+async fn sim_ttft_summarises_the_servers_own_first_writes() {
+    let h = sim("fast").await;
+    let mut c = h1_to(&h).await;
+    for _ in 0..3 {
+        assert_eq!(
+            post(&mut c, "/chat/completions", CHAT, &[]).await.status,
+            200
+        );
+    }
+    let all = get(&mut c, "/sim/ttft").await.json();
+    assert_eq!(all["responses"], 3);
+    let last2 = get(&mut c, "/sim/ttft?last=2").await.json();
+    assert_eq!(last2["responses"], 2);
+    // The same figures from the trace itself: request read → first content chunk written.
+    let traces = h.trace.all();
+    let own: Vec<f64> = traces[1..]
+        .iter()
+        .map(|t| {
+            let model = t.api_overhead + t.queue + t.session_init + t.prefill;
+            let ttft = t.chunk_writes[0].at.duration_since(t.received_at);
+            // The simulator waits out its timing model before the first chunk.
+            assert!(ttft >= model, "{ttft:?} < {model:?}");
+            ttft.as_secs_f64() * 1e3
+        })
+        .collect();
+    let max = own.iter().cloned().fold(f64::MIN, f64::max);
+    let min = own.iter().cloned().fold(f64::MAX, f64::min);
+    let close = |v: &Value, want: f64| (v.as_f64().unwrap() - want).abs() < 1e-6;
+    assert!(close(&last2["max_ms"], max), "{last2} vs {own:?}");
+    // Nearest rank: the median of two is the lower.
+    assert!(close(&last2["p50_ms"], min), "{last2} vs {own:?}");
+    assert!(close(&last2["mean_ms"], (min + max) / 2.0), "{last2}");
+}
