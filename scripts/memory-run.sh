@@ -29,7 +29,8 @@ for _ in $(seq 50); do (exec 3<>"/dev/tcp/127.0.0.1/$PORT") 2>/dev/null && break
 RP=$!
 peak=0
 while kill -0 "$RP" 2>/dev/null; do
-  p=$(pgrep -P "$RP" -f "spark-bench run" | head -n 1 || true)
+  # time's child: taskset, which execs the harness (whatever the binary is named).
+  p=$(pgrep -P "$RP" | head -n 1 || true)
   if [ -n "$p" ]; then
     r=$(awk '/VmRSS/{print $2}' "/proc/$p/status" 2>/dev/null || echo 0)
     [ "${r:-0}" -gt "$peak" ] && peak=$r
@@ -40,3 +41,9 @@ wait "$RP" || true
 echo "sessions $N, requests $((N * 10)); sampled peak RSS ${peak} kB"
 grep -E "Maximum resident|User time|System time|Elapsed" "$DIR/run.err"
 tail -n 3 "$DIR/run.out"
+python3 - "$DIR/out" <<'PY'
+import glob, json, sys
+for f in glob.glob(sys.argv[1] + "/*/summary.json"):
+    cells = json.load(open(f))["cells"]
+    print(f"requests {sum(c['requests'] for c in cells)}, failed {sum(c['failed'] for c in cells)}")
+PY
