@@ -2,9 +2,8 @@
 //!
 //! Owns: reading the request body (with its size limit), the request id, the API-key check,
 //! the small routes (`/v1/models`, `/v1/sim/trace/{id}`, `/v1/sim/ttft`), 404/405/426 for
-//! everything else,
-//! and turning every handler's [`ApiError`] into its HTTP response. Does not own: what the
-//! APIs mean (`api`) or how responses are written (`wire`).
+//! everything else, and turning every handler's [`ApiError`] into its HTTP response. Does
+//! not own: what the APIs mean (`api`) or how responses are written (`wire`).
 
 use std::convert::Infallible;
 use std::sync::Arc;
