@@ -14,9 +14,11 @@
 //! (keep-alive connections, one per worker), `http` (a new connection per request), `ws`
 //! (the Responses API's WebSocket mode, a new socket per request, as a one-turn session
 //! uses, with the `generate:false` warm-up the harness sends first on each new socket by
-//! default for a Responses target: its response is read the same way, so both sides read the
-//! same stream). The request is the one a one-turn `run` sends (64 output tokens at most). It prints
-//! CPU-µs per chunk and per read, chunks per read, and the process's CPU seconds.
+//! default for a Responses target, its response read the same way: the same exchanges per
+//! socket, though the harness's warm-up carries no input and its request chains on the
+//! warm-up's id, where the floor's both carry the prompt). The request is the one a one-turn
+//! `run` sends (64 output tokens at most). It prints CPU-µs per chunk and per read, chunks
+//! per read, and the process's CPU seconds.
 //! Chunks are counted as the harness counts them: events carrying output text.
 
 use std::sync::atomic::{AtomicU64, Ordering};

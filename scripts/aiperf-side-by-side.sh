@@ -15,8 +15,8 @@
 # + prompt tokens / 10M tok/s (no queue below its capacity of 1024); spark-bench's
 # server_ttft (from the `x-sim-timing-flavour: cerebras` time_info, which leaves out the API
 # overhead; rows.jsonl server_ttft_p50_ms) cross-checks it. Both tools send that header, so they read the same stream.
-# The simulator's measured TTFT (GET /v1/sim/ttft?last=N after each run: request read → first
-# chunk written, for the run's N responses) adds what the model leaves out: its wait for its
+# The simulator's measured TTFT (GET /v1/sim/ttft?since=K after each run, K read before it:
+# request read → first chunk written, for the run's own responses) adds what the model leaves out: its wait for its
 # own CPU when a client drives it to saturation. TTFT p50 over that is the client's share
 # (plus the kernel's and the request's wait before the simulator read it).
 #
@@ -126,8 +126,13 @@ EOF
 }
 
 sim_cpu() { $helper proc-cpu $sim; }
-# sim_ttft_of FILE: the simulator's measured TTFT of the last $requests responses, into FILE.
-sim_ttft_of() { curl -sf "$url/v1/sim/ttft?last=$requests" >"$1"; }
+# sim_seq: the sequence number the simulator's next response gets; sim_ttft_of FILE SEQ: its
+# measured TTFT over the responses from SEQ on (the run just made), into FILE.
+sim_seq() {
+  curl -sf "$url/v1/sim/ttft?since=18446744073709551615" | python3 -c 'import json,sys; print(json.load(sys.stdin)["next"])' \
+    || { echo "no GET /v1/sim/ttft on $bin (a build older than the endpoint?)" >&2; exit 1; }
+}
+sim_ttft_of() { curl -sf "$url/v1/sim/ttft?since=$2" >"$1" || { echo "GET /v1/sim/ttft failed" >&2; exit 1; }; }
 load1() { cut -d' ' -f1 /proc/loadavg; }
 
 for c in $concs; do
@@ -135,7 +140,8 @@ for c in $concs; do
   a="$out/aiperf-c$c"
   echo "== aiperf, concurrency $c: $small requests, then $requests (load $(load1))"
   aiperf_run "$a-small" "$c" "$small"
-  s0=$(sim_cpu); aiperf_run "$a" "$c" "$requests"; s1=$(sim_cpu); sim_ttft_of "$a.sim-ttft.json"
+  k=$(sim_seq); s0=$(sim_cpu); aiperf_run "$a" "$c" "$requests"; s1=$(sim_cpu)
+  sim_ttft_of "$a.sim-ttft.json" "$k"
   server_isl=$($helper aiperf-isl "$a")
   sim_ttft=$(python3 -c "print(0.2 + 0.5 + $server_isl / 1e7 * 1e3)")
   $helper row aiperf "$c" "$a" "$a.cpu.json" "$a-small.cpu.json" "$small" \
@@ -146,8 +152,8 @@ for c in $concs; do
   s="$out/sb-c$c"
   echo "== spark-bench, concurrency $c: $small requests, then $requests (load $(load1))"
   sb_run "$s-small" "$c" "$small" $((server_isl - 1))
-  s0=$(sim_cpu); sb_run "$s" "$c" "$requests" $((server_isl - 1)); s1=$(sim_cpu)
-  sim_ttft_of "$s.sim-ttft.json"
+  k=$(sim_seq); s0=$(sim_cpu); sb_run "$s" "$c" "$requests" $((server_isl - 1)); s1=$(sim_cpu)
+  sim_ttft_of "$s.sim-ttft.json" "$k"
   $helper row spark-bench "$c" "$s" "$s.cpu.json" "$s-small.cpu.json" "$small" \
     "$(python3 -c "print($s1 - $s0)")" "$sim_ttft" "$s.sim-ttft.json" >>"$rows"
 
@@ -158,9 +164,9 @@ for c in $concs; do
     rate=$($helper aiperf-rate "$a")
     o="$out/sb-rate-c$c"
     echo "== spark-bench, open loop at AIPerf's $rate req/s, at most $c in flight (load $(load1))"
-    s0=$(sim_cpu)
+    k=$(sim_seq); s0=$(sim_cpu)
     sb_run "$o" "$c" "$requests" $((server_isl - 1)) --rate "$rate" --arrival constant --max-in-flight "$c"
-    s1=$(sim_cpu); sim_ttft_of "$o.sim-ttft.json"
+    s1=$(sim_cpu); sim_ttft_of "$o.sim-ttft.json" "$k"
     $helper row sb@aiperf-rate "$c" "$o" "$o.cpu.json" - 0 \
       "$(python3 -c "print($s1 - $s0)")" "$sim_ttft" "$o.sim-ttft.json" >>"$rows"
   fi

@@ -13,7 +13,8 @@ Subcommands (the shell script calls them; each does one small thing):
                            one downloads tiktoken's o200k_base at start.
   aiperf-isl DIR           the mean prompt tokens the server reported for AIPerf's requests.
   aiperf-rate DIR          AIPerf's achieved request rate, requests per second.
-  row ...                  one result row (JSON line) from a tool's output and its CPU file.
+  row ...                  one result row (JSON line) from a tool's output, its CPU file and
+                           the simulator's measured TTFT over the run (GET /v1/sim/ttft).
   table ROWS.jsonl         the side-by-side table, ratios included.
 
 Only the standard library, except `tokenizer`.
@@ -150,8 +151,9 @@ def cmd_row(argv):
     row["sim_cpu_s"] = float(sim_cpu)
     m = load(measured)
     if m["responses"] != row["requests"]:
-        print(f"warning: {measured}: {m['responses']} responses traced, the run made "
-              f"{row['requests']} (the figure covers the last ones traced)", file=sys.stderr)
+        print(f"warning: {measured}: the simulator measured the TTFT of {m['responses']} "
+              f"responses of this run, the tool counted {row['requests']} requests "
+              f"(failed ones have no first chunk)", file=sys.stderr)
     row["sim_measured_ttft_p50_ms"] = m["p50_ms"]
     print(json.dumps(row))
 
@@ -168,6 +170,8 @@ def marginal_ms(r):
 def over_measured(r):
     """TTFT p50 over the simulator's measured TTFT p50 (request read → first chunk written):
     the client's share, with the simulator's wait for its own CPU taken out."""
+    if r.get("sim_measured_ttft_p50_ms") is None:
+        return float("nan")
     return r["ttft_p50_ms"] - r["sim_measured_ttft_p50_ms"]
 
 
@@ -189,7 +193,7 @@ def cmd_table(argv):
             f"{r['sim_cpu_s'] / r['span_s']:.2f}",
             f"{r['ttft_p50_ms']:.3f}", f"{r['sim_ttft_ms']:.3f}",
             f"{r['ttft_p50_ms'] - r['sim_ttft_ms']:.3f}",
-            f"{r['sim_measured_ttft_p50_ms']:.3f}", f"{over_measured(r):.3f}",
+            f"{r['sim_measured_ttft_p50_ms'] or float('nan'):.3f}", f"{over_measured(r):.3f}",
         ))
     widths = [max(len(line[i]) for line in lines) for i in range(len(head))]
     for i, line in enumerate(lines):

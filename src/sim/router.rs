@@ -103,9 +103,19 @@ async fn route(
             }
         }
         (&Method::GET, "/v1/sim/ttft") => {
-            let last = query_usize(parts.uri.query(), "last").unwrap_or(usize::MAX);
-            let ttfts = ctx.conn.engine.trace.ttfts(last);
-            Ok(ctx.json(StatusCode::OK, &ttft_summary(ttfts)))
+            let since = match query_param(parts.uri.query(), "since") {
+                None => 0,
+                Some(v) => v.parse::<u64>().map_err(|_| {
+                    ApiError::new(
+                        StatusCode::BAD_REQUEST,
+                        format!("since={v:?} is not a response sequence number (0, 1, 2, ...)."),
+                        Some("since"),
+                        Some("invalid_type"),
+                    )
+                })?,
+            };
+            let (ttfts, next) = ctx.conn.engine.trace.ttfts_since(since);
+            Ok(ctx.json(StatusCode::OK, &ttft_summary(ttfts, next)))
         }
         (&Method::POST, "/v1/chat/completions") => chat::handle(ctx, bytes).await,
         (&Method::POST, "/v1/responses") => responses::handle_http(ctx, bytes).await,
@@ -135,18 +145,19 @@ async fn route(
     }
 }
 
-/// `name=N` from a query string.
-fn query_usize(query: Option<&str>, name: &str) -> Option<usize> {
+/// The value of `name` in a query string (`a=1&b=2`), as written.
+fn query_param<'a>(query: Option<&'a str>, name: &str) -> Option<&'a str> {
     query?
         .split('&')
         .filter_map(|kv| kv.split_once('='))
         .find(|(k, _)| *k == name)
-        .and_then(|(_, v)| v.parse().ok())
+        .map(|(_, v)| v)
 }
 
-/// The server's own TTFTs summarised (`GET /v1/sim/ttft?last=N`): count, mean, and the
-/// nearest-rank p50, p90, p99 and max, in milliseconds.
-fn ttft_summary(mut v: Vec<std::time::Duration>) -> serde_json::Value {
+/// The server's own TTFTs summarised (`GET /v1/sim/ttft?since=K`): count, mean, and the
+/// nearest-rank p50, p90, p99 and max, in milliseconds (null when there are none), and
+/// `next`, the sequence number the next response will get.
+fn ttft_summary(mut v: Vec<std::time::Duration>, next: u64) -> serde_json::Value {
     v.sort_unstable();
     let ms = |d: std::time::Duration| d.as_secs_f64() * 1e3;
     let rank = |q: f64| {
@@ -161,5 +172,6 @@ fn ttft_summary(mut v: Vec<std::time::Duration>) -> serde_json::Value {
         "p90_ms": rank(0.9),
         "p99_ms": rank(0.99),
         "max_ms": v.last().map(|d| ms(*d)),
+        "next": next,
     })
 }

@@ -101,7 +101,10 @@ impl ResponseTrace {
 #[derive(Default)]
 struct Inner {
     map: HashMap<String, ResponseTrace>,
-    order: VecDeque<String>,
+    /// Response ids in the order they were published, each with its sequence number.
+    order: VecDeque<(u64, String)>,
+    /// The sequence number the next published response gets (never reset).
+    next: u64,
 }
 
 /// The simulator's ground truth, shared and cheap to clone.
@@ -137,22 +140,24 @@ impl Trace {
         let g = self.inner.lock().unwrap_or_else(|e| e.into_inner());
         g.order
             .iter()
-            .filter_map(|id| g.map.get(id).cloned().map(ResponseTrace::resolved))
+            .filter_map(|(_, id)| g.map.get(id).cloned().map(ResponseTrace::resolved))
             .collect()
     }
 
-    /// The server's own time to first token of each of the last `last` responses that wrote a
-    /// content chunk, oldest first: from the request fully read to its first chunk's write
-    /// (the kernel's transmit stamp when the socket gave one). Under load this includes
-    /// the wait for a generation slot and for the simulator's own CPU, which the timing
-    /// model's figures leave out.
-    pub fn ttfts(&self, last: usize) -> Vec<Duration> {
+    /// The server's own time to first token of each response published at or after
+    /// sequence number `since` that wrote a content chunk, in publishing order: from the
+    /// request fully read to its first chunk's write (the kernel's transmit stamp when the
+    /// socket gave one). Under load this includes the wait for a generation slot and for the
+    /// simulator's own CPU, which the timing model's figures leave out. Also returns the
+    /// sequence number the next response will get (pass it as `since` to see only what
+    /// comes after now).
+    pub fn ttfts_since(&self, since: u64) -> (Vec<Duration>, u64) {
         let g = self.inner.lock().unwrap_or_else(|e| e.into_inner());
-        let mut out: Vec<Duration> = g
+        let ttfts = g
             .order
             .iter()
-            .rev()
-            .filter_map(|id| g.map.get(id))
+            .filter(|(seq, _)| *seq >= since)
+            .filter_map(|(_, id)| g.map.get(id))
             .filter_map(|t| {
                 let first = t.chunk_writes.first()?;
                 let at = first
@@ -162,20 +167,20 @@ impl Trace {
                     .unwrap_or(&first.at);
                 Some(at.saturating_duration_since(t.received_at))
             })
-            .take(last)
             .collect();
-        out.reverse();
-        out
+        (ttfts, g.next)
     }
 
     pub(crate) fn insert(&self, t: ResponseTrace) {
         let mut g = self.inner.lock().unwrap_or_else(|e| e.into_inner());
         if !g.map.contains_key(&t.response_id) {
-            g.order.push_back(t.response_id.clone());
+            let seq = g.next;
+            g.next += 1;
+            g.order.push_back((seq, t.response_id.clone()));
         }
         g.map.insert(t.response_id.clone(), t);
         while g.order.len() > MAX_TRACES {
-            if let Some(old) = g.order.pop_front() {
+            if let Some((_, old)) = g.order.pop_front() {
                 g.map.remove(&old);
             }
         }

@@ -533,6 +533,10 @@ async fn require_api_key_and_random_profile_faults() {
 async fn sim_ttft_summarises_the_servers_own_first_writes() {
     let h = sim("fast").await;
     let mut c = h1_to(&h).await;
+    let start = get(&mut c, "/sim/ttft").await.json();
+    assert_eq!(start["responses"], 0);
+    assert!(start["p50_ms"].is_null());
+    assert_eq!(start["next"], 0);
     for _ in 0..3 {
         assert_eq!(
             post(&mut c, "/chat/completions", CHAT, &[]).await.status,
@@ -540,9 +544,18 @@ async fn sim_ttft_summarises_the_servers_own_first_writes() {
         );
     }
     let all = get(&mut c, "/sim/ttft").await.json();
-    assert_eq!(all["responses"], 3);
-    let last2 = get(&mut c, "/sim/ttft?last=2").await.json();
-    assert_eq!(last2["responses"], 2);
+    assert_eq!(
+        (all["responses"].as_u64(), all["next"].as_u64()),
+        (Some(3), Some(3))
+    );
+    // Only the responses from sequence number 1 on: the second and the third.
+    let later = get(&mut c, "/sim/ttft?since=1").await.json();
+    assert_eq!(later["responses"], 2);
+    assert_eq!(
+        get(&mut c, "/sim/ttft?since=3").await.json()["responses"],
+        0
+    );
+    assert_eq!(get(&mut c, "/sim/ttft?since=-1").await.status, 400);
     // The same figures from the trace itself: request read → first content chunk written.
     let traces = h.trace.all();
     let own: Vec<f64> = traces[1..]
@@ -558,8 +571,8 @@ async fn sim_ttft_summarises_the_servers_own_first_writes() {
     let max = own.iter().cloned().fold(f64::MIN, f64::max);
     let min = own.iter().cloned().fold(f64::MAX, f64::min);
     let close = |v: &Value, want: f64| (v.as_f64().unwrap() - want).abs() < 1e-6;
-    assert!(close(&last2["max_ms"], max), "{last2} vs {own:?}");
+    assert!(close(&later["max_ms"], max), "{later} vs {own:?}");
     // Nearest rank: the median of two is the lower.
-    assert!(close(&last2["p50_ms"], min), "{last2} vs {own:?}");
-    assert!(close(&last2["mean_ms"], (min + max) / 2.0), "{last2}");
+    assert!(close(&later["p50_ms"], min), "{later} vs {own:?}");
+    assert!(close(&later["mean_ms"], (min + max) / 2.0), "{later}");
 }
