@@ -11,7 +11,7 @@ use std::borrow::Cow;
 
 use serde::Deserialize;
 
-use super::scan::{self, once, Cursor};
+use super::scan::{self, once, Cursor, TokenDetails};
 use super::timing::{CerebrasTimeInfo, GroqUsageTimes, LlamaTimings};
 use super::{error_message, ContentKind, StreamEvent, ToolCall};
 use crate::transport::WireEvent;
@@ -87,15 +87,9 @@ struct FunctionDelta<'a> {
 struct Usage {
     prompt_tokens: Option<u32>,
     completion_tokens: Option<u32>,
-    prompt_tokens_details: Option<Details>,
+    prompt_tokens_details: Option<TokenDetails>,
     #[serde(flatten)]
     times: GroqUsageTimes,
-}
-
-#[derive(Deserialize)]
-#[cfg_attr(test, derive(Debug))]
-struct Details {
-    cached_tokens: Option<u32>,
 }
 
 #[derive(Deserialize)]
@@ -127,24 +121,20 @@ fn fast_chunk(data: &[u8]) -> Option<Chunk<'_>> {
             Some(())
         }
         "choices" => {
-            once(&mut choices)?;
-            if !c.null()? {
+            chunk.choices = c.nullable(&mut choices, |c| {
                 let mut all = Vec::with_capacity(1);
                 c.array(|c| {
                     all.push(fast_choice(c)?);
                     Some(())
                 })?;
-                chunk.choices = Some(all);
-            }
+                Some(all)
+            })?;
             Some(())
         }
         // Continuous usage (vLLM's `continuous_usage_stats`, which spark-bench asks for) puts
         // it on every chunk.
         "usage" => {
-            once(&mut usage)?;
-            if !c.null()? {
-                chunk.usage = Some(fast_usage(c)?);
-            }
+            chunk.usage = c.nullable(&mut usage, fast_usage)?;
             Some(())
         }
         "error" | "time_info" | "timings" | "x_groq" => None,
@@ -156,47 +146,25 @@ fn fast_chunk(data: &[u8]) -> Option<Chunk<'_>> {
 
 /// Token counts; Groq's timing fields (flattened into the same object) are serde's to read.
 fn fast_usage(c: &mut Cursor<'_>) -> Option<Usage> {
-    let mut u = Usage {
-        prompt_tokens: None,
-        completion_tokens: None,
-        prompt_tokens_details: None,
+    let keys = [
+        "prompt_tokens",
+        "completion_tokens",
+        "prompt_tokens_details",
+    ];
+    let n = scan::usage_counts(c, keys, &["queue_time", "prompt_time", "total_time"])?;
+    Some(Usage {
+        prompt_tokens: n.input,
+        completion_tokens: n.output,
+        prompt_tokens_details: n.details,
         times: GroqUsageTimes::default(),
-    };
-    let mut seen = [false; 3];
-    c.object(|c, key| match key {
-        "prompt_tokens" => {
-            once(&mut seen[0])?;
-            u.prompt_tokens = c.opt_u32()?;
-            Some(())
-        }
-        "completion_tokens" => {
-            once(&mut seen[1])?;
-            u.completion_tokens = c.opt_u32()?;
-            Some(())
-        }
-        "prompt_tokens_details" => {
-            once(&mut seen[2])?;
-            if !c.null()? {
-                u.prompt_tokens_details = Some(Details {
-                    cached_tokens: scan::cached_tokens(c)?,
-                });
-            }
-            Some(())
-        }
-        "queue_time" | "prompt_time" | "total_time" => None,
-        _ => c.skip(),
-    })?;
-    Some(u)
+    })
 }
 
 fn fast_choice<'a>(c: &mut Cursor<'a>) -> Option<Choice<'a>> {
     let (mut choice, mut seen) = (Choice { delta: None }, false);
     c.object(|c, key| match key {
         "delta" => {
-            once(&mut seen)?;
-            if !c.null()? {
-                choice.delta = Some(fast_delta(c)?);
-            }
+            choice.delta = c.nullable(&mut seen, fast_delta)?;
             Some(())
         }
         _ => c.skip(),

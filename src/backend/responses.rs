@@ -22,7 +22,7 @@ use std::borrow::Cow;
 
 use serde::Deserialize;
 
-use super::scan::{self, once, Cursor};
+use super::scan::{self, once, Cursor, TokenDetails};
 use super::timing::WsTimingMetrics;
 use super::{error_message, ContentKind, StreamEvent, ToolCall};
 use crate::transport::WireEvent;
@@ -85,13 +85,7 @@ struct OutputItem {
 struct Usage {
     input_tokens: Option<u32>,
     output_tokens: Option<u32>,
-    input_tokens_details: Option<Details>,
-}
-
-#[derive(Deserialize)]
-#[cfg_attr(test, derive(Debug))]
-struct Details {
-    cached_tokens: Option<u32>,
+    input_tokens_details: Option<TokenDetails>,
 }
 
 /// The event serde would read from `data` when it has only a type, a delta and fields the
@@ -124,17 +118,11 @@ fn fast_event(data: &[u8]) -> Option<Event<'_>> {
             Some(())
         }
         "response" => {
-            once(&mut response)?;
-            if !c.null()? {
-                ev.response = Some(fast_response(c)?);
-            }
+            ev.response = c.nullable(&mut response, fast_response)?;
             Some(())
         }
         "item" => {
-            once(&mut item)?;
-            if !c.null()? {
-                ev.item = Some(fast_item(c)?);
-            }
+            ev.item = c.nullable(&mut item, fast_item)?;
             Some(())
         }
         "status" | "status_code" | "error" | "code" | "message" | "timing_metrics" => None,
@@ -160,10 +148,7 @@ fn fast_response(c: &mut Cursor<'_>) -> Option<Response> {
             Some(())
         }
         "usage" => {
-            once(&mut seen[1])?;
-            if !c.null()? {
-                r.usage = Some(fast_usage(c)?);
-            }
+            r.usage = c.nullable(&mut seen[1], fast_usage)?;
             Some(())
         }
         // `null` is no list to serde (the default covers only a missing one).
@@ -181,35 +166,13 @@ fn fast_response(c: &mut Cursor<'_>) -> Option<Response> {
 }
 
 fn fast_usage(c: &mut Cursor<'_>) -> Option<Usage> {
-    let mut u = Usage {
-        input_tokens: None,
-        output_tokens: None,
-        input_tokens_details: None,
-    };
-    let mut seen = [false; 3];
-    c.object(|c, key| match key {
-        "input_tokens" => {
-            once(&mut seen[0])?;
-            u.input_tokens = c.opt_u32()?;
-            Some(())
-        }
-        "output_tokens" => {
-            once(&mut seen[1])?;
-            u.output_tokens = c.opt_u32()?;
-            Some(())
-        }
-        "input_tokens_details" => {
-            once(&mut seen[2])?;
-            if !c.null()? {
-                u.input_tokens_details = Some(Details {
-                    cached_tokens: scan::cached_tokens(c)?,
-                });
-            }
-            Some(())
-        }
-        _ => c.skip(),
-    })?;
-    Some(u)
+    let keys = ["input_tokens", "output_tokens", "input_tokens_details"];
+    let n = scan::usage_counts(c, keys, &[])?;
+    Some(Usage {
+        input_tokens: n.input,
+        output_tokens: n.output,
+        input_tokens_details: n.details,
+    })
 }
 
 fn fast_item(c: &mut Cursor<'_>) -> Option<OutputItem> {

@@ -201,6 +201,20 @@ impl<'a> Cursor<'a> {
         self.text.get(start..end)
     }
 
+    /// A field's value read by `read`, or `None` for `null`; the field seen at most once in
+    /// its object (see [`once`]).
+    pub fn nullable<T>(
+        &mut self,
+        seen: &mut bool,
+        read: impl FnOnce(&mut Self) -> Option<T>,
+    ) -> Option<Option<T>> {
+        once(seen)?;
+        if self.null()? {
+            return Some(None);
+        }
+        read(self).map(Some)
+    }
+
     /// `null` (then `true`) or nothing consumed (then `false`).
     pub fn null(&mut self) -> Option<bool> {
         if self.peek()? == b'n' {
@@ -295,9 +309,62 @@ pub fn once(seen: &mut bool) -> Option<()> {
     (!std::mem::replace(seen, true)).then_some(())
 }
 
-/// The `cached_tokens` of a token-details object (`prompt_tokens_details` in chat,
-/// `input_tokens_details` in Responses), its other fields passed over.
-pub fn cached_tokens(c: &mut Cursor<'_>) -> Option<Option<u32>> {
+/// A token-details object as both APIs send it (`prompt_tokens_details` in chat,
+/// `input_tokens_details` in Responses): the cached part of the input.
+#[derive(serde::Deserialize)]
+#[cfg_attr(test, derive(Debug))]
+pub struct TokenDetails {
+    /// Input tokens served from the server's prefix cache.
+    pub cached_tokens: Option<u32>,
+}
+
+/// A usage object's counts, as [`usage_counts`] reads them.
+pub struct Counts {
+    /// The input (prompt) tokens.
+    pub input: Option<u32>,
+    /// The output (completion) tokens.
+    pub output: Option<u32>,
+    /// The token details, when present and not `null`.
+    pub details: Option<TokenDetails>,
+}
+
+/// A usage object with its input count under `keys[0]`, its output count under `keys[1]` and
+/// its token details under `keys[2]`; any other key is passed over, except those in `refuse`
+/// (fields serde reads into something else), which leave the whole object to serde.
+pub fn usage_counts(c: &mut Cursor<'_>, keys: [&str; 3], refuse: &[&str]) -> Option<Counts> {
+    let mut n = Counts {
+        input: None,
+        output: None,
+        details: None,
+    };
+    let mut seen = [false; 3];
+    c.object(|c, key| {
+        match keys.iter().position(|k| *k == key) {
+            Some(0) => {
+                once(&mut seen[0])?;
+                n.input = c.opt_u32()?;
+            }
+            Some(1) => {
+                once(&mut seen[1])?;
+                n.output = c.opt_u32()?;
+            }
+            Some(_) => {
+                n.details = c.nullable(&mut seen[2], |c| {
+                    Some(TokenDetails {
+                        cached_tokens: cached_tokens(c)?,
+                    })
+                })?;
+            }
+            None if refuse.contains(&key) => return None,
+            None => c.skip()?,
+        }
+        Some(())
+    })?;
+    Some(n)
+}
+
+/// The `cached_tokens` of a token-details object, its other fields passed over.
+fn cached_tokens(c: &mut Cursor<'_>) -> Option<Option<u32>> {
     let (mut cached, mut seen) = (None, false);
     c.object(|c, key| match key {
         "cached_tokens" => {
@@ -371,6 +438,29 @@ mod tests {
                 c.end()
             })
             .is_some()
+    }
+
+    #[test]
+    fn a_nullable_field_is_read_once_and_null_is_none() {
+        let read = |text: &str| {
+            let mut c = Cursor::new(text.as_bytes())?;
+            let (mut seen, mut got) = (false, None);
+            c.object(|c, key| match key {
+                "a" => {
+                    got = c.nullable(&mut seen, |c| c.opt_u32())?;
+                    Some(())
+                }
+                _ => c.skip(),
+            })?;
+            c.end()?;
+            Some(got)
+        };
+        assert_eq!(read(r#"{"a":7}"#), Some(Some(Some(7))));
+        assert_eq!(read(r#"{"a":null}"#), Some(None));
+        assert_eq!(read(r#"{"b":1}"#), Some(None));
+        // A duplicate key is serde's to judge (a derived struct refuses it).
+        assert_eq!(read(r#"{"a":1,"a":2}"#), None);
+        assert_eq!(read(r#"{"a":null,"a":null}"#), None);
     }
 
     #[test]
