@@ -87,9 +87,19 @@ struct Tally {
     stamps: AtomicU64,
 }
 
-fn chat_request(host: &str, max_tokens: u32) -> Vec<u8> {
+/// The `n`th request's prompt. The simulator draws a response's length from a hash of the
+/// request, so one fixed prompt would give every response the same length (57 of 64 tokens)
+/// where the harness's sessions, whose requests differ, get the draw's spread (about 54 on
+/// average): numbering the prompts gives the floor the same spread, so both divide the same
+/// per-request work by the same chunks.
+fn prompt(n: u64) -> String {
+    format!("{PROMPT} (#{n})")
+}
+
+fn chat_request(host: &str, max_tokens: u32, n: u64) -> Vec<u8> {
+    let prompt = prompt(n);
     let body = format!(
-        r#"{{"model":"sim","messages":[{{"role":"user","content":"{PROMPT}"}}],"stream":true,"stream_options":{{"include_usage":true}},"max_tokens":{max_tokens}}}"#
+        r#"{{"model":"sim","messages":[{{"role":"user","content":"{prompt}"}}],"stream":true,"stream_options":{{"include_usage":true}},"max_tokens":{max_tokens}}}"#
     );
     format!(
         "POST /v1/chat/completions HTTP/1.1\r\nhost: {host}\r\ncontent-type: application/json\r\naccept: text/event-stream\r\ncontent-length: {}\r\n\r\n{body}",
@@ -106,11 +116,13 @@ fn ws_upgrade(host: &str) -> Vec<u8> {
 }
 
 /// A masked client text frame (mask key 0: the payload goes as is) carrying a
-/// `response.create`; with `warm_up`, the `generate:false` one that only warms the socket.
-fn ws_frame(max_tokens: u32, warm_up: bool) -> Vec<u8> {
+/// `response.create` for the `n`th request; with `warm_up`, the `generate:false` one that
+/// only warms the socket.
+fn ws_frame(max_tokens: u32, warm_up: bool, n: u64) -> Vec<u8> {
     let generate = if warm_up { r#","generate":false"# } else { "" };
+    let prompt = prompt(n);
     let body = format!(
-        r#"{{"type":"response.create","model":"sim","store":false,"input":[{{"role":"user","content":"{PROMPT}"}}],"max_output_tokens":{max_tokens}{generate}}}"#
+        r#"{{"type":"response.create","model":"sim","store":false,"input":[{{"role":"user","content":"{prompt}"}}],"max_output_tokens":{max_tokens}{generate}}}"#
     );
     let mut f = vec![0x81u8];
     let n = body.len();
@@ -179,19 +191,17 @@ impl Reader {
 }
 
 async fn worker(a: Arc<Args>, mut r: Reader, left: Arc<AtomicU64>) {
-    let (req, upgrade, warm_up) = match a.kind {
-        Kind::Ws => (
-            ws_frame(a.max_tokens, false),
-            ws_upgrade(&a.addr),
-            ws_frame(a.max_tokens, true),
-        ),
-        _ => (chat_request(&a.addr, a.max_tokens), Vec::new(), Vec::new()),
+    let (upgrade, warm_up) = match a.kind {
+        Kind::Ws => (ws_upgrade(&a.addr), ws_frame(a.max_tokens, true, 0)),
+        _ => (Vec::new(), Vec::new()),
     };
     let mut conn = None;
-    while left
-        .fetch_update(Ordering::Relaxed, Ordering::Relaxed, |n| n.checked_sub(1))
-        .is_ok()
+    while let Ok(n) = left.fetch_update(Ordering::Relaxed, Ordering::Relaxed, |n| n.checked_sub(1))
     {
+        let req = match a.kind {
+            Kind::Ws => ws_frame(a.max_tokens, false, n),
+            _ => chat_request(&a.addr, a.max_tokens, n),
+        };
         if conn.is_none() || a.kind != Kind::HttpPooled {
             let (mut io, arrivals) = r.connect(&a.addr).await;
             if a.kind == Kind::Ws {

@@ -27,7 +27,11 @@
 # One line per transport: client CPU seconds, CPU-µs per chunk (= CPU-s per million chunks), chunks, requests,
 # chunks per read (summary.json → harness.reads), peak RSS and KiB per request (peak RSS /
 # requests), wall seconds. The client's CPU is user + system time of the whole `run` process
-# (/usr/bin/time -v), start to exit. For http-pooled and ws the floor follows (the same reads
+# (/usr/bin/time -v, or scripts/rusage.py where GNU time is not installed), start to exit;
+# kchk/s is chunks per wall second, and srv_cores the CPU the serve process used over the
+# run's wall time (from /proc/PID/stat): near its cores' count, the simulator was the bound,
+# not the client. verdict is the run's own judgement of itself (summary.json → harness:
+# ok, or harness-bound with what bound it). For http-pooled and ws the floor follows (the same reads
 # and stamps on the same server, nothing else), and the harness's µs/chunk over the floor's.
 # Compare the two only where their chunks per read agree: a client that reads more often pays
 # more syscalls per chunk, so a floor that batches differently is not the same stream.
@@ -45,7 +49,7 @@ FLOOR=${FLOOR-target/release/examples/read_floor}
 SERVE_CPU=${SERVE_CPU:-1}
 CLIENT_CPU=${CLIENT_CPU:-0}
 [ -x "$BIN" ] || { echo "no spark-bench binary at $BIN" >&2; exit 2; }
-[ -x /usr/bin/time ] || { echo "needs /usr/bin/time (apt-get install time)" >&2; exit 2; }
+command -v taskset >/dev/null || { echo "needs taskset (util-linux)" >&2; exit 2; }
 
 WORK=${KEEP:-$(mktemp -d)}
 mkdir -p "$WORK"
@@ -100,24 +104,33 @@ done
 kill -0 "$SP" 2>/dev/null || { echo "serve did not start (port $PORT in use?):" >&2; cat "$WORK/serve.log" >&2; exit 2; }
 
 echo "# $(date -u +%FT%TZ) $(basename "$BIN") $("$BIN" --version 2>/dev/null | head -1); sessions=$SESSIONS concurrency=$CONC tokens=$TOKENS pace=${PACE:-saturated} repeat=$REPEAT; serve on cpu $SERVE_CPU, client on cpu $CLIENT_CPU; $(nproc) cpus"
-printf '%-12s %8s %9s %10s %9s %8s %9s %8s %8s %7s\n' transport cpu_s us/chunk chunks requests chk/req chk/read peak_MB KiB/req wall_s
+printf '%-12s %8s %9s %10s %9s %8s %9s %8s %8s %7s %7s %9s  %s\n' transport cpu_s us/chunk chunks requests chk/req chk/read peak_MB KiB/req wall_s kchk/s srv_cores verdict
 
-# One harness run: one line of numbers (cpu_s chunks requests reads rss_kb wall_s).
+# `time -v`, or its stand-in where GNU time is not installed.
+TIMER=(/usr/bin/time -v)
+[ -x /usr/bin/time ] || TIMER=(python3 "$(dirname "$0")/rusage.py")
+
+# The serve process's CPU so far, in clock ticks (utime + stime).
+serve_ticks() { awk '{print $14 + $15}' "/proc/$SP/stat"; }
+
+# One harness run: one line of numbers (cpu_s chunks requests reads rss_kb wall_s serve_cpu_s verdict).
 # $2: the client binary (default BIN).
 harness_once() {
     local t=$1 api=chat-completions out="$WORK/out-$1" client=${2:-$BIN}
     [ "$t" = ws ] && api=responses
     rm -rf "$out"
-    /usr/bin/time -v -o "$WORK/time-$t.txt" taskset -c "$CLIENT_CPU" "$client" run "$WORK/bench.toml" \
+    local s0
+    s0=$(serve_ticks)
+    "${TIMER[@]}" -o "$WORK/time-$t.txt" taskset -c "$CLIENT_CPU" "$client" run "$WORK/bench.toml" \
         --targets "$WORK/targets-$api.toml" --transport "$t" --no-report -q --out "$out" \
         >"$WORK/run-$t.out" 2>"$WORK/run-$t.err" || {
         echo "$t: run failed (see $WORK/run-$t.err)" >&2
         tail -5 "$WORK/run-$t.err" >&2
         return 1
     }
-    python3 - "$WORK/time-$t.txt" "$out" <<'EOF'
+    python3 - "$WORK/time-$t.txt" "$out" "$(($(serve_ticks) - s0))" "$(getconf CLK_TCK)" <<'EOF'
 import glob, json, re, sys
-tv, out = sys.argv[1:3]
+tv, out, serve_ticks, tck = sys.argv[1:5]
 text = open(tv).read()
 get = lambda k: re.search(re.escape(k) + r":\s*([\d.:]+)", text).group(1)
 cpu = float(get("User time (seconds)")) + float(get("System time (seconds)"))
@@ -127,8 +140,10 @@ wall_s = sum(float(x) * 60 ** i for i, x in enumerate(reversed(wall)))
 s = json.load(open(glob.glob(out + "/*/summary.json")[0]))
 chunks = sum(c["chunks"] for c in s["cells"])
 reqs = sum(c["requests"] for c in s["cells"])
-reads = (s.get("harness") or {}).get("reads") or 0
-print(cpu, chunks, reqs, reads, rss_kb, wall_s)
+h = s.get("harness") or {}
+reads = h.get("reads") or 0
+verdict = h.get("verdict", "-") + "".join("," + b for b in h.get("bound_by") or [])
+print(cpu, chunks, reqs, reads, rss_kb, wall_s, int(serve_ticks) / int(tck), verdict)
 EOF
 }
 
@@ -142,14 +157,14 @@ floor_once() {
 # Prints the line of the run with the median CPU per chunk in file $2 (harness_once lines),
 # labelled $1, and sets row_us to its µs per chunk.
 row() {
-    local cpu chunks reqs reads rss_kb wall_s n cpr
+    local cpu chunks reqs reads rss_kb wall_s srv verdict n cpr
     n=$(wc -l <"$2")
-    read -r cpu chunks reqs reads rss_kb wall_s < <(awk '{print $1 / $2, $0}' "$2" | sort -g |
-        awk -v n="$n" 'NR == int((n + 1) / 2) {print $2, $3, $4, $5, $6, $7}')
+    read -r cpu chunks reqs reads rss_kb wall_s srv verdict < <(awk '{print $1 / $2, $0}' "$2" | sort -g |
+        awk -v n="$n" 'NR == int((n + 1) / 2) {print $2, $3, $4, $5, $6, $7, $8, $9}')
     row_us=$(awk -v c="$cpu" -v k="$chunks" 'BEGIN {printf "%.3f", c / k * 1e6}')
     cpr=$(awk -v k="$chunks" -v r="$reads" 'BEGIN {if (r > 0) printf "%.2f", k / r; else print "-"}')
-    awk -v t="$1" -v cpu="$cpu" -v us="$row_us" -v k="$chunks" -v q="$reqs" -v cpr="$cpr" -v rss="$rss_kb" -v w="$wall_s" \
-        'BEGIN {printf "%-12s %8.2f %9s %10d %9d %8.2f %9s %8.1f %8.3f %7.1f\n", t, cpu, us, k, q, k / q, cpr, rss / 1024, rss / q, w}'
+    awk -v t="$1" -v cpu="$cpu" -v us="$row_us" -v k="$chunks" -v q="$reqs" -v cpr="$cpr" -v rss="$rss_kb" -v w="$wall_s" -v srv="$srv" -v v="$verdict" \
+        'BEGIN {printf "%-12s %8.2f %9s %10d %9d %8.2f %9s %8.1f %8.3f %7.1f %7.0f %9.2f  %s\n", t, cpu, us, k, q, k / q, cpr, rss / 1024, rss / q, w, k / w / 1000, srv / w, v}'
 }
 
 median() { sort -g | awk '{v[NR] = $1} END {print (NR % 2) ? v[(NR + 1) / 2] : (v[NR / 2] + v[NR / 2 + 1]) / 2}'; }

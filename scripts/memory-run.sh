@@ -1,10 +1,11 @@
 #!/usr/bin/env bash
-# Peak memory of a long run (issue 22): `spark-bench serve --profile fast` on core 1, the
-# harness on core 0 replaying scripts/mem/mem10.toml (10 turns per session, http-pooled,
-# concurrency 64) for SESSIONS sessions, so SESSIONS × 10 requests. Prints the harness's peak
-# RSS (from /usr/bin/time and from sampling /proc every 0.5 s), its CPU-seconds and the
-# run's last lines. 10,000 sessions take about a minute on a quiet 2-core machine; 100,000
-# (one million requests) about ten.
+# Peak memory of a long run (issue 22): `spark-bench serve --profile fast` on core SERVE_CPU
+# (default 1), the harness on CLIENT_CPU (default 0; a list such as 0-7 for more) replaying
+# scripts/mem/mem10.toml (10 turns per session, http-pooled, concurrency 64) for SESSIONS
+# sessions, so SESSIONS × 10 requests. Prints the harness's peak RSS (from /usr/bin/time, or
+# scripts/rusage.py where GNU time is missing, and from sampling /proc every 0.5 s), its
+# CPU-seconds and the run's last lines. 10,000 sessions take about a minute on a quiet 2-core
+# machine; 100,000 (one million requests) about ten.
 #
 #   scripts/memory-run.sh target/release/spark-bench 10000 [PORT]
 set -euo pipefail
@@ -12,6 +13,10 @@ BIN=$(readlink -f "${1:?usage: memory-run.sh BIN SESSIONS [PORT]}")
 N=${2:?usage: memory-run.sh BIN SESSIONS [PORT]}
 PORT=${3:-18090}
 HERE=$(cd "$(dirname "$0")" && pwd)
+SERVE_CPU=${SERVE_CPU:-1}
+CLIENT_CPU=${CLIENT_CPU:-0}
+TIMER=(/usr/bin/time -v)
+[ -x /usr/bin/time ] || TIMER=(python3 "$HERE/rusage.py")
 DIR=$(mktemp -d)
 trap 'kill "$SP" 2>/dev/null || true; rm -rf "$DIR"' EXIT
 cat >"$DIR/targets.toml" <<TOML
@@ -21,10 +26,10 @@ api = "chat-completions"
 model = "sim"
 hardware = "serve --profile fast"
 TOML
-taskset -c 1 "$BIN" serve --profile fast --listen "127.0.0.1:$PORT" >"$DIR/serve.log" 2>&1 &
+taskset -c "$SERVE_CPU" "$BIN" serve --profile fast --listen "127.0.0.1:$PORT" >"$DIR/serve.log" 2>&1 &
 SP=$!
 for _ in $(seq 50); do (exec 3<>"/dev/tcp/127.0.0.1/$PORT") 2>/dev/null && break; sleep 0.1; done
-/usr/bin/time -v taskset -c 0 "$BIN" run "$HERE/mem/mem10.toml" --targets "$DIR/targets.toml" \
+"${TIMER[@]}" taskset -c "$CLIENT_CPU" "$BIN" run "$HERE/mem/mem10.toml" --targets "$DIR/targets.toml" \
   --sessions "$N" --no-report -q --out "$DIR/out" >"$DIR/run.out" 2>"$DIR/run.err" &
 RP=$!
 peak=0
