@@ -10,8 +10,8 @@
 #                            scripts/cpu-per-chunk.sh, whose table each step prints
 #
 # The last table has one row per transport and core count: CPU-µs per chunk, chunks per wall
-# second, the client's cores busy (CPU / wall) and serve's, and the run's verdict on itself. Where serve's figure is near its
-# core count, serve was the bound, not the client.
+# second, the client's cores busy (CPU / wall) and serve's, and the run's verdict on itself.
+# Where serve's figure is near its core count, serve was the bound, not the client.
 set -euo pipefail
 HERE=$(cd "$(dirname "$0")" && pwd)
 BIN=$(readlink -f "${1:-target/release/spark-bench}")
