@@ -16,9 +16,11 @@
 //! uses, with the `generate:false` warm-up the harness sends first on each new socket by
 //! default for a Responses target, its response read the same way: the same exchanges per
 //! socket, though the harness's warm-up carries no input and its request chains on the
-//! warm-up's id, where the floor's both carry the prompt). The request is the one a one-turn
-//! `run` sends (64 output tokens at most). It prints CPU-µs per chunk and per read, chunks
-//! per read, and the process's CPU seconds.
+//! warm-up's id, where the floor's both carry the prompt), and `ws-tungstenite`: the same
+//! exchanges with each frame read through tokio-tungstenite, as the harness reads them (one
+//! stamp per message), to price that read path against the bare one. The request is the
+//! one a one-turn `run` sends (64 output tokens at most). It prints CPU-µs per chunk and per
+//! read (per message for `ws-tungstenite`), chunks per read, and the process's CPU seconds.
 //! Chunks are counted as the harness counts them: events carrying output text.
 
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -37,6 +39,7 @@ enum Kind {
     Http,
     HttpPooled,
     Ws,
+    WsTung,
 }
 
 struct Args {
@@ -65,7 +68,8 @@ fn args() -> Args {
                     "http" => Kind::Http,
                     "http-pooled" => Kind::HttpPooled,
                     "ws" => Kind::Ws,
-                    _ => panic!("--transport http|http-pooled|ws"),
+                    "ws-tungstenite" => Kind::WsTung,
+                    _ => panic!("--transport http|http-pooled|ws|ws-tungstenite"),
                 }
             }
             "--requests" => a.requests = val.parse().expect("--requests N"),
@@ -119,11 +123,7 @@ fn ws_upgrade(host: &str) -> Vec<u8> {
 /// `response.create` for the `n`th request; with `warm_up`, the `generate:false` one that
 /// only warms the socket.
 fn ws_frame(max_tokens: u32, warm_up: bool, n: u64) -> Vec<u8> {
-    let generate = if warm_up { r#","generate":false"# } else { "" };
-    let prompt = prompt(n);
-    let body = format!(
-        r#"{{"type":"response.create","model":"sim","store":false,"input":[{{"role":"user","content":"{prompt}"}}],"max_output_tokens":{max_tokens}{generate}}}"#
-    );
+    let body = ws_body(max_tokens, warm_up, n);
     let mut f = vec![0x81u8];
     let n = body.len();
     if n < 126 {
@@ -135,6 +135,14 @@ fn ws_frame(max_tokens: u32, warm_up: bool, n: u64) -> Vec<u8> {
     f.extend_from_slice(&[0, 0, 0, 0]);
     f.extend_from_slice(body.as_bytes());
     f
+}
+
+fn ws_body(max_tokens: u32, warm_up: bool, n: u64) -> String {
+    let generate = if warm_up { r#","generate":false"# } else { "" };
+    let prompt = prompt(n);
+    format!(
+        r#"{{"type":"response.create","model":"sim","store":false,"input":[{{"role":"user","content":"{prompt}"}}],"max_output_tokens":{max_tokens}{generate}}}"#
+    )
 }
 
 struct Reader {
@@ -190,7 +198,59 @@ impl Reader {
     }
 }
 
+/// `ws-tungstenite`: the `ws` exchanges, with every frame read through tokio-tungstenite
+/// (one stamp per message), to price its read path against the bare one.
+async fn worker_tung(a: Arc<Args>, r: Reader, left: Arc<AtomicU64>) {
+    use futures_util::{SinkExt, StreamExt};
+    use tokio_tungstenite::tungstenite::{protocol::Role, protocol::WebSocketConfig, Message};
+    let upgrade = ws_upgrade(&a.addr);
+    let mut buf = vec![0u8; 4096];
+    while let Ok(n) = left.fetch_update(Ordering::Relaxed, Ordering::Relaxed, |n| n.checked_sub(1))
+    {
+        let (mut io, arrivals) = r.connect(&a.addr).await;
+        io.write_all(&upgrade).await.expect("upgrade");
+        let got = io.read(&mut buf).await.expect("101");
+        assert!(buf[..got].starts_with(b"HTTP/1.1 101"), "no upgrade");
+        // The harness's read buffer (`transport::ws::ws_config`).
+        let config = WebSocketConfig::default().read_buffer_size(8 * 1024);
+        let mut ws =
+            tokio_tungstenite::WebSocketStream::from_raw_socket(io, Role::Client, Some(config))
+                .await;
+        for body in [
+            ws_body(a.max_tokens, true, 0),
+            ws_body(a.max_tokens, false, n),
+        ] {
+            ws.send(Message::text(body)).await.expect("send");
+            let (mut reads, mut chunks, mut bytes, mut stamps) = (0u64, 0u64, 0u64, 0u64);
+            while let Some(Ok(m)) = ws.next().await {
+                let Message::Text(t) = m else { continue };
+                let now = r.clock.now_ns();
+                let at = arrivals
+                    .latest()
+                    .map(|t| r.clock.ns(t).min(now))
+                    .unwrap_or(now);
+                stamps = stamps.wrapping_add(at);
+                reads += 1;
+                bytes += t.len() as u64;
+                chunks += r.chunk.find_iter(t.as_bytes()).count() as u64;
+                if t.as_bytes().ends_with(r.end) {
+                    break;
+                }
+            }
+            let t = &r.tally;
+            t.reads.fetch_add(reads, Ordering::Relaxed);
+            t.chunks.fetch_add(chunks, Ordering::Relaxed);
+            t.bytes.fetch_add(bytes, Ordering::Relaxed);
+            t.stamps.fetch_add(stamps, Ordering::Relaxed);
+        }
+        r.tally.requests.fetch_add(1, Ordering::Relaxed);
+    }
+}
+
 async fn worker(a: Arc<Args>, mut r: Reader, left: Arc<AtomicU64>) {
+    if a.kind == Kind::WsTung {
+        return worker_tung(a, r, left).await;
+    }
     let (upgrade, warm_up) = match a.kind {
         Kind::Ws => (ws_upgrade(&a.addr), ws_frame(a.max_tokens, true, 0)),
         _ => (Vec::new(), Vec::new()),
@@ -233,7 +293,7 @@ fn main() {
     let clock = Clock::start();
     let counters = Arc::new(Counters::default());
     let (pattern, end): (&'static [u8], &'static [u8]) = match a.kind {
-        Kind::Ws => (
+        Kind::Ws | Kind::WsTung => (
             b"\"response.output_text.delta\"",
             b"\"response.completed\"}",
         ),
@@ -268,7 +328,7 @@ fn main() {
         t.chunks.load(Ordering::Relaxed),
     );
     // The role event carries an empty content string: not a chunk.
-    let chunks = if a.kind == Kind::Ws {
+    let chunks = if matches!(a.kind, Kind::Ws | Kind::WsTung) {
         chunks
     } else {
         chunks.saturating_sub(req)
@@ -279,6 +339,7 @@ fn main() {
             Kind::Http => "http",
             Kind::HttpPooled => "http-pooled",
             Kind::Ws => "ws",
+            Kind::WsTung => "ws-tungstenite",
         },
         t.bytes.load(Ordering::Relaxed),
         cpu * 1e6 / chunks.max(1) as f64,
