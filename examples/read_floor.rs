@@ -168,34 +168,52 @@ impl Reader {
         io: &mut KernelStamped,
         arrivals: &spark_bench::clock::rx::Arrivals,
     ) -> bool {
-        let (mut reads, mut chunks, mut bytes, mut stamps) = (0u64, 0u64, 0u64, 0u64);
+        let mut pass = Pass::default();
         let done = loop {
             let n = io.read(&mut self.buf).await.unwrap_or(0);
             if n == 0 {
                 break false;
             }
-            // The byte meter's stamp: the kernel's arrival, never later than now.
-            let now = self.clock.now_ns();
-            let at = arrivals
-                .latest()
-                .map(|t| self.clock.ns(t).min(now))
-                .unwrap_or(now);
-            stamps = stamps.wrapping_add(at);
-            reads += 1;
-            bytes += n as u64;
             let got = &self.buf[..n];
-            chunks += self.chunk.find_iter(got).count() as u64;
-            if got.ends_with(self.end) {
+            if self.take(arrivals, got, &mut pass) {
                 break true;
             }
         };
-        let t = &self.tally;
-        t.reads.fetch_add(reads, Ordering::Relaxed);
-        t.chunks.fetch_add(chunks, Ordering::Relaxed);
-        t.bytes.fetch_add(bytes, Ordering::Relaxed);
-        t.stamps.fetch_add(stamps, Ordering::Relaxed);
+        self.add(&pass);
         done
     }
+
+    /// Stamps one read (or message) as the byte meter does (the kernel's arrival, never
+    /// later than now) and counts its chunks. True when it ends the response.
+    fn take(&self, arrivals: &spark_bench::clock::rx::Arrivals, got: &[u8], p: &mut Pass) -> bool {
+        let now = self.clock.now_ns();
+        let at = arrivals
+            .latest()
+            .map(|t| self.clock.ns(t).min(now))
+            .unwrap_or(now);
+        p.stamps = p.stamps.wrapping_add(at);
+        p.reads += 1;
+        p.bytes += got.len() as u64;
+        p.chunks += self.chunk.find_iter(got).count() as u64;
+        got.ends_with(self.end)
+    }
+
+    fn add(&self, p: &Pass) {
+        let t = &self.tally;
+        t.reads.fetch_add(p.reads, Ordering::Relaxed);
+        t.chunks.fetch_add(p.chunks, Ordering::Relaxed);
+        t.bytes.fetch_add(p.bytes, Ordering::Relaxed);
+        t.stamps.fetch_add(p.stamps, Ordering::Relaxed);
+    }
+}
+
+/// One response's reads, chunks, bytes and stamp sum.
+#[derive(Default)]
+struct Pass {
+    reads: u64,
+    chunks: u64,
+    bytes: u64,
+    stamps: u64,
 }
 
 /// `ws-tungstenite`: the `ws` exchanges, with every frame read through tokio-tungstenite
@@ -221,27 +239,14 @@ async fn worker_tung(a: Arc<Args>, r: Reader, left: Arc<AtomicU64>) {
             ws_body(a.max_tokens, false, n),
         ] {
             ws.send(Message::text(body)).await.expect("send");
-            let (mut reads, mut chunks, mut bytes, mut stamps) = (0u64, 0u64, 0u64, 0u64);
+            let mut pass = Pass::default();
             while let Some(Ok(m)) = ws.next().await {
                 let Message::Text(t) = m else { continue };
-                let now = r.clock.now_ns();
-                let at = arrivals
-                    .latest()
-                    .map(|t| r.clock.ns(t).min(now))
-                    .unwrap_or(now);
-                stamps = stamps.wrapping_add(at);
-                reads += 1;
-                bytes += t.len() as u64;
-                chunks += r.chunk.find_iter(t.as_bytes()).count() as u64;
-                if t.as_bytes().ends_with(r.end) {
+                if r.take(&arrivals, t.as_bytes(), &mut pass) {
                     break;
                 }
             }
-            let t = &r.tally;
-            t.reads.fetch_add(reads, Ordering::Relaxed);
-            t.chunks.fetch_add(chunks, Ordering::Relaxed);
-            t.bytes.fetch_add(bytes, Ordering::Relaxed);
-            t.stamps.fetch_add(stamps, Ordering::Relaxed);
+            r.add(&pass);
         }
         r.tally.requests.fetch_add(1, Ordering::Relaxed);
     }
