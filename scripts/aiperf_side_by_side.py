@@ -6,7 +6,10 @@ Subcommands (the shell script calls them; each does one small thing):
   cpu OUT.json -- CMD...   run CMD as a child subreaper: every process of its tree (AIPerf
                            spawns a dozen services and workers) is reaped here, so
                            getrusage(RUSAGE_CHILDREN) holds the CPU time of all of them.
-                           Writes {"cpu_s", "user_s", "sys_s", "wall_s", "rc"}.
+                           Writes {"cpu_s", "user_s", "sys_s", "wall_s", "rc", "maxrss_kb"}
+                           (the largest peak RSS of one process of the tree). The
+                           benchmark scripts (cpu-per-chunk.sh, memory-run.sh) time
+                           their runs with it too.
   proc-cpu PID             CPU-seconds (user + sys) a running process has used so far.
   tokenizer CORPUS DIR     (run with the venv's python) trains an offline byte-level BPE
                            tokenizer on CORPUS: AIPerf needs a tokenizer and its `builtin`
@@ -52,7 +55,14 @@ def cmd_cpu(argv):
     after = resource.getrusage(resource.RUSAGE_CHILDREN)
     user = after.ru_utime - before.ru_utime
     sys_ = after.ru_stime - before.ru_stime
-    res = {"cpu_s": user + sys_, "user_s": user, "sys_s": sys_, "wall_s": wall, "rc": rc}
+    res = {
+        "cpu_s": user + sys_,
+        "user_s": user,
+        "sys_s": sys_,
+        "wall_s": wall,
+        "rc": rc,
+        "maxrss_kb": after.ru_maxrss,
+    }
     with open(out, "w") as f:
         json.dump(res, f)
     sys.exit(rc)

@@ -27,9 +27,9 @@
 # One line per transport: client CPU seconds, CPU-µs per chunk (= CPU-s per million chunks), chunks, requests,
 # chunks per read (summary.json → harness.reads), peak RSS and KiB per request (peak RSS /
 # requests), wall seconds. The client's CPU is user + system time of the whole `run` process
-# (/usr/bin/time -v, or scripts/rusage.py where GNU time is not installed), start to exit;
+# (the kernel's rusage, by `scripts/aiperf_side_by_side.py cpu`), start to exit;
 # kchk/s is chunks per wall second, and srv_cores the CPU the serve process used over the
-# run's wall time (from /proc/PID/stat): near its cores' count, the simulator was the bound,
+# run's wall time (`aiperf_side_by_side.py proc-cpu`): near its cores' count, the simulator was the bound,
 # not the client. verdict is the run's own judgement of itself (summary.json → harness:
 # ok, or harness-bound with what bound it). For http-pooled and ws the floor follows (the same reads
 # and stamps on the same server, nothing else), and the harness's µs/chunk over the floor's.
@@ -37,6 +37,7 @@
 # more syscalls per chunk, so a floor that batches differently is not the same stream.
 set -euo pipefail
 BIN=$(readlink -f "${1:-target/release/spark-bench}")
+SCRIPTS=$(cd "$(dirname "$0")" && pwd)
 BASE=${BASE:+$(readlink -f "$BASE")}
 SESSIONS=${SESSIONS:-20000}
 CONC=${CONC:-64}
@@ -106,12 +107,8 @@ kill -0 "$SP" 2>/dev/null || { echo "serve did not start (port $PORT in use?):" 
 echo "# $(date -u +%FT%TZ) $(basename "$BIN") $("$BIN" --version 2>/dev/null | head -1); sessions=$SESSIONS concurrency=$CONC tokens=$TOKENS pace=${PACE:-saturated} repeat=$REPEAT; serve on cpu $SERVE_CPU, client on cpu $CLIENT_CPU; $(nproc) cpus"
 printf '%-12s %8s %9s %10s %9s %8s %9s %8s %8s %7s %7s %9s  %s\n' transport cpu_s us/chunk chunks requests chk/req chk/read peak_MB KiB/req wall_s kchk/s srv_cores verdict
 
-# `time -v`, or its stand-in where GNU time is not installed.
-TIMER=(/usr/bin/time -v)
-[ -x /usr/bin/time ] || TIMER=(python3 "$(dirname "$0")/rusage.py")
-
-# The serve process's CPU so far, in clock ticks (utime + stime).
-serve_ticks() { awk '{print $14 + $15}' "/proc/$SP/stat"; }
+# The serve process's CPU-seconds so far.
+serve_cpu() { python3 "$SCRIPTS/aiperf_side_by_side.py" proc-cpu "$SP"; }
 
 # One harness run: one line of numbers (cpu_s chunks requests reads rss_kb wall_s serve_cpu_s verdict).
 # $2: the client binary (default BIN).
@@ -120,30 +117,26 @@ harness_once() {
     [ "$t" = ws ] && api=responses
     rm -rf "$out"
     local s0
-    s0=$(serve_ticks)
-    "${TIMER[@]}" -o "$WORK/time-$t.txt" taskset -c "$CLIENT_CPU" "$client" run "$WORK/bench.toml" \
+    s0=$(serve_cpu)
+    python3 "$SCRIPTS/aiperf_side_by_side.py" cpu "$WORK/time-$t.json" -- taskset -c "$CLIENT_CPU" "$client" run "$WORK/bench.toml" \
         --targets "$WORK/targets-$api.toml" --transport "$t" --no-report -q --out "$out" \
         >"$WORK/run-$t.out" 2>"$WORK/run-$t.err" || {
         echo "$t: run failed (see $WORK/run-$t.err)" >&2
         tail -5 "$WORK/run-$t.err" >&2
         return 1
     }
-    python3 - "$WORK/time-$t.txt" "$out" "$(($(serve_ticks) - s0))" "$(getconf CLK_TCK)" <<'EOF'
-import glob, json, re, sys
-tv, out, serve_ticks, tck = sys.argv[1:5]
-text = open(tv).read()
-get = lambda k: re.search(re.escape(k) + r":\s*([\d.:]+)", text).group(1)
-cpu = float(get("User time (seconds)")) + float(get("System time (seconds)"))
-rss_kb = int(get("Maximum resident set size (kbytes)"))
-wall = get("Elapsed (wall clock) time (h:mm:ss or m:ss)").split(":")
-wall_s = sum(float(x) * 60 ** i for i, x in enumerate(reversed(wall)))
+    python3 - "$WORK/time-$t.json" "$out" "$s0" "$(serve_cpu)" <<'EOF'
+import glob, json, sys
+tv, out, s0, s1 = sys.argv[1:5]
+t = json.load(open(tv))
+cpu, rss_kb, wall_s = t["cpu_s"], t["maxrss_kb"], t["wall_s"]
 s = json.load(open(glob.glob(out + "/*/summary.json")[0]))
 chunks = sum(c["chunks"] for c in s["cells"])
 reqs = sum(c["requests"] for c in s["cells"])
 h = s.get("harness") or {}
 reads = h.get("reads") or 0
 verdict = h.get("verdict", "-") + "".join("," + b for b in h.get("bound_by") or [])
-print(cpu, chunks, reqs, reads, rss_kb, wall_s, int(serve_ticks) / int(tck), verdict)
+print(cpu, chunks, reqs, reads, rss_kb, wall_s, float(s1) - float(s0), verdict)
 EOF
 }
 

@@ -2,8 +2,8 @@
 # Peak memory of a long run (issue 22): `spark-bench serve --profile fast` on core SERVE_CPU
 # (default 1), the harness on CLIENT_CPU (default 0; a list such as 0-7 for more) replaying
 # scripts/mem/mem10.toml (10 turns per session, http-pooled, concurrency 64) for SESSIONS
-# sessions, so SESSIONS × 10 requests. Prints the harness's peak RSS (from /usr/bin/time, or
-# scripts/rusage.py where GNU time is missing, and from sampling /proc every 0.5 s), its
+# sessions, so SESSIONS × 10 requests. Prints the harness's peak RSS (the kernel's, by
+# `scripts/aiperf_side_by_side.py cpu`, and from sampling /proc every 0.5 s), its
 # CPU-seconds and the run's last lines. 10,000 sessions take about a minute on a quiet 2-core
 # machine; 100,000 (one million requests) about ten.
 #
@@ -15,8 +15,6 @@ PORT=${3:-18090}
 HERE=$(cd "$(dirname "$0")" && pwd)
 SERVE_CPU=${SERVE_CPU:-1}
 CLIENT_CPU=${CLIENT_CPU:-0}
-TIMER=(/usr/bin/time -v)
-[ -x /usr/bin/time ] || TIMER=(python3 "$HERE/rusage.py")
 DIR=$(mktemp -d)
 trap 'kill "$SP" 2>/dev/null || true; rm -rf "$DIR"' EXIT
 cat >"$DIR/targets.toml" <<TOML
@@ -29,12 +27,12 @@ TOML
 taskset -c "$SERVE_CPU" "$BIN" serve --profile fast --listen "127.0.0.1:$PORT" >"$DIR/serve.log" 2>&1 &
 SP=$!
 for _ in $(seq 50); do (exec 3<>"/dev/tcp/127.0.0.1/$PORT") 2>/dev/null && break; sleep 0.1; done
-"${TIMER[@]}" taskset -c "$CLIENT_CPU" "$BIN" run "$HERE/mem/mem10.toml" --targets "$DIR/targets.toml" \
+python3 "$HERE/aiperf_side_by_side.py" cpu "$DIR/time.json" -- taskset -c "$CLIENT_CPU" "$BIN" run "$HERE/mem/mem10.toml" --targets "$DIR/targets.toml" \
   --sessions "$N" --no-report -q --out "$DIR/out" >"$DIR/run.out" 2>"$DIR/run.err" &
 RP=$!
 peak=0
 while kill -0 "$RP" 2>/dev/null; do
-  # time's child: taskset, which execs the harness (whatever the binary is named).
+  # The runner's child: taskset, which execs the harness (whatever the binary is named).
   p=$(pgrep -P "$RP" | head -n 1 || true)
   if [ -n "$p" ]; then
     r=$(awk '/VmRSS/{print $2}' "/proc/$p/status" 2>/dev/null || echo 0)
@@ -44,7 +42,11 @@ while kill -0 "$RP" 2>/dev/null; do
 done
 wait "$RP" || true
 echo "sessions $N, requests $((N * 10)); sampled peak RSS ${peak} kB"
-grep -E "Maximum resident|User time|System time|Elapsed" "$DIR/run.err"
+python3 - "$DIR/time.json" <<'PY'
+import json, sys
+t = json.load(open(sys.argv[1]))
+print(f"peak RSS {t['maxrss_kb']} kB, CPU {t['user_s']:.2f} s user + {t['sys_s']:.2f} s system, wall {t['wall_s']:.1f} s")
+PY
 tail -n 3 "$DIR/run.out"
 python3 - "$DIR/out" <<'PY'
 import glob, json, sys
