@@ -136,8 +136,13 @@ pub fn parse(x: &Exchange) -> Parsed {
     }
     response(x, chat, &mut p);
     if let Some(e) = &x.error {
-        p.ok = false;
-        p.error.get_or_insert_with(|| e.clone());
+        // A client that hangs up once it has the stream's own end (`[DONE]`, a terminal
+        // Responses event, a whole JSON body) had the whole response; only the transport's
+        // last bytes (HTTP/1.1's closing chunk) were still on their way.
+        if !(p.ok && e == super::tee::CLIENT_LEFT) {
+            p.ok = false;
+            p.error.get_or_insert_with(|| e.clone());
+        }
     }
     if let Some(st) = x.status.filter(|s| !(200..300).contains(s) && *s != 101) {
         p.ok = false;
@@ -539,6 +544,28 @@ mod tests {
         ]);
         assert_eq!(parse(&bare).output_length(), (3, TokenSource::ChunkCount));
         assert_eq!(parse(&bare).input_length(), None);
+    }
+
+    #[test]
+    fn a_client_that_hangs_up_after_the_streams_end_had_the_whole_response() {
+        let whole = [
+            r#"{"id":"c1","choices":[{"delta":{"content":"a"}}]}"#,
+            "[DONE]",
+        ];
+        let left = |events: &[&str], error: &str| {
+            let mut x = chat(events);
+            x.error = Some(error.into());
+            parse(&x)
+        };
+        let p = left(&whole, super::super::tee::CLIENT_LEFT);
+        assert!(p.ok && p.error.is_none(), "{:?}", p.error);
+        // Before `[DONE]` the response was cut short, and any other break stays a break.
+        let cut = left(&whole[..1], super::super::tee::CLIENT_LEFT);
+        assert!(!cut.ok);
+        assert_eq!(cut.error.as_deref(), Some(super::super::tee::CLIENT_LEFT));
+        let broke = left(&whole, "upstream reset");
+        assert!(!broke.ok);
+        assert_eq!(broke.error.as_deref(), Some("upstream reset"));
     }
 
     #[test]

@@ -35,6 +35,10 @@ pub(crate) fn error_response(status: StatusCode, msg: &str) -> Response<TeeBody>
     r
 }
 
+/// The exchange's error when its client hung up before the body's end (see
+/// [`super::parse::parse`] for when that still leaves the response whole).
+pub(crate) const CLIENT_LEFT: &str = "the client closed the stream before its end";
+
 /// Where a [`TeeBody`]'s bytes come from: the upstream's body, or one fixed chunk.
 enum Inner {
     Stream(Incoming),
@@ -101,7 +105,7 @@ impl Drop for TeeBody {
             if stopped {
                 "interrupted: the recording stopped before the response ended".to_string()
             } else {
-                "the client closed the stream before its end".to_string()
+                CLIENT_LEFT.to_string()
             }
         });
         self.finish(error);

@@ -3,7 +3,8 @@
 //! the results directory, one `as-recorded-*` target per API); a 1 GB request body is
 //! refused with 413 and the proxy's peak RSS stays under 100 MB; a client that never
 //! finishes its request head is disconnected after `--header-timeout`; an exchange still in
-//! flight at the stop is kept, marked interrupted.
+//! flight at the stop is kept, marked interrupted; a client that hangs up once it has read
+//! `[DONE]` had the whole response (before it, the exchange is truncated).
 
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
@@ -364,4 +365,115 @@ async fn an_exchange_in_flight_at_the_stop_is_kept_as_interrupted() {
     let mut rest = Vec::new();
     let closed = tokio::time::timeout(Duration::from_secs(5), tcp.read_to_end(&mut rest)).await;
     assert!(closed.is_ok(), "the client's connection is still open");
+}
+
+/// A client that hangs up as soon as it has read `[DONE]`, before the upstream's closing
+/// chunk (`0\r\n\r\n`) reached the proxy, had the whole response: its exchange parses as ok,
+/// not truncated. (Under load, `spark-bench run` over `http` did this now and then, and
+/// `a_live_session_mixing_chat_over_http_and_responses_over_ws_survives_ctrl_c` saw a
+/// truncated row.) The same hang-up before `[DONE]` stays truncated.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_client_that_hangs_up_after_done_had_the_whole_response() {
+    for hang_up_after_done in [true, false] {
+        // An upstream that streams two events and `[DONE]` (or only the first event), then
+        // holds the closing chunk back until the proxy drops the connection (or 10 s).
+        let up = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let up_addr = up.local_addr().unwrap();
+        tokio::spawn(async move {
+            let (mut s, _) = up.accept().await.unwrap();
+            let mut seen = Vec::new();
+            let mut buf = vec![0u8; 4096];
+            while !seen.ends_with(b"}") {
+                let n = s.read(&mut buf).await.unwrap();
+                assert!(n > 0, "the proxy closed before the request body");
+                seen.extend_from_slice(&buf[..n]);
+            }
+            let mut events = vec![
+                r#"{"id":"c1","object":"chat.completion.chunk","choices":[{"index":0,"delta":{"content":"hi"}}]}"#,
+            ];
+            if hang_up_after_done {
+                events.push(r#"{"id":"c1","object":"chat.completion.chunk","choices":[],"usage":{"prompt_tokens":3,"completion_tokens":1}}"#);
+                events.push("[DONE]");
+            }
+            let mut out = String::from("HTTP/1.1 200 OK\r\ncontent-type: text/event-stream\r\ntransfer-encoding: chunked\r\n\r\n");
+            for e in events {
+                let data = format!("data: {e}\n\n");
+                out.push_str(&format!("{:x}\r\n{data}\r\n", data.len()));
+            }
+            s.write_all(out.as_bytes()).await.unwrap();
+            let _ = tokio::time::timeout(Duration::from_secs(10), s.read(&mut buf)).await;
+            let _ = s.write_all(b"0\r\n\r\n").await;
+        });
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let addr = listener.local_addr().unwrap();
+        let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
+        let task = tokio::spawn(spark_bench::capture::record_with(
+            listener,
+            spark_bench::capture::Config {
+                upstream: spark_bench::vocab::BaseUrl::parse(&format!("http://{up_addr}/v1"))
+                    .unwrap(),
+            },
+            Default::default(),
+            spark_bench::clock::Clock::start(),
+            async {
+                let _ = stopped.await;
+            },
+        ));
+        let mut tcp = tokio::net::TcpStream::connect(addr).await.unwrap();
+        let body = r#"{"model":"m","messages":[{"role":"user","content":"hi"}],"stream":true}"#;
+        tcp.write_all(
+            format!(
+                "POST /v1/chat/completions HTTP/1.1\r\nHost: x\r\nContent-Length: {}\r\n\r\n{body}",
+                body.len()
+            )
+            .as_bytes(),
+        )
+        .await
+        .unwrap();
+        // Read until the last event the upstream sent, then hang up.
+        let last: &[u8] = if hang_up_after_done {
+            b"[DONE]\n\n"
+        } else {
+            b"\"hi\"}}]}\n\n"
+        };
+        let mut got = Vec::new();
+        let mut buf = vec![0u8; 4096];
+        tokio::time::timeout(Duration::from_secs(10), async {
+            while !got.windows(last.len()).any(|w| w == last) {
+                let n = tcp.read(&mut buf).await.unwrap();
+                assert!(
+                    n > 0,
+                    "the proxy closed early: {}",
+                    String::from_utf8_lossy(&got)
+                );
+                got.extend_from_slice(&buf[..n]);
+            }
+        })
+        .await
+        .expect("the proxy relayed the stream");
+        drop(tcp);
+        // The proxy logs the exchange once it sees the client gone; then stop it.
+        tokio::time::sleep(Duration::from_millis(500)).await;
+        stop.send(()).unwrap();
+        let rec = tokio::time::timeout(Duration::from_secs(20), task)
+            .await
+            .expect("the recording stopped")
+            .unwrap()
+            .unwrap();
+        assert_eq!(rec.exchanges.len(), 1, "{:?}", rec.exchanges);
+        let x = &rec.exchanges[0];
+        assert_eq!(
+            x.error.as_deref(),
+            Some("the client closed the stream before its end"),
+            "the hang-up came before the upstream's end"
+        );
+        let p = spark_bench::capture::parse::parse(x);
+        assert_eq!(p.ok, hang_up_after_done, "{:?}", p.error);
+        if !hang_up_after_done {
+            assert_eq!(
+                p.error.as_deref(),
+                Some("the client closed the stream before its end")
+            );
+        }
+    }
 }
