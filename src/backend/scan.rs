@@ -128,6 +128,14 @@ impl<'a> Cursor<'a> {
 
     /// A string, its escapes decoded: borrowed where it has none.
     pub fn text(&mut self) -> Option<Cow<'a, str>> {
+        self.string_value(true)
+    }
+
+    /// A string, checked as [`Cursor::text`] checks it; with `keep`, decoded (borrowed where
+    /// it has no escape), else passed over without a copy (`Cow::Borrowed("")`): a skipped
+    /// field, such as the whole text a Responses stream repeats in its closing events, is
+    /// never allocated.
+    fn string_value(&mut self, keep: bool) -> Option<Cow<'a, str>> {
         self.eat(b'"')?;
         let b = self.bytes();
         let mut from = self.at;
@@ -141,6 +149,7 @@ impl<'a> Cursor<'a> {
             if b[end] == b'"' {
                 self.at = end + 1;
                 return Some(match owned {
+                    _ if !keep => Cow::Borrowed(""),
                     None => Cow::Borrowed(plain),
                     Some(mut s) => {
                         s.push_str(plain);
@@ -148,8 +157,9 @@ impl<'a> Cursor<'a> {
                     }
                 });
             }
-            let s = owned.get_or_insert_with(String::new);
-            s.push_str(plain);
+            if keep {
+                owned.get_or_insert_with(String::new).push_str(plain);
+            }
             let (ch, used) = match *b.get(end + 1)? {
                 b'"' => ('"', 2),
                 b'\\' => ('\\', 2),
@@ -172,7 +182,9 @@ impl<'a> Cursor<'a> {
                 }
                 _ => return None,
             };
-            s.push(ch);
+            if let Some(s) = owned.as_mut() {
+                s.push(ch);
+            }
             from = end + used;
             end = from + memchr::memchr2(b'"', b'\\', b.get(from..)?)?;
         }
@@ -258,7 +270,7 @@ impl<'a> Cursor<'a> {
         match self.peek()? {
             b'{' => self.object(|c, _| c.skip()),
             b'[' => self.array(|c| c.skip()),
-            b'"' => self.text().map(drop),
+            b'"' => self.string_value(false).map(drop),
             b't' => self.literal("true"),
             b'f' => self.literal("false"),
             b'n' => self.literal("null"),
@@ -518,6 +530,27 @@ mod tests {
         assert!(!takes(&deep));
         let ok = "[".repeat(MAX_DEPTH as usize) + &"]".repeat(MAX_DEPTH as usize);
         assert!(takes(&ok));
+    }
+
+    #[test]
+    fn a_skipped_string_is_checked_as_a_read_one_is() {
+        for t in [
+            r#""plain""#,
+            r#""a\nb \"q\" \u00e9 \/""#,
+            r#""\x""#,
+            r#""\u12""#,
+            "\"a\nb\"",
+            r#""\ud83d""#,
+            r#""open"#,
+        ] {
+            let read = Cursor::new(t.as_bytes()).and_then(|mut c| c.text().map(Cow::into_owned));
+            let skipped = Cursor::new(t.as_bytes()).and_then(|mut c| c.skip());
+            assert_eq!(read.is_some(), skipped.is_some(), "{t}");
+        }
+        let mut c = Cursor::new(br#"["a\nb \u00e9",1]"#).unwrap();
+        c.array(|c| c.skip()).unwrap();
+        let mut c = Cursor::new(br#""a\nb \u00e9""#).unwrap();
+        assert_eq!(c.text().unwrap(), "a\nb \u{e9}");
     }
 
     #[test]
