@@ -32,7 +32,9 @@
 # run's wall time (`aiperf_side_by_side.py proc-cpu`): near its cores' count, the simulator was the bound,
 # not the client. verdict is the run's own judgement of itself (summary.json → harness:
 # ok, or harness-bound with what bound it). For http-pooled and ws the floor follows (the same reads
-# and stamps on the same server, nothing else), and the harness's µs/chunk over the floor's.
+# and stamps on the same server, nothing else), and the harness's µs/chunk over the floor's,
+# then both split into user and system time per chunk (the kernel's part of a read is the
+# same on both sides; what the harness adds is its own user-space work).
 # Compare the two only where their chunks per read agree: a client that reads more often pays
 # more syscalls per chunk, so a floor that batches differently is not the same stream.
 set -euo pipefail
@@ -110,7 +112,8 @@ printf '%-12s %8s %9s %10s %9s %8s %9s %8s %8s %7s %7s %9s  %s\n' transport cpu_
 # The serve process's CPU-seconds so far.
 serve_cpu() { python3 "$SCRIPTS/aiperf_side_by_side.py" proc-cpu "$SP"; }
 
-# One harness run: one line of numbers (cpu_s chunks requests reads rss_kb wall_s serve_cpu_s verdict).
+# One harness run: one line of numbers (cpu_s chunks requests reads rss_kb wall_s serve_cpu_s
+# user_s sys_s verdict).
 # $2: the client binary (default BIN).
 harness_once() {
     local t=$1 api=chat-completions out="$WORK/out-$1" client=${2:-$BIN}
@@ -129,31 +132,39 @@ harness_once() {
 import glob, json, sys
 tv, out, s0, s1 = sys.argv[1:5]
 t = json.load(open(tv))
-cpu, rss_kb, wall_s = t["cpu_s"], t["maxrss_kb"], t["wall_s"]
+cpu, rss_kb, wall_s, user, sys_ = t["cpu_s"], t["maxrss_kb"], t["wall_s"], t["user_s"], t["sys_s"]
 s = json.load(open(glob.glob(out + "/*/summary.json")[0]))
 chunks = sum(c["chunks"] for c in s["cells"])
 reqs = sum(c["requests"] for c in s["cells"])
 h = s.get("harness") or {}
 reads = h.get("reads") or 0
 verdict = h.get("verdict", "-") + "".join("," + b for b in h.get("bound_by") or [])
-print(cpu, chunks, reqs, reads, rss_kb, wall_s, float(s1) - float(s0), verdict)
+print(cpu, chunks, reqs, reads, rss_kb, wall_s, float(s1) - float(s0), user, sys_, verdict)
 EOF
 }
 
-# One floor run: "us_per_chunk chunks_per_read".
+# One floor run: "us_per_chunk chunks_per_read user_us_per_chunk sys_us_per_chunk" (the
+# split from the same timer as the harness's; us_per_chunk is the floor's own count).
 floor_once() {
-    taskset -c "$CLIENT_CPU" "$FLOOR" --addr "127.0.0.1:$PORT" --transport "$1" \
-        --requests "$SESSIONS" --concurrency "$CONC" --max-tokens "$TOKENS" |
-        sed -n 's/.*us_per_chunk=\([0-9.]*\).*chunks_per_read=\([0-9.]*\).*/\1 \2/p'
+    python3 "$SCRIPTS/aiperf_side_by_side.py" cpu "$WORK/time-floor.json" -- taskset -c "$CLIENT_CPU" "$FLOOR" \
+        --addr "127.0.0.1:$PORT" --transport "$1" --requests "$SESSIONS" --concurrency "$CONC" \
+        --max-tokens "$TOKENS" >"$WORK/floor.out"
+    python3 - "$WORK/time-floor.json" "$WORK/floor.out" <<'EOF'
+import json, re, sys
+t = json.load(open(sys.argv[1]))
+f = dict(re.findall(r"(\w+)=([0-9.]+)", open(sys.argv[2]).read()))
+k = float(f["chunks"])
+print(f["us_per_chunk"], f["chunks_per_read"], 1e6 * t["user_s"] / k, 1e6 * t["sys_s"] / k)
+EOF
 }
 
 # Prints the line of the run with the median CPU per chunk in file $2 (harness_once lines),
 # labelled $1, and sets row_us to its µs per chunk.
 row() {
-    local cpu chunks reqs reads rss_kb wall_s srv verdict n cpr
+    local cpu chunks reqs reads rss_kb wall_s srv user sys verdict n cpr
     n=$(wc -l <"$2")
-    read -r cpu chunks reqs reads rss_kb wall_s srv verdict < <(awk '{print $1 / $2, $0}' "$2" | sort -g |
-        awk -v n="$n" 'NR == int((n + 1) / 2) {print $2, $3, $4, $5, $6, $7, $8, $9}')
+    read -r cpu chunks reqs reads rss_kb wall_s srv user sys verdict < <(awk '{print $1 / $2, $0}' "$2" | sort -g |
+        awk -v n="$n" 'NR == int((n + 1) / 2) {print $2, $3, $4, $5, $6, $7, $8, $9, $10, $11}')
     row_us=$(awk -v c="$cpu" -v k="$chunks" 'BEGIN {printf "%.3f", c / k * 1e6}')
     cpr=$(awk -v k="$chunks" -v r="$reads" 'BEGIN {if (r > 0) printf "%.2f", k / r; else print "-"}')
     awk -v t="$1" -v cpu="$cpu" -v us="$row_us" -v k="$chunks" -v q="$reqs" -v cpr="$cpr" -v rss="$rss_kb" -v w="$wall_s" -v srv="$srv" -v v="$verdict" \
@@ -188,5 +199,12 @@ for t in $TRANSPORTS; do
         f_cpr=$(cut -d' ' -f2 "$WORK/f-$t.txt" | median)
         awk -v t="$t" -v f="$f_us" -v fc="$f_cpr" -v h="$h_us" -v n="$n" \
             'BEGIN {printf "%-12s floor %.3f us/chunk at %.2f chunks/read (median of %d); harness / floor = %.2f\n", t, f, fc, n, h / f}'
+        # Where the difference lies: user and system µs per chunk, medians of each side.
+        h_user=$(awk '{print 1e6 * $8 / $2}' "$WORK/h-$t.txt" | median)
+        h_sys=$(awk '{print 1e6 * $9 / $2}' "$WORK/h-$t.txt" | median)
+        f_user=$(cut -d' ' -f3 "$WORK/f-$t.txt" | median)
+        f_sys=$(cut -d' ' -f4 "$WORK/f-$t.txt" | median)
+        awk -v t="$t" -v hu="$h_user" -v hs="$h_sys" -v fu="$f_user" -v fs="$f_sys" \
+            'BEGIN {printf "%-12s user / system us/chunk: harness %.2f / %.2f, floor %.2f / %.2f; harness minus floor %+.2f / %+.2f\n", t, hu, hs, fu, fs, hu - fu, hs - fs}'
     fi
 done
