@@ -290,6 +290,46 @@ async fn a_client_that_never_finishes_its_request_head_is_disconnected_after_the
     sim.shutdown().await;
 }
 
+/// A streamed chat request's body, as the raw-socket tests send it.
+const CHAT_BODY: &str =
+    r#"{"model":"m","messages":[{"role":"user","content":"hi"}],"stream":true}"#;
+
+/// A recording proxy (the library's, in this process) in front of `upstream`, stopped by the
+/// sender, and a client connection to it that has sent a streamed chat request.
+async fn proxy_with_a_chat_request(
+    upstream: std::net::SocketAddr,
+) -> (
+    tokio::sync::oneshot::Sender<()>,
+    tokio::task::JoinHandle<anyhow::Result<spark_bench::capture::Recording>>,
+    tokio::net::TcpStream,
+) {
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap();
+    let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
+    let task = tokio::spawn(spark_bench::capture::record_with(
+        listener,
+        spark_bench::capture::Config {
+            upstream: spark_bench::vocab::BaseUrl::parse(&format!("http://{upstream}/v1")).unwrap(),
+        },
+        Default::default(),
+        spark_bench::clock::Clock::start(),
+        async {
+            let _ = stopped.await;
+        },
+    ));
+    let mut tcp = tokio::net::TcpStream::connect(addr).await.unwrap();
+    tcp.write_all(
+        format!(
+            "POST /v1/chat/completions HTTP/1.1\r\nHost: x\r\nContent-Length: {}\r\n\r\n{CHAT_BODY}",
+            CHAT_BODY.len()
+        )
+        .as_bytes(),
+    )
+    .await
+    .unwrap();
+    (stop, task, tcp)
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_exchange_in_flight_at_the_stop_is_kept_as_interrupted() {
     // An upstream that reads the request, says so, and never answers.
@@ -314,31 +354,8 @@ async fn an_exchange_in_flight_at_the_stop_is_kept_as_interrupted() {
             });
         }
     });
-    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-    let addr = listener.local_addr().unwrap();
-    let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
-    let task = tokio::spawn(spark_bench::capture::record_with(
-        listener,
-        spark_bench::capture::Config {
-            upstream: spark_bench::vocab::BaseUrl::parse(&format!("http://{up_addr}/v1")).unwrap(),
-        },
-        Default::default(),
-        spark_bench::clock::Clock::start(),
-        async {
-            let _ = stopped.await;
-        },
-    ));
-    let mut tcp = tokio::net::TcpStream::connect(addr).await.unwrap();
-    let body = r#"{"model":"m","messages":[{"role":"user","content":"hi"}],"stream":true}"#;
-    tcp.write_all(
-        format!(
-            "POST /v1/chat/completions HTTP/1.1\r\nHost: x\r\nContent-Length: {}\r\n\r\n{body}",
-            body.len()
-        )
-        .as_bytes(),
-    )
-    .await
-    .unwrap();
+    let (stop, task, mut tcp) = proxy_with_a_chat_request(up_addr).await;
+    let body = CHAT_BODY;
     // The request is in flight once the upstream has its body.
     let mut forwarded = forwarded;
     tokio::time::timeout(Duration::from_secs(10), forwarded.recv())
@@ -404,32 +421,7 @@ async fn a_client_that_hangs_up_after_done_had_the_whole_response() {
             let _ = tokio::time::timeout(Duration::from_secs(10), s.read(&mut buf)).await;
             let _ = s.write_all(b"0\r\n\r\n").await;
         });
-        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-        let addr = listener.local_addr().unwrap();
-        let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
-        let task = tokio::spawn(spark_bench::capture::record_with(
-            listener,
-            spark_bench::capture::Config {
-                upstream: spark_bench::vocab::BaseUrl::parse(&format!("http://{up_addr}/v1"))
-                    .unwrap(),
-            },
-            Default::default(),
-            spark_bench::clock::Clock::start(),
-            async {
-                let _ = stopped.await;
-            },
-        ));
-        let mut tcp = tokio::net::TcpStream::connect(addr).await.unwrap();
-        let body = r#"{"model":"m","messages":[{"role":"user","content":"hi"}],"stream":true}"#;
-        tcp.write_all(
-            format!(
-                "POST /v1/chat/completions HTTP/1.1\r\nHost: x\r\nContent-Length: {}\r\n\r\n{body}",
-                body.len()
-            )
-            .as_bytes(),
-        )
-        .await
-        .unwrap();
+        let (stop, task, mut tcp) = proxy_with_a_chat_request(up_addr).await;
         // Read until the last event the upstream sent, then hang up.
         let last: &[u8] = if hang_up_after_done {
             b"[DONE]\n\n"
