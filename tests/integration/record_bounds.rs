@@ -396,6 +396,7 @@ async fn a_client_that_hangs_up_after_done_had_the_whole_response() {
         // holds the closing chunk back until the proxy drops the connection (or 10 s).
         let up = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
         let up_addr = up.local_addr().unwrap();
+        let (dropped, upstream_dropped) = tokio::sync::oneshot::channel::<()>();
         tokio::spawn(async move {
             let (mut s, _) = up.accept().await.unwrap();
             let mut seen = Vec::new();
@@ -419,6 +420,7 @@ async fn a_client_that_hangs_up_after_done_had_the_whole_response() {
             }
             s.write_all(out.as_bytes()).await.unwrap();
             let _ = tokio::time::timeout(Duration::from_secs(10), s.read(&mut buf)).await;
+            let _ = dropped.send(());
             let _ = s.write_all(b"0\r\n\r\n").await;
         });
         let (stop, task, mut tcp) = proxy_with_a_chat_request(up_addr).await;
@@ -444,8 +446,12 @@ async fn a_client_that_hangs_up_after_done_had_the_whole_response() {
         .await
         .expect("the proxy relayed the stream");
         drop(tcp);
-        // The proxy logs the exchange once it sees the client gone; then stop it.
-        tokio::time::sleep(Duration::from_millis(500)).await;
+        // Seeing the client gone, the proxy logs the exchange and drops the upstream's
+        // connection; then stop it.
+        tokio::time::timeout(Duration::from_secs(20), upstream_dropped)
+            .await
+            .expect("the proxy dropped the upstream connection")
+            .unwrap();
         stop.send(()).unwrap();
         let rec = tokio::time::timeout(Duration::from_secs(20), task)
             .await
