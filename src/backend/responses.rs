@@ -92,7 +92,11 @@ struct Usage {
 /// decoder ignores (the deltas that are most of a stream), or `None`: then serde_json reads
 /// it. See [`super::scan`] for why what this takes serde takes too.
 fn fast_event(data: &[u8]) -> Option<Event<'_>> {
-    let mut c = Cursor::new(data)?;
+    fast_event_at(Cursor::new(data)?)
+}
+
+/// [`fast_event`] from a cursor at the start of the text.
+fn fast_event_at(mut c: Cursor<'_>) -> Option<Event<'_>> {
     let mut ev = Event {
         kind: Cow::Borrowed(""),
         delta: None,
@@ -213,9 +217,9 @@ impl ResponsesDecoder {
                 }
                 // One SSE stream is one response: nothing in it is a stale frame.
                 self.started = true;
-                self.json(data, out)
+                self.json(data, None, out)
             }
-            WireEvent::WsText { text, .. } => self.json(text, out),
+            WireEvent::WsText { text, .. } => self.json(text.as_bytes(), Some(text), out),
             // Headers, error bodies and the end of the stream: `decode_http_envelope`.
             WireEvent::Headers { .. } | WireEvent::ErrorBody { .. } | WireEvent::End { .. } => {}
         }
@@ -228,8 +232,14 @@ impl ResponsesDecoder {
         }
     }
 
-    fn json(&mut self, data: &[u8], out: &mut dyn FnMut(StreamEvent)) {
-        let parsed = fast_event(data).map(Ok);
+    /// Decodes one event's JSON; `checked` is the same text when the transport already
+    /// found it UTF-8 (a WebSocket text message), so the fast path does not check it again.
+    fn json(&mut self, data: &[u8], checked: Option<&str>, out: &mut dyn FnMut(StreamEvent)) {
+        let parsed = match checked {
+            Some(text) => fast_event_at(Cursor::of_str(text)),
+            None => fast_event(data),
+        }
+        .map(Ok);
         let ev: Event = match parsed.unwrap_or_else(|| serde_json::from_slice(data)) {
             Ok(e) => e,
             Err(e) => {
@@ -443,7 +453,7 @@ mod tests {
             d.decode(
                 &WireEvent::WsText {
                     at_ns: 0,
-                    text: Bytes::copy_from_slice(f.as_bytes()),
+                    text: (*f).into(),
                 },
                 &mut |e| got.push(e),
             );

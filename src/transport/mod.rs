@@ -55,6 +55,8 @@ use std::time::{Duration, Instant};
 use bytes::Bytes;
 
 pub use session::{Connector, SessionTransport};
+/// A WebSocket text message's payload: bytes known to be UTF-8.
+pub use tokio_tungstenite::tungstenite::Utf8Bytes;
 
 use crate::vocab::WireProtocol;
 
@@ -128,8 +130,8 @@ pub enum WireEvent {
     WsText {
         /// Arrival, ns since run start.
         at_ns: u64,
-        /// UTF-8 payload.
-        text: Bytes,
+        /// The payload, UTF-8 as the transport checked it.
+        text: Utf8Bytes,
     },
     /// The stream ended (body complete, or WebSocket closed) — whether or not the protocol
     /// had finished; the backend decides whether that is a truncation.

@@ -12,7 +12,6 @@
 
 use std::sync::Arc;
 
-use bytes::Bytes;
 use futures_util::{SinkExt, StreamExt};
 use tokio_tungstenite::tungstenite::client::IntoClientRequest;
 use tokio_tungstenite::tungstenite::{self, Message};
@@ -293,10 +292,7 @@ where
                 let at_ns = conn.stats.last_read().max(progress_ns);
                 progress_ns = at_ns;
                 out.bytes_received += t.len() as u64;
-                let flow = sink(WireEvent::WsText {
-                    at_ns,
-                    text: Bytes::from(t),
-                });
+                let flow = sink(WireEvent::WsText { at_ns, text: t });
                 if flow == Flow::Stop {
                     out.alive = true;
                     return out;

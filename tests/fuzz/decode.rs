@@ -9,7 +9,7 @@
 use bytes::Bytes;
 use spark_bench::backend::{ContentKind, Decoder, StreamEvent};
 use spark_bench::rng::Rng;
-use spark_bench::transport::WireEvent;
+use spark_bench::transport::{Utf8Bytes, WireEvent};
 use spark_bench::vocab::ApiFlavour;
 
 use super::engine::{pick, Target};
@@ -241,11 +241,8 @@ fn wire_events(b: &[u8]) -> Vec<WireEvent> {
                 data: rest,
             },
             // The WebSocket transport hands on UTF-8 only.
-            b'W' => match std::str::from_utf8(&rest) {
-                Ok(_) => WireEvent::WsText {
-                    at_ns: 4,
-                    text: rest,
-                },
+            b'W' => match Utf8Bytes::try_from(rest) {
+                Ok(text) => WireEvent::WsText { at_ns: 4, text },
                 Err(_) => continue,
             },
             b'X' => WireEvent::End { at_ns: 5 },

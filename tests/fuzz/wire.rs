@@ -319,7 +319,7 @@ fn run_ws(input: &[u8], r: &mut Rng) -> Result<(), String> {
         let Ok(t) = m else { break };
         let ev = WireEvent::WsText {
             at_ns: 0,
-            text: Bytes::copy_from_slice(t.as_bytes()),
+            text: t.as_str().into(),
         };
         d.decode(&ev, &mut |e| evs.push(e));
     }
