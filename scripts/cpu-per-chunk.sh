@@ -62,49 +62,11 @@ cleanup() {
 }
 trap cleanup EXIT
 
-cat >"$WORK/bench.toml" <<EOF
-name = "cpu-per-chunk"
-description = "harness CPU per chunk: one short turn against a separate serve process"
-seed = 1
-max_output_tokens = $TOKENS
-
-[load]
-sessions = $SESSIONS
-concurrency = $CONC
-
-[matrix]
-targets = ["ext"]
-
-[[turns]]
-prompt = "Write a Python function that reverses a string."
-EOF
-for api in chat-completions responses; do
-    cat >"$WORK/targets-$api.toml" <<EOF
-[targets.ext]
-base_url = "http://127.0.0.1:$PORT/v1"
-api = "$api"
-model = "sim"
-hardware = "serve --profile fast"
-EOF
-done
-
-profile_args=(--profile fast)
-if [ -n "$PACE" ]; then
-    cat >"$WORK/paced.toml" <<EOF
-decode_tok_s = $PACE
-chunk_tokens = [1.0]
-step_jitter = 0.0
-EOF
-    profile_args+=(--profile-file "$WORK/paced.toml")
-fi
-taskset -c "$SERVE_CPU" "$(readlink -f "$BIN")" serve "${profile_args[@]}" --listen "127.0.0.1:$PORT" \
-    >"$WORK/serve.log" 2>&1 &
-SP=$!
-for _ in $(seq 50); do
-    grep -q "127.0.0.1:$PORT" "$WORK/serve.log" 2>/dev/null && break
-    sleep 0.1
-done
-kill -0 "$SP" 2>/dev/null || { echo "serve did not start (port $PORT in use?):" >&2; cat "$WORK/serve.log" >&2; exit 2; }
+# shellcheck source=scripts/serve-fixture.sh
+source "$SCRIPTS/serve-fixture.sh"
+write_bench "$WORK/bench.toml" cpu-per-chunk "$SESSIONS" "$CONC" "$TOKENS"
+write_targets
+start_serve "$SERVE_CPU" "$PACE"
 
 echo "# $(date -u +%FT%TZ) $(basename "$BIN") $("$BIN" --version 2>/dev/null | head -1); sessions=$SESSIONS concurrency=$CONC tokens=$TOKENS pace=${PACE:-saturated} repeat=$REPEAT; serve on cpu $SERVE_CPU, client on cpu $CLIENT_CPU; $(nproc) cpus"
 printf '%-12s %8s %9s %10s %9s %8s %9s %8s %8s %7s %7s %9s  %s\n' transport cpu_s us/chunk chunks requests chk/req chk/read peak_MB KiB/req wall_s kchk/s srv_cores verdict

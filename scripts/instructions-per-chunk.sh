@@ -42,46 +42,12 @@ cleanup() {
 }
 trap cleanup EXIT
 
-cat >"$WORK/paced.toml" <<EOF
-decode_tok_s = $PACE
-chunk_tokens = [1.0]
-step_jitter = 0.0
-EOF
-taskset -c 1 "$BIN" serve --profile fast --profile-file "$WORK/paced.toml" --listen "127.0.0.1:$PORT" \
-    >"$WORK/serve.log" 2>&1 &
-SP=$!
-for _ in $(seq 50); do
-    grep -q "127.0.0.1:$PORT" "$WORK/serve.log" 2>/dev/null && break
-    sleep 0.1
-done
-kill -0 "$SP" 2>/dev/null || { echo "serve did not start:" >&2; cat "$WORK/serve.log" >&2; exit 2; }
-
-for api in chat-completions responses; do
-    cat >"$WORK/targets-$api.toml" <<EOF
-[targets.ext]
-base_url = "http://127.0.0.1:$PORT/v1"
-api = "$api"
-model = "sim"
-hardware = "serve --profile fast"
-EOF
-done
+# shellcheck source=scripts/serve-fixture.sh
+source "$(dirname "$0")/serve-fixture.sh"
+start_serve 1 "$PACE"
+write_targets
 for n in "$SESSIONS" $((2 * SESSIONS)); do
-    cat >"$WORK/bench-$n.toml" <<EOF
-name = "instructions-per-chunk"
-description = "harness instructions per chunk: one short turn against a separate serve process"
-seed = 1
-max_output_tokens = $TOKENS
-
-[load]
-sessions = $n
-concurrency = $CONC
-
-[matrix]
-targets = ["ext"]
-
-[[turns]]
-prompt = "Write a Python function that reverses a string."
-EOF
+    write_bench "$WORK/bench-$n.toml" instructions-per-chunk "$n" "$CONC" "$TOKENS"
 done
 
 cg() { taskset -c 0 valgrind --tool=cachegrind --cache-sim=no --cachegrind-out-file="$1" "${@:2}"; }
