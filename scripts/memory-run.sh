@@ -26,7 +26,15 @@ hardware = "serve --profile fast"
 TOML
 taskset -c "$SERVE_CPU" "$BIN" serve --profile fast --listen "127.0.0.1:$PORT" >"$DIR/serve.log" 2>&1 &
 SP=$!
-for _ in $(seq 50); do (exec 3<>"/dev/tcp/127.0.0.1/$PORT") 2>/dev/null && break; sleep 0.1; done
+# Ready when this serve says it listens: a probe of the port alone could reach another
+# process still holding it (the serve of a run just before, on its way out), and then every
+# request of this run would fail.
+for _ in $(seq 50); do grep -q "127.0.0.1:$PORT" "$DIR/serve.log" 2>/dev/null && break; sleep 0.1; done
+kill -0 "$SP" 2>/dev/null && grep -q "127.0.0.1:$PORT" "$DIR/serve.log" || {
+  echo "serve did not start (port $PORT in use?):" >&2
+  cat "$DIR/serve.log" >&2
+  exit 2
+}
 python3 "$HERE/aiperf_side_by_side.py" cpu "$DIR/time.json" -- taskset -c "$CLIENT_CPU" "$BIN" run "$HERE/mem/mem10.toml" --targets "$DIR/targets.toml" \
   --sessions "$N" --no-report -q --out "$DIR/out" >"$DIR/run.out" 2>"$DIR/run.err" &
 RP=$!
