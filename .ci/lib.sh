@@ -7,6 +7,8 @@
 #   venv_with DIR PIN...          a Python venv at DIR with exactly these `name==version` pins
 #                                 (pip runs only when one is missing or at another version;
 #                                 PIP_TIMEOUT=SECONDS bounds it, default unbounded)
+#   pin NAME                      prints NAME's `name==version` line of .ci/py-venv.pins (the
+#                                 shared venv target/py-venv), or fails
 #   free_port                     prints a free TCP port on 127.0.0.1
 #   on_exit COMMAND               runs COMMAND (a shell string) when the step exits, after the
 #                                 ones registered before it; never fails the step
@@ -41,6 +43,15 @@ EOF
     # `python -m pip`, not bin/pip: a venv whose directory was copied keeps working.
     timeout "${PIP_TIMEOUT:-0}" "$dir/bin/python" -m pip install --quiet --disable-pip-version-check "$@"
   fi
+}
+
+pin() {
+  local line
+  line=$(grep -E "^$1(\\[[^]]*\\])?==" .ci/py-venv.pins) || {
+    echo "no pin for $1 in .ci/py-venv.pins" >&2
+    return 1
+  }
+  printf '%s\n' "$line"
 }
 
 free_port() {

@@ -2,9 +2,9 @@
 # Interop: the official `openai` Python SDK (a real, independent client) against the simulator.
 source "$(dirname "$0")/../lib.sh"
 
-OPENAI_VERSION="3.54.0" # has client.responses.connect() (WebSocket mode)
+# The pin (.ci/py-venv.pins) is a release with client.responses.connect() (WebSocket mode).
 VENV=target/py-venv
-venv_with "$VENV" "openai[realtime]==$OPENAI_VERSION"
+venv_with "$VENV" "$(pin openai)"
 
 cargo build --quiet
 OUT=$(mktemp)

@@ -3,9 +3,8 @@
 # implementation (`hdrhistogram` from PyPI), must agree with the run's summary.json.
 source "$(dirname "$0")/../lib.sh"
 
-HDR_VERSION="0.10.8"
 VENV=target/py-venv
-venv_with "$VENV" "hdrhistogram==$HDR_VERSION"
+venv_with "$VENV" "$(pin hdrhistogram)"
 
 cargo build --quiet --locked
 OUT=$(mktemp -d)

@@ -5,5 +5,5 @@
 source "$(dirname "$0")/../lib.sh"
 
 VENV=target/py-venv
-PIP_TIMEOUT=180 venv_with "$VENV" "jsonschema==4.26.0" "pyyaml==6.0.3"
+PIP_TIMEOUT=180 venv_with "$VENV" "$(pin jsonschema)" "$(pin pyyaml)"
 timeout 60 "$VENV/bin/python" scripts/check_recipes.py --self-test
