@@ -45,6 +45,78 @@ impl CellKey {
     }
 }
 
+/// A cell's two names, borrowed: what [`CellKey`] compares by, so that a map keyed by it can
+/// be searched without building (allocating) a key for every record.
+trait CellNames {
+    fn names(&self) -> (&str, &str);
+}
+
+impl CellNames for CellKey {
+    fn names(&self) -> (&str, &str) {
+        (&self.target, &self.transport)
+    }
+}
+
+impl CellNames for (&str, &str) {
+    fn names(&self) -> (&str, &str) {
+        (self.0, self.1)
+    }
+}
+
+// `Borrow` requires the borrowed form to order as the key does: the derived order of
+// `CellKey` is by target, then transport, as a tuple's is.
+impl<'a> std::borrow::Borrow<dyn CellNames + 'a> for CellKey {
+    fn borrow(&self) -> &(dyn CellNames + 'a) {
+        self
+    }
+}
+
+impl PartialEq for dyn CellNames + '_ {
+    fn eq(&self, other: &Self) -> bool {
+        self.names() == other.names()
+    }
+}
+
+impl Eq for dyn CellNames + '_ {}
+
+impl PartialOrd for dyn CellNames + '_ {
+    fn partial_cmp(&self, other: &Self) -> Option<std::cmp::Ordering> {
+        Some(self.cmp(other))
+    }
+}
+
+impl Ord for dyn CellNames + '_ {
+    fn cmp(&self, other: &Self) -> std::cmp::Ordering {
+        self.names().cmp(&other.names())
+    }
+}
+
+/// The value of cell `target` × `transport` in `map`, made by `make` if absent; a key is
+/// built (two strings) only then.
+fn cell_entry<'m, V>(
+    map: &'m mut BTreeMap<CellKey, V>,
+    target: &str,
+    transport: &str,
+    make: impl FnOnce() -> V,
+) -> &'m mut V {
+    let names: &dyn CellNames = &(target, transport);
+    if !map.contains_key(names) {
+        map.insert(CellKey::new(target, transport), make());
+    }
+    map.get_mut(names)
+        .expect("the cell was just found or inserted")
+}
+
+/// Adds one to `counts[name]`, building the name's `String` only the first time.
+fn count_name(counts: &mut BTreeMap<String, u64>, name: &str) {
+    match counts.get_mut(name) {
+        Some(n) => *n += 1,
+        None => {
+            counts.insert(name.to_string(), 1);
+        }
+    }
+}
+
 impl std::fmt::Display for CellKey {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         write!(f, "{} × {}", self.target, self.transport)
@@ -170,6 +242,31 @@ impl CellStats {
         }
     }
 
+    /// Records the samples of [`request_statistics`], with no `Vec` and one histogram
+    /// lookup per metric (an ITL sample per chunk).
+    fn record_request(&mut self, r: &RequestRecord) {
+        let metrics = request_metrics(r);
+        if metrics.is_empty() {
+            return;
+        }
+        let phases = super::metrics::phases_ns(r);
+        let (histograms, unrecordable) = (&mut self.histograms, &mut self.unrecordable);
+        let mut put = |h: &mut Histogram<u64>, v| {
+            if h.record(v).is_err() {
+                *unrecordable += 1;
+            }
+        };
+        for &m in metrics {
+            // A metric's histogram is made at its first sample (one with none stays absent).
+            match histograms.get_mut(&m) {
+                Some(h) => m.each_request_sample(r, &phases, |v| put(h, v)),
+                None => m.each_request_sample(r, &phases, |v| {
+                    put(histograms.entry(m).or_insert_with(new_histogram), v)
+                }),
+            }
+        }
+    }
+
     fn extend_span(&mut self, start: u64, end: Option<u64>) {
         self.first_intended_ns = Some(self.first_intended_ns.map_or(start, |s| s.min(start)));
         if let Some(e) = end {
@@ -225,23 +322,29 @@ impl CellStats {
     }
 }
 
-/// The histogram samples (metric, stored value) one request contributes, under the
-/// recorder's rules: nothing for warm-up sessions or failed requests, only
-/// `connection_setup` for a `generate:false` WebSocket warm-up, every metric otherwise.
-/// Shared with readers that want raw samples (e.g. `compare`'s resampling), so both see
-/// exactly the same population.
-pub fn request_statistics(r: &RequestRecord) -> Vec<(Metric, u64)> {
+/// The metrics one request contributes samples to, under the recorder's rules: none for
+/// warm-up sessions or failed requests, only `connection_setup` for a `generate:false`
+/// WebSocket warm-up, every metric otherwise.
+fn request_metrics(r: &RequestRecord) -> &'static [Metric] {
     if r.warmup || !r.is_ok() {
-        return Vec::new();
+        &[]
+    } else if r.kind == RequestKind::Warmup {
+        &[Metric::ConnectionSetup]
+    } else {
+        &Metric::ALL
     }
-    if r.kind == RequestKind::Warmup {
-        let m = Metric::ConnectionSetup;
-        return m.request_samples(r).into_iter().map(|v| (m, v)).collect();
+}
+
+/// The histogram samples (metric, stored value) one request contributes, under the
+/// recorder's rules (`request_metrics`). Shared with readers that want raw samples (e.g.
+/// `compare`'s resampling), so both see exactly the same population.
+pub fn request_statistics(r: &RequestRecord) -> Vec<(Metric, u64)> {
+    let phases = super::metrics::phases_ns(r);
+    let mut out = Vec::new();
+    for &m in request_metrics(r) {
+        m.each_request_sample(r, &phases, |v| out.push((m, v)));
     }
-    Metric::ALL
-        .into_iter()
-        .flat_map(|m| m.request_samples(r).into_iter().map(move |v| (m, v)))
-        .collect()
+    out
 }
 
 /// The `session_wall` sample of a session, ns: `None` for warm-up sessions and sessions
@@ -389,19 +492,20 @@ impl Recorder {
         self.dispatch.add_with(r, chunks);
         self.stalls.add_request(r);
         let counts_only = self.counts_only;
-        let cell = self
-            .cells
-            .entry(CellKey::new(&r.target, r.transport.as_str()))
-            .or_default();
+        let cell = cell_entry(
+            &mut self.cells,
+            &r.target,
+            r.transport.as_str(),
+            CellStats::default,
+        );
         if r.warmup {
             cell.warmup_requests += 1;
             return;
         }
         if !counts_only {
-            let tl = self
-                .timelines
-                .entry(CellKey::new(&r.target, r.transport.as_str()))
-                .or_insert_with(|| SessionTimeline::first_of(r));
+            let tl = cell_entry(&mut self.timelines, &r.target, r.transport.as_str(), || {
+                SessionTimeline::first_of(r)
+            });
             if tl.session == r.session {
                 tl.push(r);
             }
@@ -413,9 +517,7 @@ impl Recorder {
             if r.is_ok() {
                 cell.warmup_requests += 1;
                 if !counts_only {
-                    for (m, v) in request_statistics(r) {
-                        cell.record(m, v);
-                    }
+                    cell.record_request(r);
                 }
                 return;
             }
@@ -461,20 +563,12 @@ impl Recorder {
                 cell.unchained_cached_input_tokens += u64::from(cached.min(input));
             }
         }
-        *cell
-            .token_sources
-            .entry(r.token_source.as_str().to_string())
-            .or_default() += 1;
+        count_name(&mut cell.token_sources, r.token_source.as_str());
         if let Some((_, src)) = r.overhead_ns() {
-            *cell
-                .overhead_sources
-                .entry(src.as_str().to_string())
-                .or_default() += 1;
+            count_name(&mut cell.overhead_sources, src.as_str());
         }
         if !counts_only {
-            for (m, v) in request_statistics(r) {
-                cell.record(m, v);
-            }
+            cell.record_request(r);
         }
     }
 
@@ -484,17 +578,19 @@ impl Recorder {
         if counts_only {
             self.session_spans.push((s.start_ns, s.end_ns));
         }
-        let cell = self
-            .cells
-            .entry(CellKey::new(&s.target, s.transport.as_str()))
-            .or_default();
+        let cell = cell_entry(
+            &mut self.cells,
+            &s.target,
+            s.transport.as_str(),
+            CellStats::default,
+        );
         if s.warmup {
             cell.warmup_sessions += 1;
             return;
         }
         if let Some(tl) = self
             .timelines
-            .get_mut(&CellKey::new(&s.target, s.transport.as_str()))
+            .get_mut(&(s.target.as_str(), s.transport.as_str()) as &dyn CellNames)
             .filter(|tl| tl.session == s.session)
         {
             tl.record = Some(s.clone());
@@ -672,6 +768,54 @@ mod tests {
         assert!((live.ttft_p50_ms.unwrap() - 100.0).abs() < 0.1);
         // 11 tokens over 0 .. 200 ms
         assert!((live.output_tok_s.unwrap() - 55.0).abs() < 1e-9);
+    }
+
+    /// The recorder folds each request without building `request_statistics`' list: its
+    /// histograms must still hold exactly that list's samples, metric by metric and cell by
+    /// cell (the population `compare` resamples), and a metric without samples no histogram.
+    #[test]
+    fn histograms_hold_exactly_the_request_statistics() {
+        let records = [
+            ok_request("a", "http", 100, 11),
+            ok_request("a", "http", 40, 1),
+            ok_request("b", "ws", 7, 30),
+            RequestRecord {
+                kind: RequestKind::Warmup,
+                ws_upgrade_ns: Some(2_000_000),
+                ..ok_request("b", "ws", 3, 1)
+            },
+            RequestRecord {
+                outcome: OutcomeKind::HttpStatus,
+                ..ok_request("a", "http", 1, 5)
+            },
+        ];
+        let mut rec = Recorder::new();
+        let mut want: BTreeMap<(String, Metric), Vec<u64>> = BTreeMap::new();
+        for r in &records {
+            rec.add_request(r);
+            for (m, v) in request_statistics(r) {
+                want.entry((r.target.clone(), m)).or_default().push(v);
+            }
+        }
+        for (target, transport) in [("a", "http"), ("b", "ws")] {
+            let c = rec.cell(&CellKey::new(target, transport)).unwrap();
+            for m in Metric::ALL {
+                let samples = want.get(&(target.to_string(), m));
+                match (c.histogram(m), samples) {
+                    (None, None) => {}
+                    (Some(h), Some(v)) => {
+                        assert_eq!(h.len(), v.len() as u64, "{target} {m:?}");
+                        let mut one = new_histogram();
+                        v.iter().for_each(|&x| one.record(x).unwrap());
+                        assert_eq!(h, &one, "{target} {m:?}");
+                    }
+                    (h, v) => panic!("{target} {m:?}: histogram {h:?}, samples {v:?}"),
+                }
+            }
+            assert!(c.histograms.values().all(|h| !h.is_empty()), "{target}");
+        }
+        assert!(want.contains_key(&("a".to_string(), Metric::Itl)));
+        assert_eq!(want[&("b".to_string(), Metric::ConnectionSetup)].len(), 1);
     }
 
     #[test]

@@ -250,16 +250,29 @@ impl Metric {
     /// Samples one successful request contributes to this metric, in stored units.
     /// `SessionWall` comes from sessions, not requests, and yields nothing here.
     pub fn request_samples(self, r: &RequestRecord) -> Vec<u64> {
-        let one = |v: Option<u64>| v.into_iter().collect::<Vec<_>>();
+        let mut v = Vec::new();
+        self.each_request_sample(r, &phases_ns(r), |x| v.push(x));
+        v
+    }
+
+    /// Calls `sample` with each of [`Metric::request_samples`], without a `Vec`: the
+    /// recorder folds every finished request this way. `phases` is [`phases_ns`] of `r`,
+    /// computed once for the eight phase metrics.
+    pub fn each_request_sample(
+        self,
+        r: &RequestRecord,
+        phases: &[u64; 8],
+        mut sample: impl FnMut(u64),
+    ) {
+        let mut one = |v: Option<u64>| v.into_iter().for_each(&mut sample);
         let milli = |v: Option<f64>| {
-            one(v
-                .filter(|x| x.is_finite())
-                .map(|x| (x * 1e3).round() as u64))
+            v.filter(|x| x.is_finite())
+                .map(|x| (x * 1e3).round() as u64)
         };
         match self {
             Metric::Ttft => one(r.ttft_ns()),
             Metric::TtftDispatch => one(r.first_token_ns.map(|t| t.saturating_sub(r.dispatch_ns))),
-            Metric::Itl => r.itl_ns().collect(),
+            Metric::Itl => r.itl_ns().for_each(|v| one(Some(v))),
             Metric::Tpot => one(r
                 .tpot_ns()
                 .filter(|x| x.is_finite())
@@ -274,14 +287,14 @@ impl Metric {
                     || r.ws_upgrade_ns.is_some();
                 one(paid.then_some(s))
             }
-            Metric::DispatchLag => vec![r.dispatch_lag_ns()],
+            Metric::DispatchLag => one(Some(r.dispatch_lag_ns())),
             Metric::FirstEvent => one(r.first_event_ns.map(|t| t.saturating_sub(r.dispatch_ns))),
-            Metric::OutputTokS => milli(r.output_tok_s()),
-            Metric::DecodeTokS => milli(r.decode_tok_s()),
-            Metric::TokensPerChunk => milli(r.tokens_per_chunk()),
-            Metric::BytesSent => vec![r.bytes_sent],
-            Metric::BytesReceived => vec![r.bytes_received],
-            Metric::SessionWall => Vec::new(),
+            Metric::OutputTokS => one(milli(r.output_tok_s())),
+            Metric::DecodeTokS => one(milli(r.decode_tok_s())),
+            Metric::TokensPerChunk => one(milli(r.tokens_per_chunk())),
+            Metric::BytesSent => one(Some(r.bytes_sent)),
+            Metric::BytesReceived => one(Some(r.bytes_received)),
+            Metric::SessionWall => {}
             Metric::ServerTtft => one(r.server_ttft_ns()),
             Metric::ServerTpot => one(r.server_tpot_ns().map(|x| x.round() as u64)),
             Metric::TpotOverhead => one(r.tpot_overhead_ns()),
@@ -294,7 +307,7 @@ impl Metric {
             | Metric::PhaseFirstToken
             | Metric::PhaseDecode => {
                 let i = Metric::PHASES.iter().position(|p| *p == self).unwrap_or(0);
-                vec![phases_ns(r)[i]]
+                one(Some(phases[i]))
             }
         }
     }
