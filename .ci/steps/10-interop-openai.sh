@@ -4,7 +4,8 @@ source "$(dirname "$0")/../lib.sh"
 
 # The pin (.ci/py-venv.pins) is a release with client.responses.connect() (WebSocket mode).
 VENV=target/py-venv
-venv_with "$VENV" "$(pin openai)"
+OPENAI=$(pin openai)
+venv_with "$VENV" "$OPENAI"
 
 cargo build --quiet
 OUT=$(mktemp)

@@ -4,7 +4,8 @@
 source "$(dirname "$0")/../lib.sh"
 
 VENV=target/py-venv
-venv_with "$VENV" "$(pin hdrhistogram)"
+HDR=$(pin hdrhistogram)
+venv_with "$VENV" "$HDR"
 
 cargo build --quiet --locked
 OUT=$(mktemp -d)

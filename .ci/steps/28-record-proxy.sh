@@ -16,7 +16,8 @@
 source "$(dirname "$0")/../lib.sh"
 
 VENV=${SPARK_BENCH_PY_VENV:-target/py-venv}
-venv_with "$VENV" "$(pin openai)"
+OPENAI=$(pin openai)
+venv_with "$VENV" "$OPENAI"
 LLMSIM_VERSION="0.6.0"
 LLMSIM=${SPARK_BENCH_LLMSIM:-target/llmsim/bin/llmsim}
 if ! "$LLMSIM" --version 2>/dev/null | grep -q "$LLMSIM_VERSION"; then
@@ -120,8 +121,8 @@ cat >"$WORK/script.json" <<'EOF'
 ], "on_exhausted": "repeat_last"}
 EOF
 # llmsim's "fast" latency (10 ms to the first token, 1 ms between tokens): the wire is the
-# same as with its default model-like latency (~0.5 s, then ~25 ms a token), which made these
-# three recordings ~70 s of CI.
+# same as with the latency it gives the SDK's model name `sim` (its GPT-5 profile: ~0.6 s,
+# then ~40 ms a token), which made these three recordings most of this step's time.
 printf '[latency]\nprofile = "fast"\n' >"$WORK/llmsim-fast.toml"
 printf '[latency]\nprofile = "fast"\n[response]\nscript_path = "%s"\n' "$WORK/script.json" >"$WORK/llmsim.toml"
 P1=$(free_port)

@@ -5,5 +5,7 @@
 source "$(dirname "$0")/../lib.sh"
 
 VENV=target/py-venv
-PIP_TIMEOUT=180 venv_with "$VENV" "$(pin jsonschema)" "$(pin pyyaml)"
+JSONSCHEMA=$(pin jsonschema)
+PYYAML=$(pin pyyaml)
+PIP_TIMEOUT=180 venv_with "$VENV" "$JSONSCHEMA" "$PYYAML"
 timeout 60 "$VENV/bin/python" scripts/check_recipes.py --self-test
