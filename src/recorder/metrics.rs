@@ -247,17 +247,10 @@ impl Metric {
         }
     }
 
-    /// Samples one successful request contributes to this metric, in stored units.
-    /// `SessionWall` comes from sessions, not requests, and yields nothing here.
-    pub fn request_samples(self, r: &RequestRecord) -> Vec<u64> {
-        let mut v = Vec::new();
-        self.each_request_sample(r, &phases_ns(r), |x| v.push(x));
-        v
-    }
-
-    /// Calls `sample` with each of [`Metric::request_samples`], without a `Vec`: the
-    /// recorder folds every finished request this way. `phases` is [`phases_ns`] of `r`,
-    /// computed once for the eight phase metrics.
+    /// Calls `sample` with each sample one successful request contributes to this metric, in
+    /// stored units (`SessionWall` comes from sessions, not requests, and yields nothing
+    /// here), without a `Vec`: the recorder folds every finished request this way. `phases`
+    /// is [`phases_ns`] of `r`, computed once for the eight phase metrics.
     pub fn each_request_sample(
         self,
         r: &RequestRecord,
@@ -377,6 +370,13 @@ mod tests {
     use super::*;
     use crate::vocab::Chunk;
 
+    /// The samples `r` contributes to `m`, as a list.
+    fn samples(m: Metric, r: &RequestRecord) -> Vec<u64> {
+        let mut v = Vec::new();
+        m.each_request_sample(r, &phases_ns(r), |x| v.push(x));
+        v
+    }
+
     #[test]
     fn names_round_trip_and_serde_matches() {
         for m in Metric::ALL {
@@ -424,30 +424,33 @@ mod tests {
             ],
             ..Default::default()
         };
-        assert_eq!(Metric::Ttft.request_samples(&r), vec![99_000]);
-        assert_eq!(Metric::TtftDispatch.request_samples(&r), vec![98_000]);
-        assert_eq!(Metric::Itl.request_samples(&r), vec![100_000, 200_000]);
-        assert_eq!(Metric::Tpot.request_samples(&r), vec![100_000]);
-        assert_eq!(Metric::ConnectionSetup.request_samples(&r), vec![1_200]);
-        assert_eq!(Metric::FirstEvent.request_samples(&r), vec![48_000]);
-        assert_eq!(Metric::DecodeTokS.request_samples(&r), vec![10_000_000]); // 10 000 tok/s
-        assert_eq!(Metric::TokensPerChunk.request_samples(&r), vec![1_333]);
-        assert_eq!(Metric::BytesReceived.request_samples(&r), vec![20]);
+        assert_eq!(samples(Metric::Ttft, &r), vec![99_000]);
+        assert_eq!(samples(Metric::TtftDispatch, &r), vec![98_000]);
+        assert_eq!(samples(Metric::Itl, &r), vec![100_000, 200_000]);
+        assert_eq!(samples(Metric::Tpot, &r), vec![100_000]);
+        assert_eq!(samples(Metric::ConnectionSetup, &r), vec![1_200]);
+        assert_eq!(samples(Metric::FirstEvent, &r), vec![48_000]);
+        assert_eq!(samples(Metric::DecodeTokS, &r), vec![10_000_000]); // 10 000 tok/s
+        assert_eq!(samples(Metric::TokensPerChunk, &r), vec![1_333]);
+        assert_eq!(samples(Metric::BytesReceived, &r), vec![20]);
         // dispatch 2 000; TCP 500 → 2 500; TLS 700 → 3 200; no written/headers; first event
         // 50 000; first token 100 000; last 400 000.
         assert_eq!(phases_ns(&r), [0, 500, 700, 0, 0, 46_800, 50_000, 300_000]);
         assert_eq!(phases_ns(&r).iter().sum::<u64>(), 400_000 - 2_000);
-        assert_eq!(Metric::PhaseTtfb.request_samples(&r), vec![46_800]);
+        assert_eq!(samples(Metric::PhaseTtfb, &r), vec![46_800]);
         let reused = RequestRecord {
             connection_reused: true,
             ..r
         };
         assert_eq!(
-            Metric::ConnectionSetup.request_samples(&RequestRecord {
-                tcp_connect_ns: None,
-                tls_handshake_ns: None,
-                ..reused
-            }),
+            samples(
+                Metric::ConnectionSetup,
+                &RequestRecord {
+                    tcp_connect_ns: None,
+                    tls_handshake_ns: None,
+                    ..reused
+                }
+            ),
             Vec::<u64>::new()
         );
     }
