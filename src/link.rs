@@ -573,12 +573,10 @@ where
             match seg {
                 Segment::Data(read, at, bytes) => {
                     timer::sleep_until(at).await;
-                    #[cfg(any(test, feature = "test-support"))]
-                    if matches!(dst, Dest::Near(_)) {
+                    // Off (a load) unless a test or benchmark started the log.
+                    if matches!(dst, Dest::Near(_)) && segment_log::on() {
                         segment_log::record(read, at, crate::clock::now(), bytes.len());
                     }
-                    #[cfg(not(any(test, feature = "test-support")))]
-                    let _ = read;
                     if !dst.deliver(at, bytes).await {
                         return;
                     }
@@ -597,9 +595,8 @@ where
     [reader, writer]
 }
 
-/// Diagnostics for tests and benchmarks (the delay line's per-segment timing); not in the
-/// shipped binary.
-#[cfg(any(test, feature = "test-support"))]
+/// Diagnostics for tests and benchmarks (the delay line's per-segment timing), off unless
+/// one starts it.
 pub mod segment_log;
 
 #[cfg(test)]

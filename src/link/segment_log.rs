@@ -1,10 +1,10 @@
 //! Diagnostics for tests and benchmarks: when started, every segment the delay line hands to
 //! the wrapped (application) side is logged with when it was read from the socket, when it
 //! was due, and when it was handed over, so an error against ground truth can be split into
-//! the link's own lateness and the reader's. Built for the crate's tests and for test
-//! binaries (the `test-support` feature), never into the shipped binary.
+//! the link's own lateness and the reader's. Off unless a test or benchmark starts it: the
+//! delay line then pays one atomic load per segment.
 //!
-//! Owns: the per-segment timing log ([`start`], [`take`]) and the delay line's hook into it.
+//! Owns: the per-segment timing log (`start`, `take`) and the delay line's hook into it.
 //! Does not own: the delay line itself (`link`), or judging the timings (the timing tests).
 
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -43,6 +43,11 @@ pub fn take() -> Vec<SegmentTiming> {
 
 /// The log keeps at most this many segments (a `start` without a `take` stays bounded).
 const CAP: usize = 1 << 20;
+
+/// Whether the log is on (the delay line asks before it reads the clock for [`record`]).
+pub(super) fn on() -> bool {
+    ON.load(Ordering::Relaxed)
+}
 
 pub(super) fn record([read, returned]: [Instant; 2], due: Instant, delivered: Instant, len: usize) {
     if ON.load(Ordering::Relaxed) {

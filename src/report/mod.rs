@@ -44,7 +44,6 @@
 pub mod attribution;
 pub mod charts;
 pub mod data;
-#[cfg(any(test, feature = "test-support"))]
 pub mod fixture;
 pub mod html;
 pub mod markdown;

@@ -4,7 +4,7 @@ use super::*;
 
 #[test]
 fn renders_every_format_for_one_run() {
-    let tmp = tempfile::tempdir().unwrap();
+    let tmp = testkit::tempdir().unwrap();
     let dir = fixture::synthetic_run(tmp.path(), 96, 7).unwrap();
     let written = render_run(&dir).unwrap();
     let names: Vec<String> = written

@@ -222,7 +222,7 @@ mod tests {
 
     #[test]
     fn sim_profile_file_is_relative_to_its_file_and_errors_say_the_fix() {
-        let dir = tempfile::tempdir().unwrap();
+        let dir = testkit::tempdir().unwrap();
         std::fs::create_dir(dir.path().join("profiles")).unwrap();
         std::fs::write(
             dir.path().join("profiles/cap.toml"),

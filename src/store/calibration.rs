@@ -214,7 +214,7 @@ mod tests {
 
     #[test]
     fn saves_and_loads() {
-        let tmp = tempfile::tempdir().unwrap();
+        let tmp = testkit::tempdir().unwrap();
         let path = tmp.path().join("a/b").join(CALIBRATION_FILE);
         assert!(load_calibration(&path).unwrap().is_none());
         let c = Calibration {

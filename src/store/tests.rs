@@ -202,7 +202,7 @@ fn write_run(root: &Path, status: RunStatus) -> (std::path::PathBuf, Recorder) {
 
 #[test]
 fn round_trip_rows_histograms_summary_manifest() {
-    let tmp = tempfile::tempdir().unwrap();
+    let tmp = testkit::tempdir().unwrap();
     let (dir, rec) = write_run(tmp.path(), RunStatus::Complete);
     let name = dir.file_name().unwrap().to_string_lossy().into_owned();
     assert!(name.contains("-smoke-test-"), "{name}");
@@ -264,7 +264,7 @@ fn round_trip_rows_histograms_summary_manifest() {
 
 #[test]
 fn hlog_files_are_standard_interval_logs() {
-    let tmp = tempfile::tempdir().unwrap();
+    let tmp = testkit::tempdir().unwrap();
     let (dir, rec) = write_run(tmp.path(), RunStatus::Complete);
     let path = dir.join("histograms/sim-wafer/ws/ttft.hlog");
     let text = std::fs::read_to_string(&path).unwrap();
@@ -294,7 +294,7 @@ fn hlog_files_are_standard_interval_logs() {
 
 #[test]
 fn interrupted_status_and_unfinished_runs() {
-    let tmp = tempfile::tempdir().unwrap();
+    let tmp = testkit::tempdir().unwrap();
     let (dir, _) = write_run(tmp.path(), RunStatus::Interrupted);
     let run = LoadedRun::open(&dir).unwrap();
     assert_eq!(run.manifest.status, RunStatus::Interrupted);
@@ -368,7 +368,7 @@ fn interrupted_status_and_unfinished_runs() {
 
 #[test]
 fn bad_root_fails_fast_and_names_the_path() {
-    let tmp = tempfile::tempdir().unwrap();
+    let tmp = testkit::tempdir().unwrap();
     let file = tmp.path().join("not-a-dir");
     std::fs::write(&file, b"x").unwrap();
     let err = RunWriter::create(&file, &test_plan(), &[])
@@ -381,7 +381,7 @@ fn bad_root_fails_fast_and_names_the_path() {
 
 #[test]
 fn manifest_holds_no_secrets_only_env_var_names() {
-    let tmp = tempfile::tempdir().unwrap();
+    let tmp = testkit::tempdir().unwrap();
     let (dir, _) = write_run(tmp.path(), RunStatus::Complete);
     let m: Value =
         serde_json::from_str(&std::fs::read_to_string(dir.join(MANIFEST_FILE)).unwrap()).unwrap();
@@ -401,7 +401,7 @@ fn manifest_holds_no_secrets_only_env_var_names() {
 
 #[test]
 fn baselines_save_resolve_and_list() {
-    let tmp = tempfile::tempdir().unwrap();
+    let tmp = testkit::tempdir().unwrap();
     let root = tmp.path();
     let (dir, _) = write_run(root, RunStatus::Complete);
     let saved = save_baseline(root, &dir, "ci").unwrap();
@@ -430,7 +430,7 @@ fn baselines_save_resolve_and_list() {
 
 #[test]
 fn unsafe_target_names_are_refused_for_histogram_paths() {
-    let tmp = tempfile::tempdir().unwrap();
+    let tmp = testkit::tempdir().unwrap();
     let w = RunWriter::create(tmp.path(), &test_plan(), &[]).unwrap();
     let mut rec = Recorder::new();
     let mut r = records().remove(0);
@@ -552,7 +552,7 @@ fn schema() -> Value {
 
 #[test]
 fn summary_json_matches_its_schema() {
-    let tmp = tempfile::tempdir().unwrap();
+    let tmp = testkit::tempdir().unwrap();
     let (dir, _) = write_run(tmp.path(), RunStatus::Complete);
     let mut summary: Value =
         serde_json::from_str(&std::fs::read_to_string(dir.join(SUMMARY_FILE)).unwrap()).unwrap();

@@ -168,7 +168,6 @@ impl Connector {
     }
 
     /// Idle HTTP/1.1 connections in the pool (for tests).
-    #[cfg(any(test, feature = "test-support"))]
     pub fn idle_connections(&self) -> usize {
         self.pool.lock().map(|p| p.len()).unwrap_or(0)
     }

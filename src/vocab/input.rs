@@ -246,7 +246,7 @@ mod tests {
 
     #[test]
     fn non_regular_files_are_refused_with_what_they_are() {
-        let dir = tempfile::tempdir().unwrap();
+        let dir = testkit::tempdir().unwrap();
         let e = open_regular(dir.path()).unwrap_err();
         assert!(e.to_string().contains("a directory"), "{e}");
         let a = dir.path().join("a");

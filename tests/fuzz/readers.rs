@@ -93,7 +93,7 @@ fn gen_jsonl(r: &mut Rng) -> Vec<u8> {
 }
 
 fn run_jsonl(b: &[u8], _: &mut Rng) -> Result<(), String> {
-    let dir = tempfile::tempdir().map_err(|e| e.to_string())?;
+    let dir = testkit::tempdir().map_err(|e| e.to_string())?;
     let path = dir
         .path()
         .join(spark_bench::compare::history_file::HISTORY_FILE);
@@ -125,7 +125,7 @@ fn gen_manifest(r: &mut Rng) -> Vec<u8> {
 }
 
 fn run_manifest(b: &[u8], _: &mut Rng) -> Result<(), String> {
-    let dir = tempfile::tempdir().map_err(|e| e.to_string())?;
+    let dir = testkit::tempdir().map_err(|e| e.to_string())?;
     std::fs::write(dir.path().join("manifest.json"), b).map_err(|e| e.to_string())?;
     match LoadedRun::open(dir.path()) {
         Ok(_) => Ok(()),

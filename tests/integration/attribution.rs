@@ -114,7 +114,7 @@ async fn start_server() -> String {
 #[tokio::test]
 async fn a_server_that_decodes_faster_on_a_reused_connection_gets_the_blame() {
     let base_url = start_server().await;
-    let dir = tempfile::tempdir().unwrap();
+    let dir = testkit::tempdir().unwrap();
     let text = format!(
         r#"name = "attribution"
 link = "none"

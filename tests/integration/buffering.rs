@@ -106,7 +106,7 @@ fn verdict(cell: &Value) -> (u64, u64, bool) {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn buffering_the_plain_simulator_is_not_flagged() {
     let sim = paced_sim().await;
-    let tmp = tempfile::tempdir().unwrap();
+    let tmp = testkit::tempdir().unwrap();
     let (cell, stderr) = run(tmp.path(), "direct", &real_target("direct", &sim.base_url)).await;
     let (bursty, checked, flagged) = verdict(&cell);
     println!(
@@ -123,7 +123,7 @@ async fn buffering_the_plain_simulator_is_not_flagged() {
 async fn buffering_a_profile_that_writes_in_groups_by_design_is_not_flagged() {
     // An embedded simulator target whose profile file writes 4 chunks per write: its cadence,
     // which the run knows from the profile, explains reads of 4.
-    let tmp = tempfile::tempdir().unwrap();
+    let tmp = testkit::tempdir().unwrap();
     let profile = scenario(
         tmp.path(),
         "grouped.toml",
@@ -156,7 +156,7 @@ async fn buffering_a_profile_that_writes_in_groups_by_design_is_not_flagged() {
 struct Nginx {
     child: std::process::Child,
     port: u16,
-    _dir: tempfile::TempDir,
+    _dir: testkit::TempDir,
 }
 
 impl Drop for Nginx {
@@ -192,7 +192,7 @@ fn free_port() -> u16 {
 /// was measured forwarding every upstream chunk as it came even with buffering on: that
 /// path does not buffer (docs/buffering.md).
 fn nginx(upstream: std::net::SocketAddr, buffering: &str) -> Nginx {
-    let dir = tempfile::tempdir().unwrap();
+    let dir = testkit::tempdir().unwrap();
     let d = dir.path().display().to_string();
     let port = free_port();
     let conf = format!(
@@ -254,7 +254,7 @@ async fn through_nginx(buffering: &str) -> Vec<(Value, String)> {
     let base = format!("http://127.0.0.1:{}/v1", proxy.port);
     let mut runs = Vec::new();
     for i in 0..3 {
-        let tmp = tempfile::tempdir().unwrap();
+        let tmp = testkit::tempdir().unwrap();
         let (cell, stderr) = run(tmp.path(), "via-nginx", &real_target("via-nginx", &base)).await;
         println!(
             "proxy_buffering {buffering}, run {i}: {:?}; {}; TTFT p50 {} ms, E2E p50 {} ms",

@@ -294,7 +294,7 @@ fn a_a_runs(tmp: &Path) -> Vec<RunSamples> {
 /// every run twice) with default settings. Requirement: ≥ 95 % report no regression.
 #[test]
 fn a_a_runs_rarely_regress() {
-    let tmp = tempfile::tempdir().unwrap();
+    let tmp = testkit::tempdir().unwrap();
     let runs = a_a_runs(tmp.path());
     let pairs: Vec<(usize, usize)> = (0..runs.len()).map(|i| (i, (i + 1) % runs.len())).collect();
     let (failed, n, passes) = a_a(&runs, &pairs);
@@ -309,7 +309,7 @@ fn a_a_runs_rarely_regress() {
 #[test]
 #[ignore = "measurement: ~190 comparisons"]
 fn a_a_all_pairs() {
-    let tmp = tempfile::tempdir().unwrap();
+    let tmp = testkit::tempdir().unwrap();
     let runs = a_a_runs(tmp.path());
     let pairs: Vec<(usize, usize)> = (0..runs.len())
         .flat_map(|i| (i + 1..runs.len()).map(move |j| (i, j)))
@@ -326,7 +326,7 @@ fn a_a_all_pairs() {
 /// the gate (exit 1) with a regression in one of `expect`. A slowdown must never read as an
 /// improvement of those metrics.
 fn detection(name: &str, p: Profile, expect: &[compare::GateMetric]) -> f64 {
-    let tmp = tempfile::tempdir().unwrap();
+    let tmp = testkit::tempdir().unwrap();
     let mut flagged = 0;
     let trials: u32 = 20;
     for t in 0..trials {
@@ -390,7 +390,7 @@ fn detects_ten_percent_lower_throughput() {
 /// headline says NO DECISION with exit code 4, not PASS.
 #[test]
 fn smoke_sized_gate_says_no_decision() {
-    let tmp = tempfile::tempdir().unwrap();
+    let tmp = testkit::tempdir().unwrap();
     let small = Profile {
         sessions: 1,
         turns: 5,
@@ -433,7 +433,7 @@ fn smoke_sized_gate_says_no_decision() {
 /// at 200 its interval can straddle the ±5 % band, and an undecided row is not gated).
 #[test]
 fn stalled_baseline_is_no_false_regression() {
-    let tmp = tempfile::tempdir().unwrap();
+    let tmp = testkit::tempdir().unwrap();
     let sized = Profile {
         sessions: 200,
         ..BASE
@@ -496,7 +496,7 @@ fn set_harness_bound(dir: &Path, bound_by: &[Bound], p50_ms: f64, p99_ms: f64) {
 /// warning.
 #[test]
 fn dispatch_lag_alone_ungates_only_the_rows_it_can_move() {
-    let tmp = tempfile::tempdir().unwrap();
+    let tmp = testkit::tempdir().unwrap();
     let sized = Profile {
         sessions: 200,
         ..BASE
@@ -559,7 +559,7 @@ fn dispatch_lag_alone_ungates_only_the_rows_it_can_move() {
 /// Different scenario, link or cells are refused with both values named, unless allowed.
 #[test]
 fn refuses_apples_vs_oranges() {
-    let tmp = tempfile::tempdir().unwrap();
+    let tmp = testkit::tempdir().unwrap();
     let both = [TransportKind::Http, TransportKind::Ws];
     let a = LoadedRun::open(&write_run_with(
         tmp.path(),
@@ -635,7 +635,7 @@ fn bin() -> Command {
 /// Markdown outputs and the scenario `[gate]` thresholds.
 #[test]
 fn cli_exit_codes_formats_and_named_baselines() {
-    let tmp = tempfile::tempdir().unwrap();
+    let tmp = testkit::tempdir().unwrap();
     let root = tmp.path().join("results");
     let base = write_run(&root, 11, BASE);
     let same = write_run(&root, 12, BASE);

@@ -559,7 +559,7 @@ prompt = "three"
         srv.base_url
     );
     let plan = crate::support::run::plan_of("closer.toml", &text);
-    let tmp = tempfile::tempdir().unwrap();
+    let tmp = testkit::tempdir().unwrap();
     let outcome = spark_bench::runner::run(
         Arc::new(plan),
         tmp.path(),

@@ -56,7 +56,7 @@ transports = ["http"]
 }
 
 async fn one_record(text: &str) -> (std::collections::HashMap<String, String>, Duration) {
-    let tmp = tempfile::tempdir().unwrap();
+    let tmp = testkit::tempdir().unwrap();
     let path = tmp.path().join("s.toml");
     std::fs::write(&path, text).unwrap();
     let out = tmp.path().join("out");

@@ -22,7 +22,7 @@ fn smoke_scenario_to_results_directory_and_back() {
     .unwrap();
     assert_eq!(plan.cells.len(), 4);
 
-    let tmp = tempfile::tempdir().unwrap();
+    let tmp = testkit::tempdir().unwrap();
     let cmd = vec![
         "spark-bench".to_string(),
         "run".into(),

@@ -64,7 +64,7 @@ async fn sim() -> spark_bench::sim::SimHandle {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn vllm_sharegpt_json_replays_first_turns_with_their_reply_lengths() {
     let sim = sim().await;
-    let tmp = tempfile::tempdir().unwrap();
+    let tmp = testkit::tempdir().unwrap();
     let s = dataset_scenario(tmp.path(), "sharegpt_vllm.json", &sim.base_url);
     let outcome = run_lib(&s, &tmp.path().join("out"), &[]).await;
     let run = LoadedRun::open(&outcome.dir).unwrap();
@@ -117,7 +117,7 @@ async fn vllm_sharegpt_json_replays_first_turns_with_their_reply_lengths() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_mooncake_trace_is_replayed_at_its_instants_with_its_lengths() {
     let sim = sim().await;
-    let tmp = tempfile::tempdir().unwrap();
+    let tmp = testkit::tempdir().unwrap();
     let s = dataset_scenario(tmp.path(), "mooncake_trace.jsonl", &sim.base_url);
     let outcome = run_lib(&s, &tmp.path().join("out"), &[]).await;
     let run = LoadedRun::open(&outcome.dir).unwrap();
@@ -157,7 +157,7 @@ async fn a_mooncake_trace_is_replayed_at_its_instants_with_its_lengths() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_bad_dataset_stops_the_run_naming_the_line_and_the_formats() {
-    let tmp = tempfile::tempdir().unwrap();
+    let tmp = testkit::tempdir().unwrap();
     std::fs::write(
         tmp.path().join("bad.jsonl"),
         "{\"text\": \"fine\"}\n{\"prompt\": \"not a format we read\"}\n",
@@ -224,7 +224,7 @@ fn answering(status: &'static str, body: &'static str) -> String {
 async fn url_without_model_takes_the_model_v1_models_lists() {
     // The embedded simulator answers GET /v1/models with its profile's model.
     let sim = sim().await;
-    let tmp = tempfile::tempdir().unwrap();
+    let tmp = testkit::tempdir().unwrap();
     let out = tmp.path().join("ok");
     let o = run_bin(
         &[

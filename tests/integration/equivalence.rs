@@ -230,7 +230,7 @@ pub fn digest(dir: &Path) -> String {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn seeded_run_outputs_match_the_snapshot() {
-    let tmp = tempfile::tempdir().unwrap();
+    let tmp = testkit::tempdir().unwrap();
     let plan = crate::support::run::plan_of("equivalence.toml", SCENARIO);
     let outcome = runner::run(std::sync::Arc::new(plan), tmp.path(), Options::quiet())
         .await

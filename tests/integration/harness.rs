@@ -75,7 +75,7 @@ fn near(measured: f64, truth: f64) -> bool {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_ordinary_run_carries_a_harness_section_that_matches_its_records() {
-    let tmp = tempfile::tempdir().unwrap();
+    let tmp = testkit::tempdir().unwrap();
     let plan = plan_of("harness.toml", SCENARIO);
     // A calibration file, as `spark-bench calibrate` leaves it.
     let calibration = tmp.path().join("cache/calibration.json");
@@ -180,7 +180,7 @@ async fn an_ordinary_run_carries_a_harness_section_that_matches_its_records() {
 async fn a_ceiling_calibrate_did_not_reach_is_a_note_not_a_reason() {
     // A "ceiling" of 10 chunks/s that was only a lower bound: the run's chunk rate is far
     // over half of it, and the verdict must not blame the harness for that.
-    let tmp = tempfile::tempdir().unwrap();
+    let tmp = testkit::tempdir().unwrap();
     let calibration = tmp.path().join("calibration.json");
     spark_bench::store::save_calibration(&calibration, &calibration_of(10.0, Reach::NotReached))
         .unwrap();

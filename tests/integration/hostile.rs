@@ -108,7 +108,7 @@ fn every_fault_is_one_record_of_its_kind_on_every_transport() {
     for (f, t, _) in &expected {
         faults.entry(f).or_default().push(t);
     }
-    let dir = tempfile::tempdir().unwrap();
+    let dir = testkit::tempdir().unwrap();
     let mut toml = String::from(
         "name = \"hostile\"\nseed = 1\nmax_output_tokens = 8\nlink = \"none\"\n\n\
          [load]\nsessions = 1\nconcurrency = 1\nschedule = \"parallel\"\n\n[matrix]\ntransports = [\"http\", \"http-pooled\", \"http2\", \"ws\"]\n",
@@ -334,7 +334,7 @@ fn protocol_truth(rows: &[std::collections::HashMap<String, String>]) {
 #[test]
 fn a_plan_that_cannot_fit_in_the_open_file_limit_is_refused_before_it_runs() {
     use std::os::unix::process::CommandExt;
-    let dir = tempfile::tempdir().unwrap();
+    let dir = testkit::tempdir().unwrap();
     let mut cmd = Command::new(env!("CARGO_BIN_EXE_spark-bench"));
     cmd.arg("run")
         .arg(root().join("scenarios/smoke.toml"))

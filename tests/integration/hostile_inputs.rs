@@ -203,7 +203,7 @@ fn every_reader_refuses(good: &Path, tmp: &Path, file: &str, how: Hostile) -> Ve
 
 #[tokio::test]
 async fn endless_newline_free_and_zero_filled_files_end_in_exit_2_under_100_mb() {
-    let tmp = tempfile::tempdir().unwrap();
+    let tmp = testkit::tempdir().unwrap();
     let good = good_run(tmp.path()).await;
     let mut figures = Vec::new();
     for (file, how) in [
@@ -220,7 +220,7 @@ async fn endless_newline_free_and_zero_filled_files_end_in_exit_2_under_100_mb()
 
 #[tokio::test]
 async fn an_unreadable_requests_csv_is_an_error_with_the_os_reason() {
-    let tmp = tempfile::tempdir().unwrap();
+    let tmp = testkit::tempdir().unwrap();
     let good = good_run(tmp.path()).await;
     for (how, reason) in [
         (Hostile::Directory, "a directory"),
@@ -245,7 +245,7 @@ async fn an_unreadable_requests_csv_is_an_error_with_the_os_reason() {
 
 #[tokio::test]
 async fn a_bad_csv_row_is_named_by_its_line_and_column() {
-    let tmp = tempfile::tempdir().unwrap();
+    let tmp = testkit::tempdir().unwrap();
     let good = good_run(tmp.path()).await;
     let bad = tmp.path().join("bad");
     copy_dir(&good, &bad);

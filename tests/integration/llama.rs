@@ -95,7 +95,7 @@ struct Ran {
 
 /// [`run`], with the run's `summary.json`, `manifest.json` and stderr.
 async fn run_full(name: &str, scenario_text: &str, extra: &[&str], exit: i32) -> Ran {
-    let tmp = tempfile::tempdir().unwrap();
+    let tmp = testkit::tempdir().unwrap();
     let sc = scenario(tmp.path(), &format!("{name}.toml"), scenario_text);
     let targets = targets_file(tmp.path());
     let out = tmp.path().join("results");
@@ -614,7 +614,7 @@ async fn llama_http_ttft_matches_a_raw_socket_client() {
     const PAIRS: usize = 100;
     const WARMUP: usize = 4;
     const BLOCKS: usize = 5;
-    let tmp = tempfile::tempdir().unwrap();
+    let tmp = testkit::tempdir().unwrap();
     let plan = resolved_plan(tmp.path());
     let target = plan.cells[0].target.clone();
     let turn = &plan.sessions.get(0).unwrap().turns[0];
@@ -743,7 +743,7 @@ async fn llama_http_ttft_matches_a_raw_socket_client() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 #[ignore]
 async fn llama_one_line_url_run() {
-    let tmp = tempfile::tempdir().unwrap();
+    let tmp = testkit::tempdir().unwrap();
     let sc = scenario(
         tmp.path(),
         "one-line.toml",
@@ -791,7 +791,7 @@ async fn llama_one_line_url_run() {
 #[ignore]
 async fn llama_sweep_goodput_marks_percentile_slo_misses() {
     for (slo, missed) in [("p90<=1us", true), ("p90<=60s", false)] {
-        let tmp = tempfile::tempdir().unwrap();
+        let tmp = testkit::tempdir().unwrap();
         let text = format!(
             "name = \"llama-goodput\"\nseed = 5\nmax_output_tokens = 8\nlink = \"none\"\n\n\
              [load]\nsessions = 4\ncache = \"as-is\"\n\n[matrix]\ntargets = [\"llama\"]\n\

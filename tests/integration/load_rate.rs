@@ -15,7 +15,7 @@ fn text(load: &str, link: &str, max_tokens: u32) -> String {
 }
 
 async fn run(load: &str, link: &str, max_tokens: u32) -> Vec<RequestRecord> {
-    let tmp = tempfile::tempdir().unwrap();
+    let tmp = testkit::tempdir().unwrap();
     let path = scenario(tmp.path(), "rate.toml", &text(load, link, max_tokens));
     let outcome = run_lib(&path, &tmp.path().join("results"), &["--no-report"]).await;
     assert!(!outcome.interrupted);

@@ -146,7 +146,7 @@ const TURNS: usize = 2;
 
 /// Runs http + http-pooled against one fresh server with `extra` flags (and
 /// `--concurrency 1` unless they say otherwise); returns the server's log, the loaded run and the directory holding it.
-async fn run_against_server(extra: &[&str]) -> (ServerLog, LoadedRun, tempfile::TempDir) {
+async fn run_against_server(extra: &[&str]) -> (ServerLog, LoadedRun, testkit::TempDir) {
     run_against_server_with("", extra, 2 * SESSIONS as usize * TURNS).await
 }
 
@@ -156,9 +156,9 @@ async fn run_against_server_with(
     load: &str,
     extra: &[&str],
     expected: usize,
-) -> (ServerLog, LoadedRun, tempfile::TempDir) {
+) -> (ServerLog, LoadedRun, testkit::TempDir) {
     let server = start_server().await;
-    let dir = tempfile::tempdir().unwrap();
+    let dir = testkit::tempdir().unwrap();
     let text = format!(
         r#"name = "load"
 system_prompt = "You are a terse coding assistant."

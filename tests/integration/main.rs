@@ -45,4 +45,5 @@ mod sim_wire;
 mod sim_ws;
 mod survive;
 mod sweep;
+mod temp_dirs;
 mod workload;

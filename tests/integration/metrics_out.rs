@@ -37,7 +37,7 @@ fn scrape_value(samples: &[ParsedSample], status: &str) -> f64 {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn metrics_listen_serves_live_then_final_values_that_match_the_files() {
-    let tmp = tempfile::tempdir().unwrap();
+    let tmp = testkit::tempdir().unwrap();
     // ~80 requests, ~25 ms apart: a few seconds, so several once-a-second publishes.
     let s = scenario(
         tmp.path(),
@@ -245,7 +245,7 @@ repeat = 80
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_taken_metrics_address_fails_the_run_before_it_starts() {
-    let tmp = tempfile::tempdir().unwrap();
+    let tmp = testkit::tempdir().unwrap();
     let taken = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
     let addr = taken.local_addr().unwrap().to_string();
     let out = tmp.path().join("results");

@@ -86,7 +86,7 @@ fn files_containing(dir: &Path, needle: &str) -> Vec<String> {
 async fn url_and_model_run_a_scenario_against_serve_with_no_targets_file() {
     let s = serve();
     let port = s.1.port();
-    let tmp = tempfile::tempdir().unwrap();
+    let tmp = testkit::tempdir().unwrap();
     // URL credentials are never sent, and written nowhere.
     let url = format!("http://bob:pw-in-url-71@127.0.0.1:{port}/v1");
     let out = tmp.path().join("chat");
@@ -133,7 +133,7 @@ async fn url_and_model_run_a_scenario_against_serve_with_no_targets_file() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_url_as_target_and_a_url_without_model_say_the_fix() {
-    let tmp = tempfile::tempdir().unwrap();
+    let tmp = testkit::tempdir().unwrap();
     let out = tmp.path().join("r");
     // A port nothing listens on: bound by the OS, then closed (no fixed port).
     let port = std::net::TcpListener::bind("127.0.0.1:0")
@@ -201,7 +201,7 @@ async fn api_key_env_sends_the_key_and_writes_it_nowhere() {
     let s = serve();
     let (relay, seen) = recording_relay(s.1);
     let key = "sk-oneline-test-0123456789abcdef";
-    let tmp = tempfile::tempdir().unwrap();
+    let tmp = testkit::tempdir().unwrap();
     let out = tmp.path().join("r");
     let url = format!("http://127.0.0.1:{}/v1", relay.port());
     let (code, stderr, rows) = run_smoke(

@@ -167,7 +167,7 @@ fn probe_for<'a>(probes: &'a [serde_json::Value], transport: &str) -> &'a serde_
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_http2_cell_the_server_cannot_speak_is_skipped_with_its_answer() {
     let (url, seen) = h1_only_server().await;
-    let tmp = tempfile::tempdir().unwrap();
+    let tmp = testkit::tempdir().unwrap();
     let text = scenario_text(&url, "chat-completions", r#"["http", "http2"]"#);
     let (code, stderr, out) = run(tmp.path(), &text, &[]).await;
     // The http cell ran clean: exit 0 by the usual rules, the skipped cell not counted.
@@ -207,7 +207,7 @@ async fn an_http2_cell_the_server_cannot_speak_is_skipped_with_its_answer() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_forced_http2_cell_records_unsupported_transport_quoting_the_answer() {
     let (url, _seen) = h1_only_server().await;
-    let tmp = tempfile::tempdir().unwrap();
+    let tmp = testkit::tempdir().unwrap();
     let text = scenario_text(&url, "chat-completions", r#"["http", "http2"]"#);
     let (code, stderr, out) = run(tmp.path(), &text, &["--force-transports"]).await;
     // The forced cell's requests all failed: exit 3 by the usual rule, naming the kind.
@@ -237,7 +237,7 @@ async fn a_forced_http2_cell_records_unsupported_transport_quoting_the_answer() 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_refused_websocket_upgrade_skips_the_ws_cell_and_nothing_left_is_exit_2() {
     let (url, seen) = h1_only_server().await;
-    let tmp = tempfile::tempdir().unwrap();
+    let tmp = testkit::tempdir().unwrap();
     let text = scenario_text(&url, "responses", r#"["ws"]"#);
     let (code, stderr, out) = run(tmp.path(), &text, &[]).await;
     assert_eq!(code, Some(2), "stderr:\n{stderr}");

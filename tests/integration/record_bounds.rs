@@ -102,7 +102,7 @@ fn results_of(dir: &Path) -> PathBuf {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_live_session_mixing_chat_over_http_and_responses_over_ws_survives_ctrl_c() {
-    let tmp = tempfile::tempdir().unwrap();
+    let tmp = testkit::tempdir().unwrap();
     let sim = crate::support::sim_client::sim("wafer").await;
     let rec = recorder(&sim.base_url, tmp.path(), &[]).await;
     // The agent: two targets on one proxy, chat completions over HTTP and Responses over
@@ -215,7 +215,7 @@ async fn big_post(addr: &str, size: u64, chunked: bool) -> String {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_one_gigabyte_request_body_is_refused_with_413_in_bounded_memory() {
-    let tmp = tempfile::tempdir().unwrap();
+    let tmp = testkit::tempdir().unwrap();
     let sim = crate::support::sim_client::sim("wafer").await;
     let rec = recorder(&sim.base_url, tmp.path(), &[]).await;
     const GB: u64 = 1 << 30;
@@ -261,7 +261,7 @@ async fn a_one_gigabyte_request_body_is_refused_with_413_in_bounded_memory() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_client_that_never_finishes_its_request_head_is_disconnected_after_the_timeout() {
-    let tmp = tempfile::tempdir().unwrap();
+    let tmp = testkit::tempdir().unwrap();
     let sim = crate::support::sim_client::sim("wafer").await;
     let rec = recorder(&sim.base_url, tmp.path(), &["--header-timeout", "400ms"]).await;
     // Half a head; and one byte of what could be the HTTP/2 preface.

@@ -91,7 +91,7 @@ fn walk(dir: &Path, out: &mut Vec<std::path::PathBuf>) {
 }
 
 async fn record_and_replay(transport: &str) {
-    let tmp = tempfile::tempdir().unwrap();
+    let tmp = testkit::tempdir().unwrap();
     let sim = sim::spawn(SimConfig::new(sim::Profile::builtin("wafer").unwrap()))
         .await
         .unwrap();
@@ -202,7 +202,7 @@ async fn an_http_session_recorded_through_the_proxy_replays_to_the_same_counts_a
 /// session within 1% and the same think/tool times within 5 ms.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn two_sessions_with_parallel_tool_calls_replay_as_recorded() {
-    let tmp = tempfile::tempdir().unwrap();
+    let tmp = testkit::tempdir().unwrap();
     let sim = sim::spawn(SimConfig::new(sim::Profile::builtin("wafer").unwrap()))
         .await
         .unwrap();

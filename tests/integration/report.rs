@@ -77,7 +77,7 @@ fn snapshot(name: &str, actual: &str) {
 
 #[test]
 fn markdown_and_html_snapshots() {
-    let tmp = tempfile::tempdir().unwrap();
+    let tmp = testkit::tempdir().unwrap();
     let dir = synthetic_run(tmp.path(), 96, 7).unwrap();
     let written = render_run(&dir).unwrap();
     assert_eq!(written[0], dir.join("report.md"));
@@ -98,7 +98,7 @@ fn markdown_and_html_snapshots() {
 
 #[test]
 fn same_seed_same_report() {
-    let (a, b) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
+    let (a, b) = (testkit::tempdir().unwrap(), testkit::tempdir().unwrap());
     let da = synthetic_run(a.path(), 64, 3).unwrap();
     let db = synthetic_run(b.path(), 64, 3).unwrap();
     render_run(&da).unwrap();
@@ -113,7 +113,7 @@ fn same_seed_same_report() {
 
 #[test]
 fn comparison_of_two_load_levels() {
-    let tmp = tempfile::tempdir().unwrap();
+    let tmp = testkit::tempdir().unwrap();
     let one = synthetic_run_with(
         tmp.path(),
         &SyntheticOptions {
@@ -156,7 +156,7 @@ fn comparison_of_two_load_levels() {
 
 #[test]
 fn text_from_files_is_escaped_and_the_page_is_self_contained() {
-    let tmp = tempfile::tempdir().unwrap();
+    let tmp = testkit::tempdir().unwrap();
     let dir = synthetic_run_with(
         tmp.path(),
         &SyntheticOptions {
@@ -195,7 +195,7 @@ fn text_from_files_is_escaped_and_the_page_is_self_contained() {
 
 #[test]
 fn png_charts_have_rasterised_text() {
-    let tmp = tempfile::tempdir().unwrap();
+    let tmp = testkit::tempdir().unwrap();
     let dir = synthetic_run(tmp.path(), 32, 1).unwrap();
     let out = tmp.path().join("png-only");
     let written = render(&[dir], &Formats::parse_arg("png").unwrap(), &out).unwrap();
@@ -223,7 +223,7 @@ fn png_charts_have_rasterised_text() {
 
 #[test]
 fn unfinished_run_is_reported_as_such() {
-    let tmp = tempfile::tempdir().unwrap();
+    let tmp = testkit::tempdir().unwrap();
     let dir = synthetic_run(tmp.path(), 16, 2).unwrap();
     // Simulate a process that died before `finish`: no summary, no timeline, status running.
     std::fs::remove_file(dir.join("summary.json")).unwrap();
@@ -243,7 +243,7 @@ fn unfinished_run_is_reported_as_such() {
 
 #[test]
 fn report_command_writes_and_lists_files() {
-    let tmp = tempfile::tempdir().unwrap();
+    let tmp = testkit::tempdir().unwrap();
     let dir = synthetic_run(tmp.path(), 16, 4).unwrap();
     let out = tmp.path().join("out");
     let cli = spark_bench::cli::Cli::try_parse_from([
@@ -285,7 +285,7 @@ fn report_command_writes_and_lists_files() {
 /// the SLOs, and names a percentile SLO that did not hold, as `summary.json` has them.
 #[tokio::test]
 async fn goodput_is_in_the_report_when_the_scenario_has_slos() {
-    let tmp = tempfile::tempdir().unwrap();
+    let tmp = testkit::tempdir().unwrap();
     let text = std::fs::read_to_string(
         std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("scenarios/smoke.toml"),
     )

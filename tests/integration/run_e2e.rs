@@ -20,7 +20,7 @@ fn header_of(path: &Path) -> Vec<String> {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn smoke_run_writes_the_whole_results_contract() {
-    let tmp = tempfile::tempdir().unwrap();
+    let tmp = testkit::tempdir().unwrap();
     let out = tmp.path().join("results");
     let o = run_bin(
         &[
@@ -237,7 +237,7 @@ async fn smoke_run_writes_the_whole_results_contract() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn json_prints_a_summary_that_parses_and_nothing_else() {
-    let tmp = tempfile::tempdir().unwrap();
+    let tmp = testkit::tempdir().unwrap();
     let out = tmp.path().to_str().unwrap();
     let o = run_bin(
         &[
@@ -286,7 +286,7 @@ async fn json_prints_a_summary_that_parses_and_nothing_else() {
 /// `--quiet` there is none. The run lasts ~6.5 s so that the control run prints at least one.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn quiet_prints_no_progress() {
-    let tmp = tempfile::tempdir().unwrap();
+    let tmp = testkit::tempdir().unwrap();
     let s = scenario(
         tmp.path(),
         "slow.toml",
@@ -348,7 +348,7 @@ async fn the_api_key_is_used_but_never_written() {
     ))
     .await
     .unwrap();
-    let tmp = tempfile::tempdir().unwrap();
+    let tmp = testkit::tempdir().unwrap();
     let s = scenario(
         tmp.path(),
         "keyed.toml",
@@ -434,7 +434,7 @@ prompt = "Again."
 /// marked interrupted, the summary written.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn rows_reach_the_files_within_a_second_even_when_few() {
-    let tmp = tempfile::tempdir().unwrap();
+    let tmp = testkit::tempdir().unwrap();
     // Three quick requests, then a turn that waits a minute before it is sent: the three
     // rows are far fewer than the writer's row batch, so only the time-based flush puts them
     // on disk while the run is still going.
@@ -495,7 +495,7 @@ think_time = "60s"
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn ctrl_c_writes_what_completed_and_exits_130() {
-    let tmp = tempfile::tempdir().unwrap();
+    let tmp = testkit::tempdir().unwrap();
     // ~300 requests per cell at ~1 every 70 ms: about 20 s if nothing stops it.
     let s = scenario(tmp.path(), "long.toml", &long_scenario(8));
     let out = tmp.path().join("results");
@@ -574,7 +574,7 @@ async fn ctrl_c_writes_what_completed_and_exits_130() {
 /// to fix it, no panic, no results directory.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn bad_input_exits_2_with_a_located_message() {
-    let tmp = tempfile::tempdir().unwrap();
+    let tmp = testkit::tempdir().unwrap();
     let out = tmp.path().join("results");
     let out = out.to_str().unwrap();
     let unknown_key = scenario(
@@ -675,7 +675,7 @@ async fn bad_input_exits_2_with_a_located_message() {
 /// writes its files and exits 0; nothing panics on the broken pipe.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_closed_stdout_does_not_crash_the_run() {
-    let tmp = tempfile::tempdir().unwrap();
+    let tmp = testkit::tempdir().unwrap();
     let out = tmp.path().join("results");
     let mut child = spark_bench(&[
         "run",

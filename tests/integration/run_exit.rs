@@ -34,7 +34,7 @@ prompt = "Again."
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_run_whose_requests_all_failed_exits_3_and_says_why() {
-    let tmp = tempfile::tempdir().unwrap();
+    let tmp = testkit::tempdir().unwrap();
     // A port nobody listens on: bound, then dropped.
     let port = {
         let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
@@ -135,7 +135,7 @@ prompt = "Thanks."
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn max_error_rate_fails_a_run_only_above_the_limit() {
-    let tmp = tempfile::tempdir().unwrap();
+    let tmp = testkit::tempdir().unwrap();
     let s = scenario(tmp.path(), "quarter.toml", ONE_IN_FOUR);
     let s = s.to_str().unwrap();
     for (i, (limit, code)) in [(None, 0), (Some("25%"), 0), (Some("0.24"), 3)]
@@ -180,7 +180,7 @@ async fn max_error_rate_fails_a_run_only_above_the_limit() {
 /// `compare` and `history` take `--json` (their `--format json`) and `-q` like `run` does.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn compare_and_history_take_json_and_quiet() {
-    let tmp = tempfile::tempdir().unwrap();
+    let tmp = testkit::tempdir().unwrap();
     let out = tmp.path().join("results");
     let o = run_bin(
         &[

@@ -52,7 +52,7 @@ const FAULT_TURNS: [(usize, &str); 3] = [(1, "status=500"), (3, "stall"), (5, "r
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn injected_faults_are_recorded_by_kind_and_the_session_goes_on() {
-    let tmp = tempfile::tempdir().unwrap();
+    let tmp = testkit::tempdir().unwrap();
     let s = scenario(tmp.path(), "faults.toml", FAULTS);
     let out = tmp.path().join("results");
     // Through `execute`, for the exit code a user sees.

@@ -162,7 +162,7 @@ fn outcomes(rows: &[HashMap<String, String>]) -> Vec<(String, String)> {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_private_ca_is_trusted_through_ca_file_and_refused_without_it() {
-    let tmp = tempfile::tempdir().unwrap();
+    let tmp = testkit::tempdir().unwrap();
     let pki = Pki::new(tmp.path());
     let sim = pki.sim(false).await;
     let transports = r#""http", "http-pooled", "http2", "ws""#;
@@ -212,7 +212,7 @@ async fn a_private_ca_is_trusted_through_ca_file_and_refused_without_it() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn bad_certificate_files_are_named_before_any_request() {
-    let tmp = tempfile::tempdir().unwrap();
+    let tmp = testkit::tempdir().unwrap();
     let _pki = Pki::new(tmp.path());
     let url = "https://127.0.0.1:9/v1"; // never reached
     let cases = [
@@ -249,7 +249,7 @@ async fn bad_certificate_files_are_named_before_any_request() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn mutual_tls_passes_with_the_client_certificate_and_fails_clearly_without() {
-    let tmp = tempfile::tempdir().unwrap();
+    let tmp = testkit::tempdir().unwrap();
     let pki = Pki::new(tmp.path());
     let sim = pki.sim(true).await;
     let transports = r#""http", "http-pooled", "http2", "ws""#;
@@ -435,7 +435,7 @@ fn bench_with_proxy_env(args: &[&str], env: &[(&str, &str)]) -> tokio::process::
 async fn every_transport_tunnels_through_https_proxy_with_tls_verified_and_no_credential_written() {
     const USER: &str = "bench-user";
     const PASS: &str = "pr0xy-S3CRET-7f1e";
-    let tmp = tempfile::tempdir().unwrap();
+    let tmp = testkit::tempdir().unwrap();
     let pki = Pki::new(tmp.path());
     let sim = pki.sim(false).await;
     use base64::Engine as _;
@@ -604,7 +604,7 @@ async fn every_transport_tunnels_through_https_proxy_with_tls_verified_and_no_cr
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_targets_proxy_key_tunnels_plain_http_too_and_a_refusal_is_a_connect_error() {
-    let tmp = tempfile::tempdir().unwrap();
+    let tmp = testkit::tempdir().unwrap();
     let sim = sim::spawn(SimConfig::new(sim::Profile::builtin("wafer").unwrap()))
         .await
         .unwrap();

@@ -37,7 +37,7 @@ fn timestamps(dir: &std::path::Path) -> String {
 /// the first run's frames.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn two_runs_in_one_process_keep_their_own_provenance() {
-    let tmp = tempfile::tempdir().unwrap();
+    let tmp = testkit::tempdir().unwrap();
     let h2 = scenario(tmp.path(), "h2.toml", &one_transport("http2"));
     let ws = scenario(tmp.path(), "ws.toml", &one_transport("ws"));
 

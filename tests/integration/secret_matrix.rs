@@ -358,7 +358,7 @@ async fn case(dir: &Path, name: &str, base_url: &str, proxy: Option<&str>) -> (P
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn planted_secret_matrix_never_reaches_any_output_file() {
-    let tmp = tempfile::tempdir().unwrap();
+    let tmp = testkit::tempdir().unwrap();
     let (direct, direct_n) = hostile(ProxyMode::Tunnel).await;
     let (refuse, refuse_n) = hostile(ProxyMode::Refuse).await;
     let (tunnel, tunnel_n) = hostile(ProxyMode::Tunnel).await;

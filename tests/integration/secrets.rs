@@ -122,7 +122,7 @@ fn files(dir: &Path, out: &mut Vec<std::path::PathBuf>) {
 async fn planted_secrets_never_reach_the_results_directory() {
     std::env::set_var(KEY_VAR, KEY_RAW);
     let (addr, count) = echo_server().await;
-    let tmp = tempfile::tempdir().unwrap();
+    let tmp = testkit::tempdir().unwrap();
     let s = scenario(
         tmp.path(),
         "secrets.toml",

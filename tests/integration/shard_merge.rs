@@ -52,7 +52,7 @@ fn stats(m: Metric, s: &MetricSummary) -> [f64; 6] {
 
 #[tokio::test]
 async fn four_shards_merge_to_the_union_of_their_samples_and_match_a_single_run() {
-    let tmp = tempfile::tempdir().unwrap();
+    let tmp = testkit::tempdir().unwrap();
     let single = run(&tmp.path().join("single"), &[]).await;
     let mut shards = Vec::new();
     let futs: Vec<_> = (0..4)
@@ -239,7 +239,7 @@ async fn four_shards_merge_to_the_union_of_their_samples_and_match_a_single_run(
 /// `merge` takes: one plan hash, every shard's rows in the merged files, ids disjoint.
 #[tokio::test]
 async fn the_synthetic_shard_fixture_merges() {
-    let tmp = tempfile::tempdir().unwrap();
+    let tmp = testkit::tempdir().unwrap();
     let dirs =
         spark_bench::report::fixture::synthetic_shards(&tmp.path().join("fx"), 4, 800, 8).unwrap();
     assert_eq!(dirs.len(), 4);

@@ -40,7 +40,7 @@ async fn compare_runs(base: &Path, cand: &Path, extra: &[&str]) -> Output {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn sigterm_is_ctrl_c_results_written_run_marked_interrupted_exit_130() {
-    let tmp = tempfile::tempdir().unwrap();
+    let tmp = testkit::tempdir().unwrap();
     let s = scenario(tmp.path(), "long.toml", &long());
     let out = tmp.path().join("results");
     let (child, dir) = start_run(&s, &out, 2).await;
@@ -59,7 +59,7 @@ async fn sigterm_is_ctrl_c_results_written_run_marked_interrupted_exit_130() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn sigkill_mid_stream_leaves_a_run_report_and_compare_read() {
-    let tmp = tempfile::tempdir().unwrap();
+    let tmp = testkit::tempdir().unwrap();
     let s = scenario(tmp.path(), "long.toml", &long());
     let out = tmp.path().join("results");
     let (child, dir) = start_run(&s, &out, 20).await;
@@ -118,7 +118,7 @@ async fn sigkill_mid_stream_leaves_a_run_report_and_compare_read() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn compare_refuses_an_empty_candidate_and_report_flags_a_truncated_csv() {
-    let tmp = tempfile::tempdir().unwrap();
+    let tmp = testkit::tempdir().unwrap();
     let out = tmp.path().join("results");
     let o = run_bin(
         &[
@@ -174,7 +174,7 @@ async fn compare_refuses_an_empty_candidate_and_report_flags_a_truncated_csv() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn bad_gate_entries_and_baseline_names_fail_before_the_run() {
-    let tmp = tempfile::tempdir().unwrap();
+    let tmp = testkit::tempdir().unwrap();
     let out = tmp.path().join("results");
     let smoke =
         std::fs::read_to_string(Path::new(env!("CARGO_MANIFEST_DIR")).join("scenarios/smoke.toml"))
@@ -227,7 +227,7 @@ async fn bad_gate_entries_and_baseline_names_fail_before_the_run() {
 /// it clearly, never panic.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_full_disk_leaves_a_run_that_parses() {
-    let tmp = tempfile::tempdir().unwrap();
+    let tmp = testkit::tempdir().unwrap();
     let mnt = tmp.path().join("small");
     std::fs::create_dir(&mnt).unwrap();
     let mounted = std::process::Command::new("mount")

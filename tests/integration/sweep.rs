@@ -69,7 +69,7 @@ async fn sweep(scenario: &Path, out: &Path, spec: &str) -> (PathBuf, SweepSummar
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn concurrency_sweep_finds_the_capacity_and_goodput_matches_the_script() {
-    let tmp = tempfile::tempdir().unwrap();
+    let tmp = testkit::tempdir().unwrap();
     let profile = Profile::from_toml_file(&profile_path(), "gpu").unwrap();
     assert_eq!(profile.capacity, 8);
     let slot = slot_s(&profile);
@@ -166,7 +166,7 @@ async fn concurrency_sweep_finds_the_capacity_and_goodput_matches_the_script() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn rate_sweep_finds_the_capacity_rate() {
-    let tmp = tempfile::tempdir().unwrap();
+    let tmp = testkit::tempdir().unwrap();
     let profile = Profile::from_toml_file(&profile_path(), "gpu").unwrap();
     // Capacity request rate: 8 slots / slot time (plus the client's share, ~2 ms).
     let cap_rate = f64::from(profile.capacity) / (slot_s(&profile) + 0.002);

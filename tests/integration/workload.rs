@@ -62,7 +62,7 @@ async fn synthetic_token_lengths_reach_the_server_as_drawn() {
     let sim = spark_bench::sim::spawn(spark_bench::sim::SimConfig::new(profile))
         .await
         .unwrap();
-    let tmp = tempfile::tempdir().unwrap();
+    let tmp = testkit::tempdir().unwrap();
     let s = scenario(tmp.path(), "synthetic.toml", &synthetic(&sim.base_url));
     let out = tmp.path().join("results");
     let outcome = run_lib(&s, &out, &[]).await;

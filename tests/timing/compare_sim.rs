@@ -128,7 +128,7 @@ fn gate(base: &Path, cand: &Path) -> spark_bench::compare::Comparison {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn gate_rates_against_the_simulator() {
     let _serial = crate::support::sim_client::SERIAL.lock().await;
-    let tmp = tempfile::tempdir().unwrap();
+    let tmp = testkit::tempdir().unwrap();
     let base_sim = start(base_profile()).await;
     let slow_ttft = start(Profile {
         name: "gate-slow-ttft".into(),
@@ -264,7 +264,7 @@ async fn gate_rates_against_the_simulator() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn gate_catches_a_large_slowdown_end_to_end() {
     let _serial = crate::support::sim_client::SERIAL.lock().await;
-    let tmp = tempfile::tempdir().unwrap();
+    let tmp = testkit::tempdir().unwrap();
     let base_sim = start(base_profile()).await;
     let slow_sim = start(Profile {
         name: "gate-much-slower".into(),

@@ -35,7 +35,7 @@ prompt = "Say ok."
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_run_on_a_starved_runtime_is_judged_harness_bound() {
     let _serial = SERIAL.lock().await;
-    let tmp = tempfile::tempdir().unwrap();
+    let tmp = testkit::tempdir().unwrap();
     let plan = plan_of("starved.toml", SCENARIO);
     let stop = tokio_util::sync::CancellationToken::new();
     let mut hogs = Vec::new();
@@ -79,7 +79,7 @@ async fn a_run_on_a_starved_runtime_is_judged_harness_bound() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn calibrate_quick_measures_sane_numbers_and_saves_them() {
     let _serial = SERIAL.lock().await;
-    let tmp = tempfile::tempdir().unwrap();
+    let tmp = testkit::tempdir().unwrap();
     let plan = calibrate::Plan::new(true);
     let mut lines = Vec::new();
     let c = calibrate::calibrate(&plan, &mut |l: &str| lines.push(l.to_string()))

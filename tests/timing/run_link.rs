@@ -25,7 +25,7 @@ async fn phases_match_the_link_model_and_ws_beats_http() {
     // As the accuracy test: a single 13 ms stall of the timer on this VM once put a TCP
     // connect 33% over its one RTT.
     let _rt = crate::realtime::Realtime::new();
-    let tmp = tempfile::tempdir().unwrap();
+    let tmp = testkit::tempdir().unwrap();
     let s = scenario(
         tmp.path(),
         "link.toml",

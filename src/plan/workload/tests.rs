@@ -363,7 +363,7 @@ fn the_shipped_dataset_scenario_samples_with_the_seed() {
 
 #[test]
 fn dataset_sample_and_skip_bad_lines() {
-    let dir = tempfile::tempdir().unwrap();
+    let dir = testkit::tempdir().unwrap();
     std::fs::write(dir.path().join("d.jsonl"), format!("{OPENAI}\nnot json\n")).unwrap();
     let write = |extra: &str| {
         let p = dir.path().join("s.toml");
@@ -611,7 +611,7 @@ dataset = "mooncake_trace.jsonl"
 "#;
 
 fn trace_plan(extra: &str) -> Result<Plan, crate::plan::PlanError> {
-    let dir = tempfile::tempdir().unwrap();
+    let dir = testkit::tempdir().unwrap();
     std::fs::copy(
         repo("tests/data/datasets/mooncake_trace.jsonl"),
         dir.path().join("mooncake_trace.jsonl"),
