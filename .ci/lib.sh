@@ -9,6 +9,9 @@
 #                                 PIP_TIMEOUT=SECONDS bounds it, default unbounded)
 #   pin NAME                      prints NAME's `name==version` line of .ci/py-venv.pins (the
 #                                 shared venv target/py-venv), or fails
+#   llmsim_bin                    prints the path of llmsim $LLMSIM_VERSION (crates.io):
+#                                 $SPARK_BENCH_LLMSIM when that is this version, else
+#                                 target/llmsim/bin/llmsim, installed there first if missing
 #   free_port                     prints a free TCP port on 127.0.0.1
 #   on_exit COMMAND               runs COMMAND (a shell string) when the step exits, after the
 #                                 ones registered before it; never fails the step
@@ -52,6 +55,20 @@ pin() {
     return 1
   }
   printf '%s\n' "$line"
+}
+
+# The llmsim that steps 20 and 28 run, and that .ci/run installs in the background.
+LLMSIM_VERSION="0.6.0"
+llmsim_bin() {
+  local bin=${SPARK_BENCH_LLMSIM:-target/llmsim/bin/llmsim}
+  if ! "$bin" --version 2>/dev/null | grep -q "$LLMSIM_VERSION"; then
+    bin=target/llmsim/bin/llmsim
+    if ! "$bin" --version 2>/dev/null | grep -q "$LLMSIM_VERSION"; then
+      timeout 900 cargo install --quiet --locked llmsim --version "$LLMSIM_VERSION" \
+        --root target/llmsim >&2
+    fi
+  fi
+  printf '%s\n' "$bin"
 }
 
 free_port() {

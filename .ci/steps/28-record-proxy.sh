@@ -18,11 +18,7 @@ source "$(dirname "$0")/../lib.sh"
 VENV=${SPARK_BENCH_PY_VENV:-target/py-venv}
 OPENAI=$(pin openai)
 venv_with "$VENV" "$OPENAI"
-LLMSIM_VERSION="0.6.0"
-LLMSIM=${SPARK_BENCH_LLMSIM:-target/llmsim/bin/llmsim}
-if ! "$LLMSIM" --version 2>/dev/null | grep -q "$LLMSIM_VERSION"; then
-  timeout 900 cargo install --quiet --locked llmsim --version "$LLMSIM_VERSION" --root target/llmsim
-fi
+LLMSIM=$(llmsim_bin)
 cargo build --quiet
 BIN=target/debug/spark-bench
 WORK=$(mktemp -d)
