@@ -107,6 +107,13 @@ fn cell_entry<'m, V>(
         .expect("the cell was just found or inserted")
 }
 
+/// Adds `value` to `h`; a value the histogram cannot hold is counted in `unrecordable`.
+fn put(h: &mut Histogram<u64>, value: u64, unrecordable: &mut u64) {
+    if h.record(value).is_err() {
+        *unrecordable += 1;
+    }
+}
+
 /// Adds one to `counts[name]`, building the name's `String` only the first time.
 fn count_name(counts: &mut BTreeMap<String, u64>, name: &str) {
     match counts.get_mut(name) {
@@ -237,9 +244,7 @@ impl CellStats {
 
     fn record(&mut self, metric: Metric, value: u64) {
         let h = self.histograms.entry(metric).or_insert_with(new_histogram);
-        if h.record(value).is_err() {
-            self.unrecordable += 1;
-        }
+        put(h, value, &mut self.unrecordable);
     }
 
     /// Records the samples of [`request_statistics`], with no `Vec` and one histogram
@@ -251,17 +256,13 @@ impl CellStats {
         }
         let phases = super::metrics::phases_ns(r);
         let (histograms, unrecordable) = (&mut self.histograms, &mut self.unrecordable);
-        let mut put = |h: &mut Histogram<u64>, v| {
-            if h.record(v).is_err() {
-                *unrecordable += 1;
-            }
-        };
         for &m in metrics {
             // A metric's histogram is made at its first sample (one with none stays absent).
             match histograms.get_mut(&m) {
-                Some(h) => m.each_request_sample(r, &phases, |v| put(h, v)),
+                Some(h) => m.each_request_sample(r, &phases, |v| put(h, v, unrecordable)),
                 None => m.each_request_sample(r, &phases, |v| {
-                    put(histograms.entry(m).or_insert_with(new_histogram), v)
+                    let h = histograms.entry(m).or_insert_with(new_histogram);
+                    put(h, v, unrecordable)
                 }),
             }
         }
