@@ -7,7 +7,9 @@
 //! (`response.completed`, `response.incomplete`, `response.failed`, `response.done`), both
 //! error shapes (SSE flat `{"type":"error","code","message"}` and the WebSocket envelope
 //! `{"type":"error","status":N,"error":{…}}`), and `responsesapi.websocket_timing`.
-//! Unknown event types are ignored.
+//! A `response.created` (or `queued`, `in_progress`) whose response already has a terminal
+//! status (`completed`, `incomplete`, `failed`) ends the response too: llmsim answers a
+//! warm-up that way, with no `response.completed` after it. Unknown event types are ignored.
 //!
 //! Stale frames: a server may send `response.done` after `response.completed`. On a
 //! persistent WebSocket that trailing frame is read at the start of the *next* turn, so
@@ -64,6 +66,8 @@ struct Event<'a> {
 #[cfg_attr(test, derive(Debug))]
 struct Response {
     id: Option<String>,
+    /// The response's own status (`in_progress`, `completed`, …): see [`Terminal`].
+    status: Option<String>,
     usage: Option<Usage>,
     error: Option<serde_json::Value>,
     #[serde(default)]
@@ -140,15 +144,21 @@ fn fast_event_at(mut c: Cursor<'_>) -> Option<Event<'_>> {
 fn fast_response(c: &mut Cursor<'_>) -> Option<Response> {
     let mut r = Response {
         id: None,
+        status: None,
         usage: None,
         error: None,
         output: Vec::new(),
     };
-    let mut seen = [false; 3];
+    let mut seen = [false; 4];
     c.object(|c, key| match key {
         "id" => {
             once(&mut seen[0])?;
             r.id = c.opt_text()?.map(Cow::into_owned);
+            Some(())
+        }
+        "status" => {
+            once(&mut seen[3])?;
+            r.status = c.opt_text()?.map(Cow::into_owned);
             Some(())
         }
         "usage" => {
@@ -281,11 +291,20 @@ impl ResponsesDecoder {
             "response.created" | "response.queued" | "response.in_progress" => {
                 self.started = true;
                 self.first(out);
-                if let Some(id) = ev.response.and_then(|r| r.id) {
+                let mut response = ev.response;
+                if let Some(id) = response.as_mut().and_then(|r| r.id.take()) {
                     if ev.kind == "response.created" && self.id.is_none() {
                         self.id = Some(id.clone());
                         out(StreamEvent::ResponseId(id));
                     }
+                }
+                // A lifecycle event whose response is already over ends it: llmsim 0.6
+                // answers a `generate:false` warm-up with one `response.created` carrying
+                // `status: "completed"`, and no `response.completed` follows.
+                match response.as_ref().and_then(|r| r.status.as_deref()) {
+                    Some("completed" | "incomplete") => self.complete(response, out),
+                    Some("failed") => self.failed(response, out),
+                    _ => {}
                 }
             }
             _ if !self.started => {} // stale frame of an earlier response
@@ -302,41 +321,43 @@ impl ResponsesDecoder {
                 }
             }
             "response.completed" | "response.incomplete" | "response.done" => {
-                self.first(out);
-                self.finished = true;
-                if let Some(r) = ev.response {
-                    if self.calls.is_empty() {
-                        self.calls.extend(r.output.into_iter().filter_map(as_call));
-                    }
-                    if let Some(u) = r.usage {
-                        out(StreamEvent::Usage {
-                            input: u.input_tokens,
-                            cached: u.input_tokens_details.and_then(|d| d.cached_tokens),
-                            output: u.output_tokens,
-                        });
-                    }
-                }
-                for call in self.calls.drain(..) {
-                    out(StreamEvent::ToolCall(call));
-                }
-                out(StreamEvent::Done { ok: true });
+                self.complete(ev.response, out)
             }
-            "response.failed" => {
-                self.first(out);
-                self.finished = true;
-                let message = ev
-                    .response
-                    .and_then(|r| r.error)
-                    .map(|e| error_message(&e))
-                    .unwrap_or_else(|| "response.failed".into());
-                out(StreamEvent::Error {
-                    kind: OutcomeKind::ServerError,
-                    status: None,
-                    message,
-                });
-            }
+            "response.failed" => self.failed(ev.response, out),
             _ => {} // unknown or uninteresting event types
         }
+    }
+
+    /// Ends the response as done: its usage, its function calls (from the items seen, or
+    /// else from the terminal `response`'s output), then `Done`.
+    fn complete(&mut self, response: Option<Response>, out: &mut dyn FnMut(StreamEvent)) {
+        self.first(out);
+        self.finished = true;
+        if let Some(r) = response {
+            if self.calls.is_empty() {
+                self.calls.extend(r.output.into_iter().filter_map(as_call));
+            }
+            if let Some(u) = r.usage {
+                out(StreamEvent::Usage {
+                    input: u.input_tokens,
+                    cached: u.input_tokens_details.and_then(|d| d.cached_tokens),
+                    output: u.output_tokens,
+                });
+            }
+        }
+        for call in self.calls.drain(..) {
+            out(StreamEvent::ToolCall(call));
+        }
+        out(StreamEvent::Done { ok: true });
+    }
+
+    /// Ends the response as failed by the server, with its error's message.
+    fn failed(&mut self, response: Option<Response>, out: &mut dyn FnMut(StreamEvent)) {
+        let message = response
+            .and_then(|r| r.error)
+            .map(|e| error_message(&e))
+            .unwrap_or_else(|| "response.failed".into());
+        self.fail(OutcomeKind::ServerError, message, out)
     }
 
     /// Ends the response with `kind` and `message`.
@@ -548,6 +569,47 @@ mod tests {
         let got = ws(&mut next, TEXT_STREAM);
         assert_eq!(got.first(), Some(&StreamEvent::FirstEvent));
         assert_eq!(got.last(), Some(&StreamEvent::Done { ok: true }));
+    }
+
+    #[test]
+    fn created_with_a_terminal_status_ends_the_response() {
+        // llmsim 0.6's answer to a `generate:false` warm-up: this one frame, nothing after.
+        let warm = r#"{"type":"response.created","sequence_number":0,"response":{"id":"resp_w","object":"response","status":"completed","model":"m","output":[],"usage":null}}"#;
+        let mut d = ResponsesDecoder::default();
+        assert_eq!(
+            ws(&mut d, &[warm]),
+            [
+                StreamEvent::FirstEvent,
+                StreamEvent::ResponseId("resp_w".into()),
+                StreamEvent::Done { ok: true }
+            ]
+        );
+        // A server that also sends `response.completed` has it read as the next turn's
+        // stale frame.
+        let mut next = ResponsesDecoder::default();
+        let late = r#"{"type":"response.completed","response":{"id":"resp_w","status":"completed","output":[]}}"#;
+        assert!(ws(&mut next, &[late]).is_empty());
+        assert_eq!(
+            ws(&mut next, TEXT_STREAM).last(),
+            Some(&StreamEvent::Done { ok: true })
+        );
+        // `failed` is the server's error; `in_progress` goes on; serde's path reads the same.
+        let failed = r#"{"type":"response.created","response":{"id":"r","status":"failed","error":{"code":"server_error","message":"no"}}}"#;
+        let got = ws(&mut ResponsesDecoder::default(), &[failed]);
+        assert!(matches!(
+            got.last(),
+            Some(StreamEvent::Error { kind: OutcomeKind::ServerError, message, .. }) if message.contains("no")
+        ));
+        let going = r#"{"type":"response.created","response":{"id":"r","status":"in_progress","extra":{"a":[1]}}}"#;
+        assert!(!ws(&mut ResponsesDecoder::default(), &[going])
+            .iter()
+            .any(|e| e.is_terminal()));
+        let escaped =
+            r#"{"type":"response.created","response":{"id":"r","status":"compl\u0065ted"}}"#;
+        assert_eq!(
+            ws(&mut ResponsesDecoder::default(), &[escaped]).last(),
+            Some(&StreamEvent::Done { ok: true })
+        );
     }
 
     #[test]

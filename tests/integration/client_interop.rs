@@ -12,7 +12,9 @@ use spark_bench::driver::exchange::{
 };
 use spark_bench::link::Link;
 use spark_bench::plan::Target;
-use spark_bench::vocab::{ApiFlavour, Chaining, OutcomeKind, RequestRecord, TransportKind};
+use spark_bench::vocab::{
+    ApiFlavour, Chaining, OutcomeKind, RequestKind, RequestRecord, TransportKind,
+};
 
 fn target(api: ApiFlavour) -> Target {
     let base = std::env::var("SPARK_BENCH_LLMSIM_URL").expect(
@@ -39,13 +41,35 @@ fn target(api: ApiFlavour) -> Target {
     }
 }
 
-async fn conversation(t: &Target, kind: TransportKind, turns: u32) -> Vec<RequestRecord> {
+/// `turns` user turns on one session, after a `generate:false` warm-up when `warmup`.
+async fn conversation(
+    t: &Target,
+    kind: TransportKind,
+    turns: u32,
+    warmup: bool,
+) -> Vec<RequestRecord> {
     let clock = Clock::start();
     let c =
         Arc::new(Connector::new(t, kind, Trust::PublicRoots, Link::default(), clock, 1).unwrap());
     let mut s = c.session();
     let mut conv = Conversation::new("You are terse.", t.api, kind, false);
     let mut recs = Vec::new();
+    if warmup {
+        let spec = RequestSpec {
+            kind: RequestKind::Warmup,
+            ..Default::default()
+        };
+        let meta = RecordMeta {
+            intended_ns: clock.now_ns(),
+            ..Default::default()
+        };
+        let cancel = CancellationToken::new();
+        recs.push(
+            exchange(&mut s, t, &mut conv, &spec, &meta, &cancel)
+                .await
+                .0,
+        );
+    }
     for turn in 0..turns {
         conv.add_user_message(&format!("Say something about step {turn}."));
         let spec = RequestSpec {
@@ -95,7 +119,7 @@ fn check(r: &RequestRecord) {
 async fn llmsim_chat_completions_sse() {
     let t = target(ApiFlavour::ChatCompletions);
     for kind in [TransportKind::Http, TransportKind::HttpPooled] {
-        let recs = conversation(&t, kind, 2).await;
+        let recs = conversation(&t, kind, 2, false).await;
         recs.iter().for_each(check);
         assert_eq!(recs[1].connection_reused, kind == TransportKind::HttpPooled);
     }
@@ -105,13 +129,45 @@ async fn llmsim_chat_completions_sse() {
 #[ignore]
 async fn llmsim_responses_sse_and_websocket() {
     let t = target(ApiFlavour::Responses);
-    let recs = conversation(&t, TransportKind::HttpPooled, 2).await;
+    let recs = conversation(&t, TransportKind::HttpPooled, 2, false).await;
     recs.iter().for_each(check);
-    let recs = conversation(&t, TransportKind::Ws, 3).await;
+    let recs = conversation(&t, TransportKind::Ws, 3, false).await;
     recs.iter().for_each(check);
     assert!(recs[0].ws_upgrade_ns.is_some());
     assert!(recs[1..]
         .iter()
         .all(|r| r.connection_reused && r.ws_upgrade_ns.is_none()));
     assert_eq!(recs[2].chaining, Chaining::PreviousResponseId);
+}
+
+/// llmsim 0.6 answers a `generate:false` warm-up with one `response.created` whose response
+/// is already `completed`, and no `response.completed`: the warm-up ends there, well inside
+/// the stall timeout (it used to wait the stall timeout out). llmsim does not keep the
+/// warm-up's response, so the turn chained from it (as OpenAI's guide has it) gets llmsim's
+/// `previous_response_not_found`, named, on the same socket; the turn after it resends the
+/// history and runs.
+#[tokio::test]
+#[ignore]
+async fn llmsim_websocket_warmup() {
+    let t = target(ApiFlavour::Responses);
+    let recs = conversation(&t, TransportKind::Ws, 2, true).await;
+    let warm = &recs[0];
+    assert_eq!(
+        (warm.kind, warm.outcome),
+        (RequestKind::Warmup, OutcomeKind::Ok),
+        "{warm:?}"
+    );
+    assert!(
+        warm.chunks.is_empty() && warm.output_tokens == 0,
+        "{warm:?}"
+    );
+    let took = warm.end_ns.unwrap() - warm.dispatch_ns;
+    assert!(took < t.stall_timeout.as_nanos() as u64 / 10, "{took} ns");
+    let chained = &recs[1];
+    assert_eq!(chained.chaining, Chaining::PreviousResponseId);
+    assert_eq!(chained.outcome, OutcomeKind::ServerError, "{chained:?}");
+    let why = chained.error.as_deref().unwrap_or_default();
+    assert!(why.starts_with("previous_response_not_found"), "{why}");
+    check(&recs[2]);
+    assert!(recs[1..].iter().all(|r| r.connection_reused));
 }
