@@ -48,6 +48,9 @@ pub struct Reply {
     pub tool_calls: Vec<ToolCall>,
     /// Answer text.
     pub text: String,
+    /// The reply of a `generate:false` warm-up: its response id is a chain head with no
+    /// output behind it, which a server may not keep (llmsim 0.6 does not).
+    pub warmup: bool,
 }
 
 /// Per-session conversation state.
@@ -59,6 +62,8 @@ pub struct Conversation {
     previous_response_id: Option<String>,
     /// Items `[..seen]` are known to the server through `previous_response_id`.
     seen: usize,
+    /// `previous_response_id` is a warm-up's ([`Reply::warmup`]).
+    head_is_warmup: bool,
     ws: bool,
     store_chaining: bool,
 }
@@ -72,6 +77,7 @@ impl Conversation {
             items: Vec::new(),
             previous_response_id: None,
             seen: 0,
+            head_is_warmup: false,
             ws: responses && transport == TransportKind::Ws,
             store_chaining: responses && transport != TransportKind::Ws && store,
         }
@@ -106,6 +112,7 @@ impl Conversation {
         if let Some(id) = &reply.response_id {
             self.previous_response_id = Some(id.clone());
             self.seen = self.items.len();
+            self.head_is_warmup = reply.warmup;
         }
     }
 
@@ -133,6 +140,7 @@ impl Conversation {
         if self.ws {
             self.previous_response_id = None;
             self.seen = 0;
+            self.head_is_warmup = false;
         }
     }
 
@@ -141,6 +149,7 @@ impl Conversation {
         if self.ws {
             self.previous_response_id = None;
             self.seen = 0;
+            self.head_is_warmup = false;
         }
     }
 
@@ -151,6 +160,11 @@ impl Conversation {
         } else {
             Chaining::FullHistory
         }
+    }
+
+    /// The next request chains on a warm-up's response id.
+    pub fn chains_on_warmup(&self) -> bool {
+        self.head_is_warmup && self.chaining() == Chaining::PreviousResponseId
     }
 
     /// The id to chain from, when chaining.
@@ -185,6 +199,7 @@ mod tests {
             response_id: Some(id.into()),
             tool_calls: vec![],
             text: text.into(),
+            warmup: false,
         }
     }
 
@@ -234,6 +249,36 @@ mod tests {
         c.on_reply(&reply("resp_2", "B"));
         c.on_new_socket();
         assert_eq!(c.chaining(), Chaining::FullHistory);
+    }
+
+    #[test]
+    fn a_warm_up_is_the_chain_head_until_the_next_reply_or_failure() {
+        let mut c = Conversation::new("sys", ApiFlavour::Responses, TransportKind::Ws, false);
+        let warm = Reply {
+            warmup: true,
+            ..reply("resp_w", "")
+        };
+        c.on_reply(&warm);
+        c.add_user_message("a");
+        assert!(c.chains_on_warmup());
+        assert_eq!(c.previous_response_id(), Some("resp_w"));
+        c.on_reply(&reply("resp_1", "A"));
+        assert!(!c.chains_on_warmup());
+        c.on_reply(&warm);
+        c.on_failure();
+        assert!(!c.chains_on_warmup());
+        c.on_reply(&warm);
+        c.on_new_socket();
+        assert!(!c.chains_on_warmup());
+        // Without a WebSocket nothing chains, on a warm-up or otherwise.
+        let mut h = Conversation::new(
+            "sys",
+            ApiFlavour::Responses,
+            TransportKind::HttpPooled,
+            false,
+        );
+        h.on_reply(&warm);
+        assert!(!h.chains_on_warmup());
     }
 
     #[test]

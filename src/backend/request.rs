@@ -431,6 +431,7 @@ pub(crate) mod tests {
             response_id: Some("resp_1".into()),
             tool_calls: vec![],
             text: "yo".into(),
+            warmup: false,
         });
         c.add_user_message("next");
         let spec = RequestSpec {
@@ -505,6 +506,7 @@ pub(crate) mod tests {
             response_id: Some("x".into()),
             tool_calls: vec![call],
             text: String::new(),
+            warmup: false,
         });
         c.add_tool_output("call_1", "contents");
         let spec = RequestSpec {

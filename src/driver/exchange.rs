@@ -20,7 +20,8 @@ use crate::plan::Target;
 use crate::transport::limits::CHUNKS_KEPT;
 use crate::transport::{Ending, Exchanged, Flow, Limits, WireEvent};
 use crate::vocab::{
-    Chunk, OutcomeKind, RequestKind, RequestRecord, ServerTiming, TokenSource, TransportKind,
+    Chaining, Chunk, OutcomeKind, RequestKind, RequestRecord, ServerTiming, TokenSource,
+    TransportKind,
 };
 
 pub use crate::backend::conversation::{Conversation, Reply};
@@ -174,6 +175,7 @@ pub async fn exchange(
     let mut rec = new_record(meta, target, spec, kind, dispatch_ns);
     let mut decoder = Decoder::new(target.api);
     let mut acc = Acc::default();
+    let on_warmup = conv.chains_on_warmup();
     let exchanged = if cancel.is_cancelled() {
         Err((OutcomeKind::Cancelled, "cancelled before dispatch".into()))
     } else {
@@ -188,6 +190,9 @@ pub async fn exchange(
     };
 
     fill_ending(&mut rec, exchanged, &acc, target, clock.now_ns());
+    if on_warmup && rec.chaining == Chaining::PreviousResponseId {
+        warmup_not_kept(&mut rec);
+    }
     fill_tokens(&mut rec, &mut acc);
     scrub_server_texts(&mut rec, target, conn.connector().proxy());
 
@@ -196,6 +201,7 @@ pub async fn exchange(
         response_id: acc.response_id,
         tool_calls: acc.tool_calls,
         text: decoder.take_text(),
+        warmup: spec.kind == RequestKind::Warmup,
     };
     if kind == TransportKind::Ws && acc.connection_expired {
         // The server closes the socket after this envelope (60-minute limit): reconnect on
@@ -207,6 +213,20 @@ pub async fn exchange(
         conn.set_ws_warmed();
     }
     (rec, reply)
+}
+
+/// A request chained on a warm-up's response id that the server says it does not hold: the
+/// server kept no state for the `generate:false` warm-up (llmsim 0.6 keeps none). The error
+/// says what to change, since every session's first turn will fail the same way.
+fn warmup_not_kept(rec: &mut RequestRecord) {
+    if let Some(e) = rec.error.as_mut() {
+        if rec.outcome == OutcomeKind::ServerError && e.starts_with("previous_response_not_found") {
+            e.push_str(
+                " (this request chained on the response id of the socket's generate:false \
+                 warm-up, which this server did not keep: set `ws_warmup = false` in the target)",
+            );
+        }
+    }
 }
 
 /// The record of a request dispatched at `dispatch_ns`, before anything happened to it.

@@ -144,8 +144,8 @@ async fn llmsim_responses_sse_and_websocket() {
 /// is already `completed`, and no `response.completed`: the warm-up ends there, well inside
 /// the stall timeout (it used to wait the stall timeout out). llmsim does not keep the
 /// warm-up's response, so the turn chained from it (as OpenAI's guide has it) gets llmsim's
-/// `previous_response_not_found`, named, on the same socket; the turn after it resends the
-/// history and runs.
+/// `previous_response_not_found`, named, on the same socket, and the record says to set
+/// `ws_warmup = false`; the turn after it resends the history and runs.
 #[tokio::test]
 #[ignore]
 async fn llmsim_websocket_warmup() {
@@ -168,6 +168,10 @@ async fn llmsim_websocket_warmup() {
     assert_eq!(chained.outcome, OutcomeKind::ServerError, "{chained:?}");
     let why = chained.error.as_deref().unwrap_or_default();
     assert!(why.starts_with("previous_response_not_found"), "{why}");
+    assert!(
+        why.ends_with("set `ws_warmup = false` in the target)"),
+        "{why}"
+    );
     check(&recs[2]);
     assert!(recs[1..].iter().all(|r| r.connection_reused));
 }
