@@ -71,6 +71,13 @@ fn failures(args: &RunArgs, outcome: &runner::RunOutcome) -> Vec<FailedCell> {
         errln!("warning: the failed requests' error texts could not be read: {e:#}");
     }
     run_status::print(&failed, args.max_error_rate);
+    let mut erring = run_status::erring_cells(&outcome.summary, args.max_error_rate);
+    if !erring.is_empty() {
+        if let Err(e) = run_status::add_samples(&outcome.dir, &mut erring) {
+            errln!("warning: the failed requests' error texts could not be read: {e:#}");
+        }
+        run_status::print_errors(&erring, args.max_error_rate);
+    }
     failed
 }
 

@@ -5,7 +5,8 @@
 //! when `--max-error-rate` is set and its error rate is above it. Each failing cell is shown
 //! with its top error kinds (the summary's `by_outcome` counts) and, per kind, the first
 //! error text of that kind read back from the run's `requests.csv` (texts there are already
-//! redacted).
+//! redacted). Cells whose failed requests stay within the budget are listed the same way,
+//! as a note that leaves the exit code alone.
 //!
 //! Owns: the failure rule, the failure report on stderr, [`Status`] and its exit code, the
 //! `--json` object's extra keys. Does not own: the summary (`recorder`), the rows (`store`),
@@ -91,24 +92,48 @@ pub struct FailedCell {
 /// The measured cells of `summary` that fail the run (see the module header); samples are
 /// not filled in ([`add_samples`]).
 pub fn failed_cells(summary: &Summary, max_error_rate: Option<f64>) -> Vec<FailedCell> {
+    cells_with_errors(summary, max_error_rate, true)
+}
+
+/// The measured cells with failed requests that do not fail the run (within its error
+/// budget): shown all the same, so that a run with errors does not read as clean.
+pub fn erring_cells(summary: &Summary, max_error_rate: Option<f64>) -> Vec<FailedCell> {
+    cells_with_errors(summary, max_error_rate, false)
+}
+
+/// The measured cells with failed requests that fail the run (`failing`), or the others.
+fn cells_with_errors(
+    summary: &Summary,
+    max_error_rate: Option<f64>,
+    failing: bool,
+) -> Vec<FailedCell> {
     let mut out = Vec::new();
     for c in &summary.cells {
         let requests = c.requests.saturating_sub(c.cancelled);
         if requests == 0 || c.failed == 0 {
             continue;
         }
-        let reason = if c.failed >= requests {
-            format!("all {requests} measured requests failed")
+        let fails = if c.failed >= requests {
+            Some(format!("all {requests} measured requests failed"))
         } else {
             match max_error_rate {
-                Some(max) if c.error_rate > max + RATE_EPSILON => format!(
+                Some(max) if c.error_rate > max + RATE_EPSILON => Some(format!(
                     "error rate {:.1}% ({} of {requests}) is above --max-error-rate {}",
                     c.error_rate * 100.0,
                     c.failed,
                     percent(max)
-                ),
-                _ => continue,
+                )),
+                _ => None,
             }
+        };
+        let reason = match (fails, failing) {
+            (Some(why), true) => why,
+            (None, false) => format!(
+                "{} of {requests} measured requests failed ({:.1}%)",
+                c.failed,
+                c.error_rate * 100.0
+            ),
+            _ => continue,
         };
         let mut kinds: Vec<(&String, u64)> = c
             .by_outcome
@@ -206,6 +231,27 @@ pub fn print(cells: &[FailedCell], max_error_rate: Option<f64>) {
         cells.len(),
         EXIT_FAILED_REQUESTS
     );
+    print_cells(cells);
+}
+
+/// Prints, on stderr, the cells whose failed requests do not fail the run, the same way.
+pub fn print_errors(cells: &[FailedCell], max_error_rate: Option<f64>) {
+    if cells.is_empty() {
+        return;
+    }
+    let budget = match max_error_rate {
+        Some(m) => format!("within --max-error-rate {}", percent(m)),
+        None => "some requests of each succeeded; --max-error-rate sets a limit".to_string(),
+    };
+    errln!(
+        "errors: {} measured cell(s) had failed requests ({budget}; exit code unaffected)",
+        cells.len()
+    );
+    print_cells(cells);
+}
+
+/// Per cell: why it is listed, then its top error kinds with counts and a sample each.
+fn print_cells(cells: &[FailedCell]) {
     for c in cells {
         errln!("  {} × {}: {}", c.target, c.transport, c.reason);
         for e in &c.errors {
@@ -363,6 +409,20 @@ mod tests {
         assert_eq!(failed_cells(&s, Some(0.0)).len(), 1);
         // Nothing measured, nothing failed: never a failure.
         assert!(failed_cells(&summary(vec![cell(0, 0, 0)]), Some(0.0)).is_empty());
+    }
+
+    #[test]
+    fn cells_within_the_budget_are_listed_apart_from_the_failing_ones() {
+        let s = summary(vec![cell(4, 1, 0), cell(6, 6, 0), cell(6, 0, 0)]);
+        let e = erring_cells(&s, None);
+        assert_eq!(e.len(), 1, "{e:?}");
+        assert_eq!((e[0].requests, e[0].failed), (4, 1));
+        assert_eq!(e[0].reason, "1 of 4 measured requests failed (25.0%)");
+        assert_eq!(e[0].errors[0].outcome, "connect-error");
+        // Above the limit it fails the run instead; both lists never share a cell.
+        assert!(erring_cells(&s, Some(0.24)).is_empty());
+        assert_eq!(failed_cells(&s, Some(0.24)).len(), 2);
+        assert_eq!(erring_cells(&s, Some(0.25)).len(), 1);
     }
 
     #[test]
