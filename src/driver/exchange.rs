@@ -222,8 +222,8 @@ fn warmup_not_kept(rec: &mut RequestRecord) {
     if let Some(e) = rec.error.as_mut() {
         if rec.outcome == OutcomeKind::ServerError && e.starts_with("previous_response_not_found") {
             e.push_str(
-                " (this request chained on the response id of the socket's generate:false \
-                 warm-up, which this server did not keep: set `ws_warmup = false` in the target)",
+                " (it chained on the warm-up's response, which this server did not keep: set \
+                 `ws_warmup = false` in the target)",
             );
         }
     }
