@@ -98,7 +98,8 @@ rate passed --max-error-rate (stderr names the error kinds with a sample message
 --json says \"status\": \"failed-requests\"); 4 --baseline decided nothing (no gated row \
 could decide); 130 interrupted (results written, marked \
 interrupted). --json prints one object per run: the summary's keys plus run_id, \
-results_dir, status, exit_code and failed_cells.";
+results_dir, status, exit_code, failed_cells and erring_cells (cells whose failed requests \
+stayed within the budget, in the same shape).";
 
 const MERGE_ABOUT: &str = "\
 Merge the results directories that `spark-bench run … --shard I/N` wrote on several machines \

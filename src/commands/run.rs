@@ -34,7 +34,7 @@ pub async fn execute(args: RunArgs) -> anyhow::Result<u8> {
     let options = options(&args);
     let outcome = runner::run(plan.clone(), &args.out, options).await?;
     finish_one(&args, &plan, &outcome);
-    let failed = failures(&args, &outcome);
+    let (failed, erring) = failures(&args, &outcome);
     if let Some(name) = &args.save_baseline {
         save_baseline(&args, &outcome.dir, name, failed.is_empty())?;
     }
@@ -57,15 +57,15 @@ pub async fn execute(args: RunArgs) -> anyhow::Result<u8> {
         }
     };
     if args.json {
-        let v = run_status::json(&outcome.summary, &outcome.dir, status, &failed);
+        let v = run_status::json(&outcome.summary, &outcome.dir, status, &failed, &erring);
         outln!("{}", serde_json::to_string_pretty(&v)?);
     }
     Ok(status.exit_code())
 }
 
-/// The measured cells of this run that fail it (see [`run_status`]), with a sample error
-/// text per kind, reported on stderr.
-fn failures(args: &RunArgs, outcome: &runner::RunOutcome) -> Vec<FailedCell> {
+/// The measured cells of this run that fail it (see [`run_status`]) and those whose failed
+/// requests stay within the budget, with a sample error text per kind, reported on stderr.
+fn failures(args: &RunArgs, outcome: &runner::RunOutcome) -> (Vec<FailedCell>, Vec<FailedCell>) {
     let mut failed = run_status::failed_cells(&outcome.summary, args.max_error_rate);
     if let Err(e) = run_status::add_samples(&outcome.dir, &mut failed) {
         errln!("warning: the failed requests' error texts could not be read: {e:#}");
@@ -78,7 +78,7 @@ fn failures(args: &RunArgs, outcome: &runner::RunOutcome) -> Vec<FailedCell> {
         }
         run_status::print_errors(&erring, args.max_error_rate);
     }
-    failed
+    (failed, erring)
 }
 
 /// `--save-baseline NAME`, unless the run failed its requests (a baseline whose requests
@@ -179,7 +179,7 @@ async fn repeated(args: RunArgs) -> anyhow::Result<u8> {
                 );
                 let outcome = runner::run(plan.clone(), &dir, options(args)).await?;
                 finish_one(args, &plan, &outcome);
-                let failed = failures(args, &outcome);
+                let (failed, erring) = failures(args, &outcome);
                 any_failed |= !failed.is_empty();
                 let status = match (outcome.interrupted, failed.is_empty()) {
                     (true, _) => Status::Interrupted,
@@ -187,7 +187,8 @@ async fn repeated(args: RunArgs) -> anyhow::Result<u8> {
                     (false, true) => Status::Ok,
                 };
                 if args.json {
-                    let v = run_status::json(&outcome.summary, &outcome.dir, status, &failed);
+                    let v =
+                        run_status::json(&outcome.summary, &outcome.dir, status, &failed, &erring);
                     outln!("{}", serde_json::to_string_pretty(&v)?);
                 }
                 if outcome.interrupted {

@@ -68,7 +68,8 @@ pub struct ErrorKind {
     pub sample: Option<String>,
 }
 
-/// A measured cell that failed the run.
+/// A measured cell with failed requests: one that failed the run ([`failed_cells`]) or one
+/// within its error budget ([`erring_cells`]).
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct FailedCell {
     /// Target name.
@@ -81,7 +82,7 @@ pub struct FailedCell {
     pub failed: u64,
     /// `failed / requests`.
     pub error_rate: f64,
-    /// Why the cell fails the run, in words.
+    /// Why the cell is listed (why it fails the run, or how many of its requests failed).
     pub reason: String,
     /// The top error kinds, most frequent first (`TOP_KINDS` at most).
     pub errors: Vec<ErrorKind>,
@@ -267,12 +268,14 @@ fn print_cells(cells: &[FailedCell]) {
 }
 
 /// The `run --json` object: the summary's own keys, unchanged, plus `run_id`, `results_dir`,
-/// `status`, `exit_code` and `failed_cells`.
+/// `status`, `exit_code`, `failed_cells` and `erring_cells` (cells with failed requests
+/// within the budget, in the same shape).
 pub fn json(
     summary: &Summary,
     dir: &Path,
     status: Status,
     failed: &[FailedCell],
+    erring: &[FailedCell],
 ) -> serde_json::Value {
     let mut v = serde_json::to_value(summary).unwrap_or_default();
     if let Some(o) = v.as_object_mut() {
@@ -290,6 +293,10 @@ pub fn json(
         o.insert(
             "failed_cells".into(),
             serde_json::to_value(failed).unwrap_or_default(),
+        );
+        o.insert(
+            "erring_cells".into(),
+            serde_json::to_value(erring).unwrap_or_default(),
         );
     }
     v

@@ -271,6 +271,7 @@ async fn json_prints_a_summary_that_parses_and_nothing_else() {
     assert_eq!(v["results_dir"].as_str(), dir.to_str());
     assert_eq!(v["run_id"].as_str(), dir.file_name().unwrap().to_str());
     assert_eq!(v["failed_cells"], serde_json::json!([]));
+    assert_eq!(v["erring_cells"], serde_json::json!([]));
     let on_disk: Summary =
         serde_json::from_slice(&std::fs::read(dir.join("summary.json")).unwrap()).unwrap();
     assert_eq!(summary, on_disk);

@@ -151,6 +151,7 @@ async fn max_error_rate_fails_a_run_only_above_the_limit() {
             out.to_str().unwrap(),
             "--no-report",
             "-q",
+            "--json",
         ];
         if let Some(l) = limit {
             args.extend(["--max-error-rate", l]);
@@ -162,6 +163,16 @@ async fn max_error_rate_fails_a_run_only_above_the_limit() {
         let rows = csv_maps(&only_run(&out).join("requests.csv"));
         let failed = rows.iter().filter(|r| r["outcome"] != "ok").count();
         assert_eq!((failed, rows.len()), (1, 4), "{rows:?}");
+        // `--json` lists the cell under one key or the other, never both.
+        let v: serde_json::Value = serde_json::from_str(&stdout).unwrap();
+        let (listed, other) = if code == 3 {
+            ("failed_cells", "erring_cells")
+        } else {
+            ("erring_cells", "failed_cells")
+        };
+        assert_eq!(v[listed][0]["errors"][0]["outcome"], "http-status", "{v}");
+        assert_eq!(v[listed][0]["failed"], 1, "{v}");
+        assert_eq!(v[other], serde_json::json!([]), "{v}");
         if code == 3 {
             assert!(
                 stderr.contains("error rate 25.0% (1 of 4) is above --max-error-rate 24%"),
