@@ -66,12 +66,36 @@ struct Event<'a> {
 #[cfg_attr(test, derive(Debug))]
 struct Response {
     id: Option<String>,
-    /// The response's own status (`in_progress`, `completed`, …): see [`Terminal`].
-    status: Option<String>,
+    /// The response's own status.
+    status: Option<Status>,
     usage: Option<Usage>,
     error: Option<serde_json::Value>,
     #[serde(default)]
     output: Vec<OutputItem>,
+}
+
+/// A response object's `status`, as far as the decoder needs it: over (and how), or not.
+#[derive(Deserialize, Clone, Copy, PartialEq)]
+#[cfg_attr(test, derive(Debug))]
+#[serde(rename_all = "snake_case")]
+enum Status {
+    Completed,
+    Incomplete,
+    Failed,
+    /// `in_progress`, `queued` and any other: the response goes on.
+    #[serde(other)]
+    Going,
+}
+
+impl Status {
+    fn of(text: &str) -> Status {
+        match text {
+            "completed" => Status::Completed,
+            "incomplete" => Status::Incomplete,
+            "failed" => Status::Failed,
+            _ => Status::Going,
+        }
+    }
 }
 
 #[derive(Deserialize)]
@@ -158,7 +182,7 @@ fn fast_response(c: &mut Cursor<'_>) -> Option<Response> {
         }
         "status" => {
             once(&mut seen[3])?;
-            r.status = c.opt_text()?.map(Cow::into_owned);
+            r.status = c.opt_text()?.map(|t| Status::of(&t));
             Some(())
         }
         "usage" => {
@@ -301,10 +325,10 @@ impl ResponsesDecoder {
                 // A lifecycle event whose response is already over ends it: llmsim 0.6
                 // answers a `generate:false` warm-up with one `response.created` carrying
                 // `status: "completed"`, and no `response.completed` follows.
-                match response.as_ref().and_then(|r| r.status.as_deref()) {
-                    Some("completed" | "incomplete") => self.complete(response, out),
-                    Some("failed") => self.failed(response, out),
-                    _ => {}
+                match response.as_ref().and_then(|r| r.status) {
+                    Some(Status::Completed | Status::Incomplete) => self.complete(response, out),
+                    Some(Status::Failed) => self.failed(response, out),
+                    Some(Status::Going) | None => {}
                 }
             }
             _ if !self.started => {} // stale frame of an earlier response

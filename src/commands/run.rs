@@ -66,18 +66,19 @@ pub async fn execute(args: RunArgs) -> anyhow::Result<u8> {
 /// The measured cells of this run that fail it (see [`run_status`]) and those whose failed
 /// requests stay within the budget, with a sample error text per kind, reported on stderr.
 fn failures(args: &RunArgs, outcome: &runner::RunOutcome) -> (Vec<FailedCell>, Vec<FailedCell>) {
+    // One read of `requests.csv` finds the samples of both lists.
     let mut failed = run_status::failed_cells(&outcome.summary, args.max_error_rate);
+    let n = failed.len();
+    failed.extend(run_status::erring_cells(
+        &outcome.summary,
+        args.max_error_rate,
+    ));
     if let Err(e) = run_status::add_samples(&outcome.dir, &mut failed) {
         errln!("warning: the failed requests' error texts could not be read: {e:#}");
     }
+    let erring = failed.split_off(n);
     run_status::print(&failed, args.max_error_rate);
-    let mut erring = run_status::erring_cells(&outcome.summary, args.max_error_rate);
-    if !erring.is_empty() {
-        if let Err(e) = run_status::add_samples(&outcome.dir, &mut erring) {
-            errln!("warning: the failed requests' error texts could not be read: {e:#}");
-        }
-        run_status::print_errors(&erring, args.max_error_rate);
-    }
+    run_status::print_errors(&erring, args.max_error_rate);
     (failed, erring)
 }
 

@@ -161,8 +161,8 @@ async fn llmsim_websocket_warmup() {
         warm.chunks.is_empty() && warm.output_tokens == 0,
         "{warm:?}"
     );
-    let took = warm.end_ns.unwrap() - warm.dispatch_ns;
-    assert!(took < t.stall_timeout.as_nanos() as u64 / 10, "{took} ns");
+    // It ended on its one frame, not on a timer.
+    assert_eq!(warm.end_ns, warm.first_event_ns, "{warm:?}");
     let chained = &recs[1];
     assert_eq!(chained.chaining, Chaining::PreviousResponseId);
     assert_eq!(chained.outcome, OutcomeKind::ServerError, "{chained:?}");
