@@ -7,6 +7,7 @@
 //! Does not own: sockets, clocks or sleeps. Times come from the transport on the wire
 //! events; decoders never read a clock.
 
+mod body;
 pub mod chat;
 pub mod conversation;
 pub mod request;

@@ -1,23 +1,21 @@
 //! Request bodies and headers for Chat Completions and the Responses API (HTTP and
 //! WebSocket).
 //!
-//! Owns: the JSON of each request, tool definitions and `tool_choice`, the API key header
-//! (read from the environment at build time, never stored or logged), extra target headers,
-//! the target's redaction set ([`secrets`]: what of that is secret),
+//! Owns: each request's headers and path, its body's encoding (the shapes: [`super::body`]),
+//! the API key header (read from the environment at build time, never stored or logged),
+//! extra target headers, the target's redaction set ([`secrets`]: what of that is secret),
 //! the simulator fault (`x-sim-fault` header on HTTP, `"sim_fault"` field on WebSocket), and
 //! what one turn sends, built when the transport asks ([`TurnRequest`]: the whole history on
 //! a new WebSocket; a `generate:false` warm-up only on WebSocket).
 //! Does not own: sending or re-sending (transport) or the chaining rule (conversation).
 
-use bytes::Bytes;
-use http::{HeaderName, HeaderValue};
-use serde_json::{json, Map, Value};
-
-use super::{Conversation, Item, ToolChoice};
+use super::{body, Conversation, ToolChoice};
 use crate::plan::Target;
 use crate::transport::http::HttpRequest;
 use crate::transport::Outgoing;
 use crate::vocab::{ApiFlavour, Chaining, RequestKind, TransportKind};
+use bytes::Bytes;
+use http::{HeaderName, HeaderValue};
 
 /// What one request asks for.
 #[derive(Debug, Clone, Default)]
@@ -155,11 +153,10 @@ pub fn http_request(
         ));
     }
     let (path, body) = match target.api {
-        ApiFlavour::ChatCompletions => ("/chat/completions", chat_body(target, conv, spec)),
-        ApiFlavour::Responses => ("/responses", responses_body(target, conv, spec, false)),
+        ApiFlavour::ChatCompletions => ("/chat/completions", body::chat(target, conv, spec)),
+        ApiFlavour::Responses => ("/responses", body::responses(target, conv, spec, false)),
     };
-    let body =
-        serde_json::to_vec(&body).map_err(|e| BuildError(format!("encoding the request: {e}")))?;
+    let body = body.map_err(|e| BuildError(format!("encoding the request: {e}")))?;
     Ok(HttpRequest {
         path: path.to_string(),
         headers,
@@ -179,8 +176,10 @@ pub fn ws_message(
             target.name
         )));
     }
-    let body = responses_body(target, conv, spec, true);
-    serde_json::to_string(&body).map_err(|e| BuildError(format!("encoding the request: {e}")))
+    let body = body::responses(target, conv, spec, true)
+        .map_err(|e| BuildError(format!("encoding the request: {e}")))?;
+    // serde_json writes UTF-8 only.
+    String::from_utf8(body).map_err(|e| BuildError(format!("encoding the request: {e}")))
 }
 
 /// One turn's request, built when the transport asks for it (see [`Outgoing`]): the HTTP
@@ -234,151 +233,11 @@ impl Outgoing for TurnRequest<'_> {
     }
 }
 
-fn responses_body(target: &Target, conv: &Conversation, spec: &RequestSpec, ws: bool) -> Value {
-    let mut b = Map::new();
-    if ws {
-        b.insert("type".into(), json!("response.create"));
-    }
-    b.insert("model".into(), json!(target.model));
-    if !ws {
-        b.insert("stream".into(), json!(true));
-        b.insert(
-            "stream_options".into(),
-            json!({"include_obfuscation": false}),
-        );
-    }
-    b.insert("store".into(), json!(target.store));
-    if !conv.system.is_empty() {
-        b.insert("instructions".into(), json!(conv.system));
-    }
-    if let Some(id) = conv.previous_response_id() {
-        b.insert("previous_response_id".into(), json!(id));
-    }
-    let input: Vec<Value> = conv
-        .items_to_send()
-        .iter()
-        .flat_map(responses_items)
-        .collect();
-    b.insert("input".into(), Value::Array(input));
-    if spec.max_output_tokens > 0 {
-        b.insert("max_output_tokens".into(), json!(spec.max_output_tokens));
-    }
-    if !spec.tools.is_empty() {
-        let tools: Vec<Value> = spec
-            .tools
-            .iter()
-            .map(|n| json!({"type": "function", "name": n, "description": format!("The {n} tool."), "parameters": params()}))
-            .collect();
-        b.insert("tools".into(), Value::Array(tools));
-        b.insert(
-            "tool_choice".into(),
-            match &spec.tool_choice {
-                ToolChoice::Auto => json!("auto"),
-                ToolChoice::None => json!("none"),
-                ToolChoice::Function(n) => json!({"type": "function", "name": n}),
-                ToolChoice::Parallel(names) => json!({"type": "allowed_tools", "mode": "required",
-                    "tools": names.iter().map(|n| json!({"type": "function", "name": n})).collect::<Vec<_>>()}),
-            },
-        );
-    }
-    if ws && spec.kind == RequestKind::Warmup {
-        b.insert("generate".into(), json!(false));
-    }
-    if ws {
-        if let Some(f) = &spec.fault {
-            b.insert("sim_fault".into(), json!(f));
-        }
-    }
-    Value::Object(b)
-}
-
-fn responses_items(item: &Item) -> Vec<Value> {
-    match item {
-        Item::User(t) => vec![
-            json!({"type": "message", "role": "user", "content": [{"type": "input_text", "text": t}]}),
-        ],
-        Item::Assistant { text, calls } => {
-            let mut v = Vec::new();
-            if !text.is_empty() {
-                // The EasyInputMessage form (string content): accepted by the API and by servers
-                // that do not model `output_text` parts in input (llmsim 0.6).
-                v.push(json!({"type": "message", "role": "assistant", "content": text}));
-            }
-            for c in calls {
-                v.push(json!({"type": "function_call", "call_id": c.call_id, "name": c.name, "arguments": c.arguments}));
-            }
-            v
-        }
-        Item::ToolOutput { call_id, output } => {
-            vec![json!({"type": "function_call_output", "call_id": call_id, "output": output})]
-        }
-    }
-}
-
-fn params() -> Value {
-    json!({"type": "object", "properties": {"input": {"type": "string"}}})
-}
-
-fn chat_body(target: &Target, conv: &Conversation, spec: &RequestSpec) -> Value {
-    let mut messages = Vec::new();
-    if !conv.system.is_empty() {
-        messages.push(json!({"role": "system", "content": conv.system}));
-    }
-    for item in conv.items() {
-        messages.push(match item {
-            Item::User(t) => json!({"role": "user", "content": t}),
-            Item::Assistant { text, calls } if calls.is_empty() => json!({"role": "assistant", "content": text}),
-            Item::Assistant { text, calls } => {
-                let tc: Vec<Value> = calls
-                    .iter()
-                    .map(|c| json!({"id": c.call_id, "type": "function", "function": {"name": c.name, "arguments": c.arguments}}))
-                    .collect();
-                let content = if text.is_empty() { Value::Null } else { json!(text) };
-                json!({"role": "assistant", "content": content, "tool_calls": tc})
-            }
-            Item::ToolOutput { call_id, output } => json!({"role": "tool", "tool_call_id": call_id, "content": output}),
-        });
-    }
-    let mut stream_options = json!({"include_usage": true});
-    if spec.continuous_usage_stats {
-        stream_options["continuous_usage_stats"] = json!(true);
-    }
-    let mut b = json!({
-        "model": target.model,
-        "stream": true,
-        "stream_options": stream_options,
-        "messages": messages,
-    });
-    if spec.max_output_tokens > 0 {
-        b["max_tokens"] = json!(spec.max_output_tokens);
-    }
-    if target.ignore_eos {
-        // vLLM and llama.cpp: generate `max_tokens` even past the end-of-sequence token.
-        b["ignore_eos"] = json!(true);
-    }
-    if !spec.tools.is_empty() {
-        b["tools"] = Value::Array(
-            spec.tools
-                .iter()
-                .map(|n| json!({"type": "function", "function": {"name": n, "description": format!("The {n} tool."), "parameters": params()}}))
-                .collect(),
-        );
-        b["tool_choice"] = match &spec.tool_choice {
-            ToolChoice::Auto => json!("auto"),
-            ToolChoice::None => json!("none"),
-            ToolChoice::Function(n) => json!({"type": "function", "function": {"name": n}}),
-            ToolChoice::Parallel(names) => json!({"type": "allowed_tools", "allowed_tools": {
-                "mode": "required",
-                "tools": names.iter().map(|n| json!({"type": "function", "function": {"name": n}})).collect::<Vec<_>>()}}),
-        };
-    }
-    b
-}
-
 #[cfg(test)]
 pub(crate) mod tests {
     use super::*;
     use crate::vocab::TransportKind;
+    use serde_json::{json, Value};
     use std::time::Duration;
 
     pub(crate) fn target(api: ApiFlavour) -> Target {
@@ -412,9 +271,12 @@ pub(crate) mod tests {
             max_output_tokens: 300,
             ..Default::default()
         };
-        assert!(chat_body(&t, &c, &spec).get("ignore_eos").is_none());
+        let body = |t: &Target| -> Value {
+            serde_json::from_slice(&http_request(t, &c, &spec).unwrap().body).unwrap()
+        };
+        assert!(body(&t).get("ignore_eos").is_none());
         t.ignore_eos = true;
-        let b = chat_body(&t, &c, &spec);
+        let b = body(&t);
         assert_eq!(
             (b["ignore_eos"].clone(), b["max_tokens"].clone()),
             (json!(true), json!(300))

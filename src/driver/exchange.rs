@@ -374,16 +374,13 @@ fn scrub_server_texts(
     if let Some(p) = proxy {
         secrets.extend(&p.secrets());
     }
-    let scrub = |t: &mut Option<String>| {
+    for t in [&mut rec.error, &mut rec.response_id, &mut rec.alpn] {
         if let Some(v) = t.as_mut() {
-            *v = secrets.scrub(v);
+            secrets.scrub_in_place(v);
         }
-    };
-    scrub(&mut rec.error);
-    scrub(&mut rec.response_id);
-    scrub(&mut rec.alpn);
+    }
     if let Some(t) = rec.server_timing.as_mut() {
-        t.source = secrets.scrub(&t.source);
+        secrets.scrub_in_place(&mut t.source);
     }
 }
 

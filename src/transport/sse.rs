@@ -20,6 +20,7 @@
 //! without bound.
 
 use bytes::{Bytes, BytesMut};
+use memchr::memchr2;
 
 /// One complete SSE event.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -245,7 +246,7 @@ impl SseParser {
         if line[0] == b':' {
             return true; // comment / keep-alive
         }
-        let (name, value_start) = match line.iter().position(|&b| b == b':') {
+        let (name, value_start) = match memchr::memchr(b':', line) {
             Some(c) => {
                 let mut v = start + c + 1;
                 if v < end && buf[v] == b' ' {
@@ -298,10 +299,6 @@ impl SseParser {
         };
         on_event(SseEvent { event, data })
     }
-}
-
-fn memchr2(a: u8, b: u8, hay: &[u8]) -> Option<usize> {
-    hay.iter().position(|&x| x == a || x == b)
 }
 
 #[cfg(test)]

@@ -93,6 +93,32 @@ impl Secrets {
         redact_userinfo(&redact_auth_schemes(&self.remove(text)))
     }
 
+    /// [`Self::scrub`] in place. A text it would give back unchanged (no start of a secret of
+    /// the set, no `scheme://`, no `bearer ` or `basic ` in any case: a response id, an ALPN,
+    /// most error messages) is kept as it is, without a copy.
+    pub fn scrub_in_place(&self, text: &mut String) {
+        if !self.leaves_alone(text) {
+            *text = self.scrub(text);
+        }
+    }
+
+    /// True only when [`Self::scrub`] gives `text` back unchanged (it may also be false then).
+    fn leaves_alone(&self, text: &str) -> bool {
+        let has_secret = self
+            .list
+            .iter()
+            .any(|s| text.contains(prefix_of(s, PARTIAL_MIN.min(s.len()))));
+        // `bearer ` and `basic ` both start with a `b`: look at each `b` or `B` only.
+        let b = text.as_bytes();
+        let scheme = memchr::memchr2_iter(b'b', b'B', b).any(|i| {
+            let rest = &b[i..];
+            [&b"bearer "[..], b"basic "]
+                .iter()
+                .any(|w| rest.len() >= w.len() && rest[..w.len()].eq_ignore_ascii_case(w))
+        });
+        !has_secret && !scheme && !text.contains("://")
+    }
+
     /// `text` with every secret of the set, whole or cut off, replaced by [`REDACTED`] and
     /// nothing else touched (for text the user wrote, where `basic <word>` is prose).
     pub fn remove(&self, text: &str) -> String {
@@ -313,6 +339,23 @@ mod tests {
         // Cut off at a limit: an 8+ byte start goes as far as it matches.
         assert_eq!(set.scrub("key sk-h2probe-SECR"), "key [redacted]");
         assert_eq!(set.scrub("key sk-h2pr"), "key sk-h2pr");
+        // In place: what scrub gives, and a text it leaves alone is not rewritten.
+        for text in [
+            "id=sk-h2probe-SECRET-0123\n!",
+            "key sk-h2probe-SECR",
+            "key sk-h2pr",
+            "resp_0123456789abcdef",
+            "h2",
+            "refused: BEARER abc.def",
+            "via https://bob@proxy/",
+            "basic",
+            "hunter2-pw",
+        ] {
+            let mut t = text.to_string();
+            set.scrub_in_place(&mut t);
+            assert_eq!(t, set.scrub(text), "{text}");
+            assert_eq!(set.leaves_alone(text), t == text, "{text}");
+        }
         // URL userinfo: the whole, the password, its base64.
         let b64 = base64::engine::general_purpose::STANDARD.encode("bob:hunter2-pw");
         let r = set.remove(&format!("pw hunter2-pw basic {b64} abc"));

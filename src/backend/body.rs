@@ -1,0 +1,726 @@
+//! The JSON bodies of Chat Completions and Responses requests, serialized straight from the
+//! conversation.
+//!
+//! Owns: the shape of each body (which keys, which values) and its byte form. Every object's
+//! keys are written in sorted order, the order `serde_json` gives a `json!` object, so a body
+//! is the same bytes it was when it was built as a `Value` (recordings and replays compare
+//! them), without the `Value`'s maps, strings and boxes (~40 allocations a request).
+//! Does not own: headers, the path, or what a turn sends ([`super::request`]).
+
+use serde::ser::{Serialize, SerializeSeq, Serializer};
+use serde::Serialize as Derive;
+
+use super::{Conversation, Item, ToolChoice};
+use crate::plan::Target;
+use crate::vocab::RequestKind;
+
+use super::request::RequestSpec;
+
+/// The Responses body: `ws` for the WebSocket mode's flat `response.create` (no `stream`),
+/// else the HTTP body.
+pub(super) fn responses(
+    target: &Target,
+    conv: &Conversation,
+    spec: &RequestSpec,
+    ws: bool,
+) -> serde_json::Result<Vec<u8>> {
+    let tools = !spec.tools.is_empty();
+    let body = ResponsesBody {
+        generate: (ws && spec.kind == RequestKind::Warmup).then_some(false),
+        input: ResponsesInput(conv.items_to_send()),
+        instructions: (!conv.system.is_empty()).then_some(conv.system.as_str()),
+        max_output_tokens: (spec.max_output_tokens > 0).then_some(spec.max_output_tokens),
+        model: &target.model,
+        previous_response_id: conv.previous_response_id(),
+        sim_fault: spec.fault.as_deref().filter(|_| ws),
+        store: target.store,
+        stream: (!ws).then_some(true),
+        stream_options: (!ws).then_some(Obfuscation {
+            include_obfuscation: false,
+        }),
+        tool_choice: tools.then_some(ResponsesChoice(&spec.tool_choice)),
+        tools: tools.then_some(Tools {
+            names: &spec.tools,
+            chat: false,
+        }),
+        kind: ws.then_some("response.create"),
+    };
+    to_vec(&body)
+}
+
+/// The Chat Completions body.
+pub(super) fn chat(
+    target: &Target,
+    conv: &Conversation,
+    spec: &RequestSpec,
+) -> serde_json::Result<Vec<u8>> {
+    let tools = !spec.tools.is_empty();
+    let body = ChatBody {
+        ignore_eos: target.ignore_eos.then_some(true),
+        max_tokens: (spec.max_output_tokens > 0).then_some(spec.max_output_tokens),
+        messages: ChatMessages(conv),
+        model: &target.model,
+        stream: true,
+        stream_options: ChatStreamOptions {
+            continuous_usage_stats: spec.continuous_usage_stats.then_some(true),
+            include_usage: true,
+        },
+        tool_choice: tools.then_some(ChatChoice(&spec.tool_choice)),
+        tools: tools.then_some(Tools {
+            names: &spec.tools,
+            chat: true,
+        }),
+    };
+    to_vec(&body)
+}
+
+fn to_vec(body: &impl Serialize) -> serde_json::Result<Vec<u8>> {
+    let mut out = Vec::with_capacity(512);
+    serde_json::to_writer(&mut out, body)?;
+    Ok(out)
+}
+
+#[derive(Derive)]
+struct ResponsesBody<'a> {
+    #[serde(skip_serializing_if = "Option::is_none")]
+    generate: Option<bool>,
+    input: ResponsesInput<'a>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    instructions: Option<&'a str>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    max_output_tokens: Option<u32>,
+    model: &'a str,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    previous_response_id: Option<&'a str>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    sim_fault: Option<&'a str>,
+    store: bool,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    stream: Option<bool>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    stream_options: Option<Obfuscation>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    tool_choice: Option<ResponsesChoice<'a>>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    tools: Option<Tools<'a>>,
+    #[serde(rename = "type", skip_serializing_if = "Option::is_none")]
+    kind: Option<&'static str>,
+}
+
+#[derive(Derive)]
+struct Obfuscation {
+    include_obfuscation: bool,
+}
+
+/// The items a Responses request sends, each conversation item as one or more input items.
+struct ResponsesInput<'a>(&'a [Item]);
+
+impl Serialize for ResponsesInput<'_> {
+    fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        let mut seq = s.serialize_seq(None)?;
+        for item in self.0 {
+            match item {
+                Item::User(text) => seq.serialize_element(&InputItem::Message {
+                    content: [InputText {
+                        text,
+                        kind: "input_text",
+                    }],
+                    role: "user",
+                    kind: "message",
+                })?,
+                Item::Assistant { text, calls } => {
+                    if !text.is_empty() {
+                        // The EasyInputMessage form (string content): accepted by the API and
+                        // by servers that do not model `output_text` parts in input (llmsim 0.6).
+                        seq.serialize_element(&InputItem::AssistantMessage {
+                            content: text,
+                            role: "assistant",
+                            kind: "message",
+                        })?;
+                    }
+                    for c in calls {
+                        seq.serialize_element(&InputItem::FunctionCall {
+                            arguments: &c.arguments,
+                            call_id: &c.call_id,
+                            name: &c.name,
+                            kind: "function_call",
+                        })?;
+                    }
+                }
+                Item::ToolOutput { call_id, output } => {
+                    seq.serialize_element(&InputItem::FunctionCallOutput {
+                        call_id,
+                        output,
+                        kind: "function_call_output",
+                    })?
+                }
+            }
+        }
+        seq.end()
+    }
+}
+
+#[derive(Derive)]
+#[serde(untagged)]
+enum InputItem<'a> {
+    Message {
+        content: [InputText<'a>; 1],
+        role: &'static str,
+        #[serde(rename = "type")]
+        kind: &'static str,
+    },
+    AssistantMessage {
+        content: &'a str,
+        role: &'static str,
+        #[serde(rename = "type")]
+        kind: &'static str,
+    },
+    FunctionCall {
+        arguments: &'a str,
+        call_id: &'a str,
+        name: &'a str,
+        #[serde(rename = "type")]
+        kind: &'static str,
+    },
+    FunctionCallOutput {
+        call_id: &'a str,
+        output: &'a str,
+        #[serde(rename = "type")]
+        kind: &'static str,
+    },
+}
+
+#[derive(Derive)]
+struct InputText<'a> {
+    text: &'a str,
+    #[serde(rename = "type")]
+    kind: &'static str,
+}
+
+/// The function tools offered, in the Responses (flat) or Chat (`function`-wrapped) form.
+struct Tools<'a> {
+    names: &'a [String],
+    chat: bool,
+}
+
+impl Serialize for Tools<'_> {
+    fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        let mut seq = s.serialize_seq(Some(self.names.len()))?;
+        for name in self.names {
+            let def = FunctionDef {
+                description: Description(name),
+                name,
+                parameters: Parameters {
+                    properties: Properties {
+                        input: TypeOnly { kind: "string" },
+                    },
+                    kind: "object",
+                },
+            };
+            if self.chat {
+                seq.serialize_element(&ChatTool {
+                    function: def,
+                    kind: "function",
+                })?;
+            } else {
+                seq.serialize_element(&ResponsesTool {
+                    def,
+                    kind: "function",
+                })?;
+            }
+        }
+        seq.end()
+    }
+}
+
+#[derive(Derive)]
+struct FunctionDef<'a> {
+    description: Description<'a>,
+    name: &'a str,
+    parameters: Parameters,
+}
+
+/// `The {name} tool.`, written without an intermediate `String`.
+struct Description<'a>(&'a str);
+
+impl Serialize for Description<'_> {
+    fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        s.collect_str(&format_args!("The {} tool.", self.0))
+    }
+}
+
+#[derive(Derive)]
+struct Parameters {
+    properties: Properties,
+    #[serde(rename = "type")]
+    kind: &'static str,
+}
+
+#[derive(Derive)]
+struct Properties {
+    input: TypeOnly,
+}
+
+#[derive(Derive)]
+struct TypeOnly {
+    #[serde(rename = "type")]
+    kind: &'static str,
+}
+
+/// A Responses tool: the definition's keys and `type` in one object (sorted: description,
+/// name, parameters, type).
+#[derive(Derive)]
+struct ResponsesTool<'a> {
+    #[serde(flatten)]
+    def: FunctionDef<'a>,
+    #[serde(rename = "type")]
+    kind: &'static str,
+}
+
+#[derive(Derive)]
+struct ChatTool<'a> {
+    function: FunctionDef<'a>,
+    #[serde(rename = "type")]
+    kind: &'static str,
+}
+
+struct ResponsesChoice<'a>(&'a ToolChoice);
+
+impl Serialize for ResponsesChoice<'_> {
+    fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        match self.0 {
+            ToolChoice::Auto => s.serialize_str("auto"),
+            ToolChoice::None => s.serialize_str("none"),
+            ToolChoice::Function(name) => Named {
+                name,
+                kind: "function",
+            }
+            .serialize(s),
+            ToolChoice::Parallel(names) => AllowedTools {
+                mode: "required",
+                tools: NamedList(names),
+                kind: "allowed_tools",
+            }
+            .serialize(s),
+        }
+    }
+}
+
+#[derive(Derive)]
+struct Named<'a> {
+    name: &'a str,
+    #[serde(rename = "type")]
+    kind: &'static str,
+}
+
+#[derive(Derive)]
+struct AllowedTools<'a> {
+    mode: &'static str,
+    tools: NamedList<'a>,
+    #[serde(rename = "type")]
+    kind: &'static str,
+}
+
+/// `[{"name": n, "type": "function"}, …]`.
+struct NamedList<'a>(&'a [String]);
+
+impl Serialize for NamedList<'_> {
+    fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        s.collect_seq(self.0.iter().map(|name| Named {
+            name,
+            kind: "function",
+        }))
+    }
+}
+
+#[derive(Derive)]
+struct ChatBody<'a> {
+    #[serde(skip_serializing_if = "Option::is_none")]
+    ignore_eos: Option<bool>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    max_tokens: Option<u32>,
+    messages: ChatMessages<'a>,
+    model: &'a str,
+    stream: bool,
+    stream_options: ChatStreamOptions,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    tool_choice: Option<ChatChoice<'a>>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    tools: Option<Tools<'a>>,
+}
+
+#[derive(Derive)]
+struct ChatStreamOptions {
+    #[serde(skip_serializing_if = "Option::is_none")]
+    continuous_usage_stats: Option<bool>,
+    include_usage: bool,
+}
+
+/// The system prompt, then the whole history as chat messages.
+struct ChatMessages<'a>(&'a Conversation);
+
+impl Serialize for ChatMessages<'_> {
+    fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        let conv = self.0;
+        let mut seq = s.serialize_seq(None)?;
+        if !conv.system.is_empty() {
+            seq.serialize_element(&ChatMessage::Text {
+                content: &conv.system,
+                role: "system",
+            })?;
+        }
+        for item in conv.items() {
+            match item {
+                Item::User(t) => seq.serialize_element(&ChatMessage::Text {
+                    content: t,
+                    role: "user",
+                })?,
+                Item::Assistant { text, calls } if calls.is_empty() => {
+                    seq.serialize_element(&ChatMessage::Text {
+                        content: text,
+                        role: "assistant",
+                    })?
+                }
+                Item::Assistant { text, calls } => seq.serialize_element(&ChatMessage::Calls {
+                    content: (!text.is_empty()).then_some(text.as_str()),
+                    role: "assistant",
+                    tool_calls: ChatCalls(calls),
+                })?,
+                Item::ToolOutput { call_id, output } => {
+                    seq.serialize_element(&ChatMessage::ToolResult {
+                        content: output,
+                        role: "tool",
+                        tool_call_id: call_id,
+                    })?
+                }
+            }
+        }
+        seq.end()
+    }
+}
+
+#[derive(Derive)]
+#[serde(untagged)]
+enum ChatMessage<'a> {
+    Text {
+        content: &'a str,
+        role: &'static str,
+    },
+    Calls {
+        /// `null` when the assistant said nothing beside its calls.
+        content: Option<&'a str>,
+        role: &'static str,
+        tool_calls: ChatCalls<'a>,
+    },
+    ToolResult {
+        content: &'a str,
+        role: &'static str,
+        tool_call_id: &'a str,
+    },
+}
+
+/// `[{"function": {"arguments", "name"}, "id", "type": "function"}, …]`.
+struct ChatCalls<'a>(&'a [super::ToolCall]);
+
+impl Serialize for ChatCalls<'_> {
+    fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        s.collect_seq(self.0.iter().map(|c| ChatCall {
+            function: CalledFunction {
+                arguments: &c.arguments,
+                name: &c.name,
+            },
+            id: &c.call_id,
+            kind: "function",
+        }))
+    }
+}
+
+#[derive(Derive)]
+struct ChatCall<'a> {
+    function: CalledFunction<'a>,
+    id: &'a str,
+    #[serde(rename = "type")]
+    kind: &'static str,
+}
+
+#[derive(Derive)]
+struct CalledFunction<'a> {
+    arguments: &'a str,
+    name: &'a str,
+}
+
+struct ChatChoice<'a>(&'a ToolChoice);
+
+impl Serialize for ChatChoice<'_> {
+    fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        match self.0 {
+            ToolChoice::Auto => s.serialize_str("auto"),
+            ToolChoice::None => s.serialize_str("none"),
+            ToolChoice::Function(name) => ChatNamed::new(name).serialize(s),
+            ToolChoice::Parallel(names) => ChatAllowed {
+                allowed_tools: ChatAllowedList {
+                    mode: "required",
+                    tools: ChatNamedList(names),
+                },
+                kind: "allowed_tools",
+            }
+            .serialize(s),
+        }
+    }
+}
+
+/// `{"function": {"name": n}, "type": "function"}`.
+#[derive(Derive)]
+struct ChatNamed<'a> {
+    function: NameOnly<'a>,
+    #[serde(rename = "type")]
+    kind: &'static str,
+}
+
+impl<'a> ChatNamed<'a> {
+    fn new(name: &'a str) -> Self {
+        ChatNamed {
+            function: NameOnly { name },
+            kind: "function",
+        }
+    }
+}
+
+#[derive(Derive)]
+struct NameOnly<'a> {
+    name: &'a str,
+}
+
+#[derive(Derive)]
+struct ChatAllowed<'a> {
+    allowed_tools: ChatAllowedList<'a>,
+    #[serde(rename = "type")]
+    kind: &'static str,
+}
+
+#[derive(Derive)]
+struct ChatAllowedList<'a> {
+    mode: &'static str,
+    tools: ChatNamedList<'a>,
+}
+
+struct ChatNamedList<'a>(&'a [String]);
+
+impl Serialize for ChatNamedList<'_> {
+    fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        s.collect_seq(self.0.iter().map(|n| ChatNamed::new(n)))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::backend::conversation::Reply;
+    use crate::backend::request::tests::target;
+    use crate::backend::ToolCall;
+    use crate::vocab::{ApiFlavour, TransportKind};
+    use serde_json::{json, Value};
+
+    /// A conversation with every kind of item: a system prompt, user messages, an assistant
+    /// turn with text and two calls, one without text, and tool outputs.
+    fn conversation(api: ApiFlavour, transport: TransportKind) -> Conversation {
+        let call = |id: &str, name: &str| ToolCall {
+            call_id: id.into(),
+            name: name.into(),
+            arguments: "{\"path\":\"a \\\"b\\\".rs\"}".into(),
+        };
+        let mut c = Conversation::new("be \"brief\"\n", api, transport, false);
+        c.add_user_message("fix it ✓");
+        c.on_reply(&Reply {
+            ok: true,
+            response_id: Some("resp_1".into()),
+            tool_calls: vec![call("call_1", "read_file"), call("call_2", "grep")],
+            text: "looking".into(),
+            warmup: false,
+        });
+        c.add_tool_output("call_1", "contents");
+        c.add_tool_output("call_2", "");
+        c.on_reply(&Reply {
+            ok: true,
+            response_id: Some("resp_2".into()),
+            tool_calls: vec![call("call_3", "read_file")],
+            text: String::new(),
+            warmup: false,
+        });
+        c.add_tool_output("call_3", "more");
+        c
+    }
+
+    fn spec(choice: ToolChoice) -> RequestSpec {
+        RequestSpec {
+            max_output_tokens: 64,
+            tools: vec!["read_file".into(), "grep".into()],
+            tool_choice: choice,
+            fault: Some("stall=1s".into()),
+            continuous_usage_stats: true,
+            ..Default::default()
+        }
+    }
+
+    /// The body as JSON, after checking that its keys are in sorted order (what a `Value`
+    /// of it serializes back to byte for byte).
+    fn parsed(body: &[u8]) -> Value {
+        let v: Value = serde_json::from_slice(body).unwrap();
+        assert_eq!(
+            serde_json::to_string(&v).unwrap(),
+            std::str::from_utf8(body).unwrap(),
+            "keys out of order"
+        );
+        v
+    }
+
+    fn params() -> Value {
+        json!({"type": "object", "properties": {"input": {"type": "string"}}})
+    }
+
+    #[test]
+    fn chat_body_is_the_whole_history_in_sorted_keys() {
+        let mut t = target(ApiFlavour::ChatCompletions);
+        t.ignore_eos = true;
+        let c = conversation(ApiFlavour::ChatCompletions, TransportKind::Http);
+        let calls = |ids: &[(&str, &str)]| -> Value {
+            ids.iter()
+                .map(|(id, name)| json!({"id": id, "type": "function", "function": {"name": name, "arguments": "{\"path\":\"a \\\"b\\\".rs\"}"}}))
+                .collect()
+        };
+        let tools: Value = ["read_file", "grep"]
+            .iter()
+            .map(|n| json!({"type": "function", "function": {"name": n, "description": format!("The {n} tool."), "parameters": params()}}))
+            .collect();
+        for (choice, expected) in [
+            (ToolChoice::Auto, json!("auto")),
+            (ToolChoice::None, json!("none")),
+            (
+                ToolChoice::Function("grep".into()),
+                json!({"type": "function", "function": {"name": "grep"}}),
+            ),
+            (
+                ToolChoice::Parallel(vec!["read_file".into(), "grep".into()]),
+                json!({"type": "allowed_tools", "allowed_tools": {"mode": "required", "tools": [
+                    {"type": "function", "function": {"name": "read_file"}},
+                    {"type": "function", "function": {"name": "grep"}}]}}),
+            ),
+        ] {
+            let body = parsed(&chat(&t, &c, &spec(choice)).unwrap());
+            assert_eq!(
+                body,
+                json!({
+                    "model": "m",
+                    "stream": true,
+                    "stream_options": {"include_usage": true, "continuous_usage_stats": true},
+                    "max_tokens": 64,
+                    "ignore_eos": true,
+                    "messages": [
+                        {"role": "system", "content": "be \"brief\"\n"},
+                        {"role": "user", "content": "fix it ✓"},
+                        {"role": "assistant", "content": "looking", "tool_calls": calls(&[("call_1", "read_file"), ("call_2", "grep")])},
+                        {"role": "tool", "tool_call_id": "call_1", "content": "contents"},
+                        {"role": "tool", "tool_call_id": "call_2", "content": ""},
+                        {"role": "assistant", "content": null, "tool_calls": calls(&[("call_3", "read_file")])},
+                        {"role": "tool", "tool_call_id": "call_3", "content": "more"},
+                    ],
+                    "tools": tools,
+                    "tool_choice": expected,
+                })
+            );
+        }
+        // Nothing optional: no tools, no limits, no system prompt.
+        t.ignore_eos = false;
+        let mut c = Conversation::new("", ApiFlavour::ChatCompletions, TransportKind::Http, false);
+        c.add_user_message("hi");
+        let body = parsed(&chat(&t, &c, &RequestSpec::default()).unwrap());
+        assert_eq!(
+            body,
+            json!({"model": "m", "stream": true, "stream_options": {"include_usage": true},
+                   "messages": [{"role": "user", "content": "hi"}]})
+        );
+    }
+
+    #[test]
+    fn responses_bodies_are_the_items_to_send_in_sorted_keys() {
+        let mut t = target(ApiFlavour::Responses);
+        t.store = true;
+        let tools: Value = ["read_file", "grep"]
+            .iter()
+            .map(|n| json!({"type": "function", "name": n, "description": format!("The {n} tool."), "parameters": params()}))
+            .collect();
+        let args = "{\"path\":\"a \\\"b\\\".rs\"}";
+        let history = json!([
+            {"type": "message", "role": "user", "content": [{"type": "input_text", "text": "fix it ✓"}]},
+            {"type": "message", "role": "assistant", "content": "looking"},
+            {"type": "function_call", "call_id": "call_1", "name": "read_file", "arguments": args},
+            {"type": "function_call", "call_id": "call_2", "name": "grep", "arguments": args},
+            {"type": "function_call_output", "call_id": "call_1", "output": "contents"},
+            {"type": "function_call_output", "call_id": "call_2", "output": ""},
+            {"type": "function_call", "call_id": "call_3", "name": "read_file", "arguments": args},
+            {"type": "function_call_output", "call_id": "call_3", "output": "more"},
+        ]);
+        for (choice, expected) in [
+            (ToolChoice::Auto, json!("auto")),
+            (ToolChoice::None, json!("none")),
+            (
+                ToolChoice::Function("grep".into()),
+                json!({"type": "function", "name": "grep"}),
+            ),
+            (
+                ToolChoice::Parallel(vec!["read_file".into(), "grep".into()]),
+                json!({"type": "allowed_tools", "mode": "required", "tools": [
+                    {"type": "function", "name": "read_file"}, {"type": "function", "name": "grep"}]}),
+            ),
+        ] {
+            // HTTP: the whole history, streamed, no fault field (it goes in a header).
+            let c = conversation(ApiFlavour::Responses, TransportKind::Http);
+            let s = spec(choice.clone());
+            let body = parsed(&responses(&t, &c, &s, false).unwrap());
+            assert_eq!(
+                body,
+                json!({
+                    "model": "m",
+                    "stream": true,
+                    "stream_options": {"include_obfuscation": false},
+                    "store": true,
+                    "instructions": "be \"brief\"\n",
+                    "input": history,
+                    "max_output_tokens": 64,
+                    "tools": tools,
+                    "tool_choice": expected,
+                })
+            );
+            // WebSocket: flat, chained on the last response (only the newest item goes).
+            let c = conversation(ApiFlavour::Responses, TransportKind::Ws);
+            let body = parsed(&responses(&t, &c, &s, true).unwrap());
+            assert_eq!(
+                body,
+                json!({
+                    "type": "response.create",
+                    "model": "m",
+                    "store": true,
+                    "instructions": "be \"brief\"\n",
+                    "previous_response_id": "resp_2",
+                    "input": [history[7]],
+                    "max_output_tokens": 64,
+                    "tools": tools,
+                    "tool_choice": expected,
+                    "sim_fault": "stall=1s",
+                })
+            );
+        }
+        // A warm-up with nothing optional.
+        t.store = false;
+        let c = Conversation::new("", ApiFlavour::Responses, TransportKind::Ws, false);
+        let warm = RequestSpec {
+            kind: RequestKind::Warmup,
+            ..Default::default()
+        };
+        let body = parsed(&responses(&t, &c, &warm, true).unwrap());
+        assert_eq!(
+            body,
+            json!({"type": "response.create", "model": "m", "store": false, "input": [], "generate": false})
+        );
+    }
+}
