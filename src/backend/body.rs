@@ -2,19 +2,18 @@
 //! conversation.
 //!
 //! Owns: the shape of each body (which keys, which values) and its byte form. Every object's
-//! keys are written in sorted order, the order `serde_json` gives a `json!` object, so a body
-//! is the same bytes it was when it was built as a `Value` (recordings and replays compare
-//! them), without the `Value`'s maps, strings and boxes (~40 allocations a request).
+//! keys are written in sorted order, the order `serde_json` gives a `json!` object, so a server
+//! gets the same bytes it got when a body was built as a `Value`, without the `Value`'s maps,
+//! strings and boxes (~40 allocations a request). The tests are `request`'s: each body against
+//! the JSON it must be, with its keys in sorted order.
 //! Does not own: headers, the path, or what a turn sends ([`super::request`]).
 
 use serde::ser::{Serialize, SerializeSeq, Serializer};
 use serde::Serialize as Derive;
 
-use super::{Conversation, Item, ToolChoice};
+use super::{Conversation, Item, RequestSpec, ToolChoice};
 use crate::plan::Target;
 use crate::vocab::RequestKind;
-
-use super::request::RequestSpec;
 
 /// The Responses body: `ws` for the WebSocket mode's flat `response.create` (no `stream`),
 /// else the HTTP body.
@@ -509,218 +508,5 @@ struct ChatNamedList<'a>(&'a [String]);
 impl Serialize for ChatNamedList<'_> {
     fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
         s.collect_seq(self.0.iter().map(|n| ChatNamed::new(n)))
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-    use crate::backend::conversation::Reply;
-    use crate::backend::request::tests::target;
-    use crate::backend::ToolCall;
-    use crate::vocab::{ApiFlavour, TransportKind};
-    use serde_json::{json, Value};
-
-    /// A conversation with every kind of item: a system prompt, user messages, an assistant
-    /// turn with text and two calls, one without text, and tool outputs.
-    fn conversation(api: ApiFlavour, transport: TransportKind) -> Conversation {
-        let call = |id: &str, name: &str| ToolCall {
-            call_id: id.into(),
-            name: name.into(),
-            arguments: "{\"path\":\"a \\\"b\\\".rs\"}".into(),
-        };
-        let mut c = Conversation::new("be \"brief\"\n", api, transport, false);
-        c.add_user_message("fix it ✓");
-        c.on_reply(&Reply {
-            ok: true,
-            response_id: Some("resp_1".into()),
-            tool_calls: vec![call("call_1", "read_file"), call("call_2", "grep")],
-            text: "looking".into(),
-            warmup: false,
-        });
-        c.add_tool_output("call_1", "contents");
-        c.add_tool_output("call_2", "");
-        c.on_reply(&Reply {
-            ok: true,
-            response_id: Some("resp_2".into()),
-            tool_calls: vec![call("call_3", "read_file")],
-            text: String::new(),
-            warmup: false,
-        });
-        c.add_tool_output("call_3", "more");
-        c
-    }
-
-    fn spec(choice: ToolChoice) -> RequestSpec {
-        RequestSpec {
-            max_output_tokens: 64,
-            tools: vec!["read_file".into(), "grep".into()],
-            tool_choice: choice,
-            fault: Some("stall=1s".into()),
-            continuous_usage_stats: true,
-            ..Default::default()
-        }
-    }
-
-    /// The body as JSON, after checking that its keys are in sorted order (what a `Value`
-    /// of it serializes back to byte for byte).
-    fn parsed(body: &[u8]) -> Value {
-        let v: Value = serde_json::from_slice(body).unwrap();
-        assert_eq!(
-            serde_json::to_string(&v).unwrap(),
-            std::str::from_utf8(body).unwrap(),
-            "keys out of order"
-        );
-        v
-    }
-
-    fn params() -> Value {
-        json!({"type": "object", "properties": {"input": {"type": "string"}}})
-    }
-
-    #[test]
-    fn chat_body_is_the_whole_history_in_sorted_keys() {
-        let mut t = target(ApiFlavour::ChatCompletions);
-        t.ignore_eos = true;
-        let c = conversation(ApiFlavour::ChatCompletions, TransportKind::Http);
-        let calls = |ids: &[(&str, &str)]| -> Value {
-            ids.iter()
-                .map(|(id, name)| json!({"id": id, "type": "function", "function": {"name": name, "arguments": "{\"path\":\"a \\\"b\\\".rs\"}"}}))
-                .collect()
-        };
-        let tools: Value = ["read_file", "grep"]
-            .iter()
-            .map(|n| json!({"type": "function", "function": {"name": n, "description": format!("The {n} tool."), "parameters": params()}}))
-            .collect();
-        for (choice, expected) in [
-            (ToolChoice::Auto, json!("auto")),
-            (ToolChoice::None, json!("none")),
-            (
-                ToolChoice::Function("grep".into()),
-                json!({"type": "function", "function": {"name": "grep"}}),
-            ),
-            (
-                ToolChoice::Parallel(vec!["read_file".into(), "grep".into()]),
-                json!({"type": "allowed_tools", "allowed_tools": {"mode": "required", "tools": [
-                    {"type": "function", "function": {"name": "read_file"}},
-                    {"type": "function", "function": {"name": "grep"}}]}}),
-            ),
-        ] {
-            let body = parsed(&chat(&t, &c, &spec(choice)).unwrap());
-            assert_eq!(
-                body,
-                json!({
-                    "model": "m",
-                    "stream": true,
-                    "stream_options": {"include_usage": true, "continuous_usage_stats": true},
-                    "max_tokens": 64,
-                    "ignore_eos": true,
-                    "messages": [
-                        {"role": "system", "content": "be \"brief\"\n"},
-                        {"role": "user", "content": "fix it ✓"},
-                        {"role": "assistant", "content": "looking", "tool_calls": calls(&[("call_1", "read_file"), ("call_2", "grep")])},
-                        {"role": "tool", "tool_call_id": "call_1", "content": "contents"},
-                        {"role": "tool", "tool_call_id": "call_2", "content": ""},
-                        {"role": "assistant", "content": null, "tool_calls": calls(&[("call_3", "read_file")])},
-                        {"role": "tool", "tool_call_id": "call_3", "content": "more"},
-                    ],
-                    "tools": tools,
-                    "tool_choice": expected,
-                })
-            );
-        }
-        // Nothing optional: no tools, no limits, no system prompt.
-        t.ignore_eos = false;
-        let mut c = Conversation::new("", ApiFlavour::ChatCompletions, TransportKind::Http, false);
-        c.add_user_message("hi");
-        let body = parsed(&chat(&t, &c, &RequestSpec::default()).unwrap());
-        assert_eq!(
-            body,
-            json!({"model": "m", "stream": true, "stream_options": {"include_usage": true},
-                   "messages": [{"role": "user", "content": "hi"}]})
-        );
-    }
-
-    #[test]
-    fn responses_bodies_are_the_items_to_send_in_sorted_keys() {
-        let mut t = target(ApiFlavour::Responses);
-        t.store = true;
-        let tools: Value = ["read_file", "grep"]
-            .iter()
-            .map(|n| json!({"type": "function", "name": n, "description": format!("The {n} tool."), "parameters": params()}))
-            .collect();
-        let args = "{\"path\":\"a \\\"b\\\".rs\"}";
-        let history = json!([
-            {"type": "message", "role": "user", "content": [{"type": "input_text", "text": "fix it ✓"}]},
-            {"type": "message", "role": "assistant", "content": "looking"},
-            {"type": "function_call", "call_id": "call_1", "name": "read_file", "arguments": args},
-            {"type": "function_call", "call_id": "call_2", "name": "grep", "arguments": args},
-            {"type": "function_call_output", "call_id": "call_1", "output": "contents"},
-            {"type": "function_call_output", "call_id": "call_2", "output": ""},
-            {"type": "function_call", "call_id": "call_3", "name": "read_file", "arguments": args},
-            {"type": "function_call_output", "call_id": "call_3", "output": "more"},
-        ]);
-        for (choice, expected) in [
-            (ToolChoice::Auto, json!("auto")),
-            (ToolChoice::None, json!("none")),
-            (
-                ToolChoice::Function("grep".into()),
-                json!({"type": "function", "name": "grep"}),
-            ),
-            (
-                ToolChoice::Parallel(vec!["read_file".into(), "grep".into()]),
-                json!({"type": "allowed_tools", "mode": "required", "tools": [
-                    {"type": "function", "name": "read_file"}, {"type": "function", "name": "grep"}]}),
-            ),
-        ] {
-            // HTTP: the whole history, streamed, no fault field (it goes in a header).
-            let c = conversation(ApiFlavour::Responses, TransportKind::Http);
-            let s = spec(choice.clone());
-            let body = parsed(&responses(&t, &c, &s, false).unwrap());
-            assert_eq!(
-                body,
-                json!({
-                    "model": "m",
-                    "stream": true,
-                    "stream_options": {"include_obfuscation": false},
-                    "store": true,
-                    "instructions": "be \"brief\"\n",
-                    "input": history,
-                    "max_output_tokens": 64,
-                    "tools": tools,
-                    "tool_choice": expected,
-                })
-            );
-            // WebSocket: flat, chained on the last response (only the newest item goes).
-            let c = conversation(ApiFlavour::Responses, TransportKind::Ws);
-            let body = parsed(&responses(&t, &c, &s, true).unwrap());
-            assert_eq!(
-                body,
-                json!({
-                    "type": "response.create",
-                    "model": "m",
-                    "store": true,
-                    "instructions": "be \"brief\"\n",
-                    "previous_response_id": "resp_2",
-                    "input": [history[7]],
-                    "max_output_tokens": 64,
-                    "tools": tools,
-                    "tool_choice": expected,
-                    "sim_fault": "stall=1s",
-                })
-            );
-        }
-        // A warm-up with nothing optional.
-        t.store = false;
-        let c = Conversation::new("", ApiFlavour::Responses, TransportKind::Ws, false);
-        let warm = RequestSpec {
-            kind: RequestKind::Warmup,
-            ..Default::default()
-        };
-        let body = parsed(&responses(&t, &c, &warm, true).unwrap());
-        assert_eq!(
-            body,
-            json!({"type": "response.create", "model": "m", "store": false, "input": [], "generate": false})
-        );
     }
 }

@@ -1,9 +1,10 @@
 //! Backend: protocol adapters for the OpenAI-compatible APIs.
 //!
-//! Owns: per-session conversation state and the chaining rule ([`conversation`]), request
-//! bodies and headers ([`request`]), and decoders that turn stamped wire events into
-//! [`StreamEvent`]s ([`chat`], [`responses`], with [`scan`] their fast path), plus provider timing ([`timing`]) and the
-//! per-chunk token split ([`tokens`]).
+//! Owns: per-session conversation state and the chaining rule ([`conversation`]), what a
+//! request asks for ([`RequestSpec`]), its headers ([`request`]) and its body (`body.rs`),
+//! decoders that turn stamped wire events into [`StreamEvent`]s ([`chat`], [`responses`], with
+//! [`scan`] their fast path), provider timing ([`timing`]) and the per-chunk token split
+//! ([`tokens`]).
 //! Does not own: sockets, clocks or sleeps. Times come from the transport on the wire
 //! events; decoders never read a clock.
 
@@ -21,7 +22,7 @@ use serde::{Deserialize, Serialize};
 pub use conversation::{Conversation, Item};
 
 use crate::transport::WireEvent;
-use crate::vocab::{ApiFlavour, OutcomeKind, ServerTiming};
+use crate::vocab::{ApiFlavour, OutcomeKind, RequestKind, ServerTiming};
 
 /// Which function the model is asked to call.
 #[derive(Debug, Clone, PartialEq, Eq, Default)]
@@ -36,6 +37,23 @@ pub enum ToolChoice {
     /// Parallel tool calls: one call of each function listed, in one response
     /// (`allowed_tools` with mode `required`; the embedded simulator makes exactly these).
     Parallel(Vec<String>),
+}
+
+/// What one request asks for.
+#[derive(Debug, Clone, Default)]
+pub struct RequestSpec {
+    /// User prompt, tool result or warm-up.
+    pub kind: RequestKind,
+    /// `max_output_tokens` / `max_tokens`.
+    pub max_output_tokens: u32,
+    /// Tool choice for this request.
+    pub tool_choice: ToolChoice,
+    /// Function tools offered (one per name).
+    pub tools: Vec<String>,
+    /// Simulator fault spec (`status=500`, `stall=5s`, `reset-after=3`).
+    pub fault: Option<String>,
+    /// Chat: ask for cumulative usage on every chunk (vLLM `continuous_usage_stats`).
+    pub continuous_usage_stats: bool,
 }
 
 /// A function call the model made.

@@ -1,7 +1,7 @@
 //! Request bodies and headers for Chat Completions and the Responses API (HTTP and
 //! WebSocket).
 //!
-//! Owns: each request's headers and path, its body's encoding (the shapes: [`super::body`]),
+//! Owns: each request's headers and path, its body's encoding (the shapes: `body.rs`),
 //! the API key header (read from the environment at build time, never stored or logged),
 //! extra target headers, the target's redaction set ([`secrets`]: what of that is secret),
 //! the simulator fault (`x-sim-fault` header on HTTP, `"sim_fault"` field on WebSocket), and
@@ -9,7 +9,7 @@
 //! a new WebSocket; a `generate:false` warm-up only on WebSocket).
 //! Does not own: sending or re-sending (transport) or the chaining rule (conversation).
 
-use super::{body, Conversation, ToolChoice};
+use super::{body, Conversation};
 use crate::plan::Target;
 use crate::transport::http::HttpRequest;
 use crate::transport::Outgoing;
@@ -17,22 +17,7 @@ use crate::vocab::{ApiFlavour, Chaining, RequestKind, TransportKind};
 use bytes::Bytes;
 use http::{HeaderName, HeaderValue};
 
-/// What one request asks for.
-#[derive(Debug, Clone, Default)]
-pub struct RequestSpec {
-    /// User prompt, tool result or warm-up.
-    pub kind: RequestKind,
-    /// `max_output_tokens` / `max_tokens`.
-    pub max_output_tokens: u32,
-    /// Tool choice for this request.
-    pub tool_choice: ToolChoice,
-    /// Function tools offered (one per name).
-    pub tools: Vec<String>,
-    /// Simulator fault spec (`status=500`, `stall=5s`, `reset-after=3`).
-    pub fault: Option<String>,
-    /// Chat: ask for cumulative usage on every chunk (vLLM `continuous_usage_stats`).
-    pub continuous_usage_stats: bool,
-}
+pub use super::RequestSpec;
 
 /// A request that could not be built (e.g. a missing API key variable).
 #[derive(Debug, thiserror::Error)]
@@ -236,6 +221,7 @@ impl Outgoing for TurnRequest<'_> {
 #[cfg(test)]
 pub(crate) mod tests {
     use super::*;
+    use crate::backend::ToolChoice;
     use crate::vocab::TransportKind;
     use serde_json::{json, Value};
     use std::time::Duration;
@@ -414,5 +400,208 @@ pub(crate) mod tests {
                 .iter()
                 .any(|(k, v)| k == "x-responsesapi-include-timing-metrics" && v == "true"));
         }
+    }
+
+    /// A conversation with every kind of item: a system prompt, user messages, an assistant
+    /// turn with text and two calls, one without text, and tool outputs.
+    fn conversation(api: ApiFlavour, transport: TransportKind) -> Conversation {
+        let call = |id: &str, name: &str| crate::backend::ToolCall {
+            call_id: id.into(),
+            name: name.into(),
+            arguments: "{\"path\":\"a \\\"b\\\".rs\"}".into(),
+        };
+        let mut c = Conversation::new("be \"brief\"\n", api, transport, false);
+        c.add_user_message("fix it ✓");
+        c.on_reply(&crate::backend::conversation::Reply {
+            ok: true,
+            response_id: Some("resp_1".into()),
+            tool_calls: vec![call("call_1", "read_file"), call("call_2", "grep")],
+            text: "looking".into(),
+            warmup: false,
+        });
+        c.add_tool_output("call_1", "contents");
+        c.add_tool_output("call_2", "");
+        c.on_reply(&crate::backend::conversation::Reply {
+            ok: true,
+            response_id: Some("resp_2".into()),
+            tool_calls: vec![call("call_3", "read_file")],
+            text: String::new(),
+            warmup: false,
+        });
+        c.add_tool_output("call_3", "more");
+        c
+    }
+
+    fn spec(choice: ToolChoice) -> RequestSpec {
+        RequestSpec {
+            max_output_tokens: 64,
+            tools: vec!["read_file".into(), "grep".into()],
+            tool_choice: choice,
+            fault: Some("stall=1s".into()),
+            continuous_usage_stats: true,
+            ..Default::default()
+        }
+    }
+
+    /// The body as JSON, after checking that its keys are in sorted order (what a `Value`
+    /// of it serializes back to byte for byte).
+    fn parsed(body: &[u8]) -> Value {
+        let v: Value = serde_json::from_slice(body).unwrap();
+        assert_eq!(
+            serde_json::to_string(&v).unwrap(),
+            std::str::from_utf8(body).unwrap(),
+            "keys out of order"
+        );
+        v
+    }
+
+    fn params() -> Value {
+        json!({"type": "object", "properties": {"input": {"type": "string"}}})
+    }
+
+    #[test]
+    fn chat_body_is_the_whole_history_in_sorted_keys() {
+        let mut t = target(ApiFlavour::ChatCompletions);
+        t.ignore_eos = true;
+        let c = conversation(ApiFlavour::ChatCompletions, TransportKind::Http);
+        let calls = |ids: &[(&str, &str)]| -> Value {
+            ids.iter()
+                .map(|(id, name)| json!({"id": id, "type": "function", "function": {"name": name, "arguments": "{\"path\":\"a \\\"b\\\".rs\"}"}}))
+                .collect()
+        };
+        let tools: Value = ["read_file", "grep"]
+            .iter()
+            .map(|n| json!({"type": "function", "function": {"name": n, "description": format!("The {n} tool."), "parameters": params()}}))
+            .collect();
+        for (choice, expected) in [
+            (ToolChoice::Auto, json!("auto")),
+            (ToolChoice::None, json!("none")),
+            (
+                ToolChoice::Function("grep".into()),
+                json!({"type": "function", "function": {"name": "grep"}}),
+            ),
+            (
+                ToolChoice::Parallel(vec!["read_file".into(), "grep".into()]),
+                json!({"type": "allowed_tools", "allowed_tools": {"mode": "required", "tools": [
+                    {"type": "function", "function": {"name": "read_file"}},
+                    {"type": "function", "function": {"name": "grep"}}]}}),
+            ),
+        ] {
+            let body = parsed(&http_request(&t, &c, &spec(choice)).unwrap().body);
+            assert_eq!(
+                body,
+                json!({
+                    "model": "m",
+                    "stream": true,
+                    "stream_options": {"include_usage": true, "continuous_usage_stats": true},
+                    "max_tokens": 64,
+                    "ignore_eos": true,
+                    "messages": [
+                        {"role": "system", "content": "be \"brief\"\n"},
+                        {"role": "user", "content": "fix it ✓"},
+                        {"role": "assistant", "content": "looking", "tool_calls": calls(&[("call_1", "read_file"), ("call_2", "grep")])},
+                        {"role": "tool", "tool_call_id": "call_1", "content": "contents"},
+                        {"role": "tool", "tool_call_id": "call_2", "content": ""},
+                        {"role": "assistant", "content": null, "tool_calls": calls(&[("call_3", "read_file")])},
+                        {"role": "tool", "tool_call_id": "call_3", "content": "more"},
+                    ],
+                    "tools": tools,
+                    "tool_choice": expected,
+                })
+            );
+        }
+        // Nothing optional: no tools, no limits, no system prompt.
+        t.ignore_eos = false;
+        let mut c = Conversation::new("", ApiFlavour::ChatCompletions, TransportKind::Http, false);
+        c.add_user_message("hi");
+        let body = parsed(&http_request(&t, &c, &RequestSpec::default()).unwrap().body);
+        assert_eq!(
+            body,
+            json!({"model": "m", "stream": true, "stream_options": {"include_usage": true},
+                   "messages": [{"role": "user", "content": "hi"}]})
+        );
+    }
+
+    #[test]
+    fn responses_bodies_are_the_items_to_send_in_sorted_keys() {
+        let mut t = target(ApiFlavour::Responses);
+        t.store = true;
+        let tools: Value = ["read_file", "grep"]
+            .iter()
+            .map(|n| json!({"type": "function", "name": n, "description": format!("The {n} tool."), "parameters": params()}))
+            .collect();
+        let args = "{\"path\":\"a \\\"b\\\".rs\"}";
+        let history = json!([
+            {"type": "message", "role": "user", "content": [{"type": "input_text", "text": "fix it ✓"}]},
+            {"type": "message", "role": "assistant", "content": "looking"},
+            {"type": "function_call", "call_id": "call_1", "name": "read_file", "arguments": args},
+            {"type": "function_call", "call_id": "call_2", "name": "grep", "arguments": args},
+            {"type": "function_call_output", "call_id": "call_1", "output": "contents"},
+            {"type": "function_call_output", "call_id": "call_2", "output": ""},
+            {"type": "function_call", "call_id": "call_3", "name": "read_file", "arguments": args},
+            {"type": "function_call_output", "call_id": "call_3", "output": "more"},
+        ]);
+        for (choice, expected) in [
+            (ToolChoice::Auto, json!("auto")),
+            (ToolChoice::None, json!("none")),
+            (
+                ToolChoice::Function("grep".into()),
+                json!({"type": "function", "name": "grep"}),
+            ),
+            (
+                ToolChoice::Parallel(vec!["read_file".into(), "grep".into()]),
+                json!({"type": "allowed_tools", "mode": "required", "tools": [
+                    {"type": "function", "name": "read_file"}, {"type": "function", "name": "grep"}]}),
+            ),
+        ] {
+            // HTTP: the whole history, streamed, no fault field (it goes in a header).
+            let c = conversation(ApiFlavour::Responses, TransportKind::Http);
+            let s = spec(choice.clone());
+            let body = parsed(&http_request(&t, &c, &s).unwrap().body);
+            assert_eq!(
+                body,
+                json!({
+                    "model": "m",
+                    "stream": true,
+                    "stream_options": {"include_obfuscation": false},
+                    "store": true,
+                    "instructions": "be \"brief\"\n",
+                    "input": history,
+                    "max_output_tokens": 64,
+                    "tools": tools,
+                    "tool_choice": expected,
+                })
+            );
+            // WebSocket: flat, chained on the last response (only the newest item goes).
+            let c = conversation(ApiFlavour::Responses, TransportKind::Ws);
+            let body = parsed(ws_message(&t, &c, &s).unwrap().as_bytes());
+            assert_eq!(
+                body,
+                json!({
+                    "type": "response.create",
+                    "model": "m",
+                    "store": true,
+                    "instructions": "be \"brief\"\n",
+                    "previous_response_id": "resp_2",
+                    "input": [history[7]],
+                    "max_output_tokens": 64,
+                    "tools": tools,
+                    "tool_choice": expected,
+                    "sim_fault": "stall=1s",
+                })
+            );
+        }
+        // A warm-up with nothing optional.
+        t.store = false;
+        let c = Conversation::new("", ApiFlavour::Responses, TransportKind::Ws, false);
+        let warm = RequestSpec {
+            kind: RequestKind::Warmup,
+            ..Default::default()
+        };
+        let body = parsed(ws_message(&t, &c, &warm).unwrap().as_bytes());
+        assert_eq!(
+            body,
+            json!({"type": "response.create", "model": "m", "store": false, "input": [], "generate": false})
+        );
     }
 }
