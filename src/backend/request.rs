@@ -403,7 +403,8 @@ pub(crate) mod tests {
     }
 
     /// A conversation with every kind of item: a system prompt, user messages, an assistant
-    /// turn with text and two calls, one without text, and tool outputs.
+    /// turn with text and two calls, one with a call and no text, one with text and no
+    /// call, and tool outputs.
     fn conversation(api: ApiFlavour, transport: TransportKind) -> Conversation {
         let call = |id: &str, name: &str| crate::backend::ToolCall {
             call_id: id.into(),
@@ -429,6 +430,14 @@ pub(crate) mod tests {
             warmup: false,
         });
         c.add_tool_output("call_3", "more");
+        c.on_reply(&crate::backend::conversation::Reply {
+            ok: true,
+            response_id: Some("resp_3".into()),
+            tool_calls: vec![],
+            text: "done".into(),
+            warmup: false,
+        });
+        c.add_user_message("thanks");
         c
     }
 
@@ -504,6 +513,8 @@ pub(crate) mod tests {
                         {"role": "tool", "tool_call_id": "call_2", "content": ""},
                         {"role": "assistant", "content": null, "tool_calls": calls(&[("call_3", "read_file")])},
                         {"role": "tool", "tool_call_id": "call_3", "content": "more"},
+                        {"role": "assistant", "content": "done"},
+                        {"role": "user", "content": "thanks"},
                     ],
                     "tools": tools,
                     "tool_choice": expected,
@@ -540,6 +551,8 @@ pub(crate) mod tests {
             {"type": "function_call_output", "call_id": "call_2", "output": ""},
             {"type": "function_call", "call_id": "call_3", "name": "read_file", "arguments": args},
             {"type": "function_call_output", "call_id": "call_3", "output": "more"},
+            {"type": "message", "role": "assistant", "content": "done"},
+            {"type": "message", "role": "user", "content": [{"type": "input_text", "text": "thanks"}]},
         ]);
         for (choice, expected) in [
             (ToolChoice::Auto, json!("auto")),
@@ -582,8 +595,8 @@ pub(crate) mod tests {
                     "model": "m",
                     "store": true,
                     "instructions": "be \"brief\"\n",
-                    "previous_response_id": "resp_2",
-                    "input": [history[7]],
+                    "previous_response_id": "resp_3",
+                    "input": [history[9]],
                     "max_output_tokens": 64,
                     "tools": tools,
                     "tool_choice": expected,
