@@ -37,7 +37,10 @@ pub(super) fn responses(
         stream_options: (!ws).then_some(Obfuscation {
             include_obfuscation: false,
         }),
-        tool_choice: tools.then_some(ResponsesChoice(&spec.tool_choice)),
+        tool_choice: tools.then_some(Choice {
+            choice: &spec.tool_choice,
+            chat: false,
+        }),
         tools: tools.then_some(Tools {
             names: &spec.tools,
             chat: false,
@@ -64,7 +67,10 @@ pub(super) fn chat(
             continuous_usage_stats: spec.continuous_usage_stats.then_some(true),
             include_usage: true,
         },
-        tool_choice: tools.then_some(ChatChoice(&spec.tool_choice)),
+        tool_choice: tools.then_some(Choice {
+            choice: &spec.tool_choice,
+            chat: true,
+        }),
         tools: tools.then_some(Tools {
             names: &spec.tools,
             chat: true,
@@ -99,7 +105,7 @@ struct ResponsesBody<'a> {
     #[serde(skip_serializing_if = "Option::is_none")]
     stream_options: Option<Obfuscation>,
     #[serde(skip_serializing_if = "Option::is_none")]
-    tool_choice: Option<ResponsesChoice<'a>>,
+    tool_choice: Option<Choice<'a>>,
     #[serde(skip_serializing_if = "Option::is_none")]
     tools: Option<Tools<'a>>,
     #[serde(rename = "type", skip_serializing_if = "Option::is_none")]
@@ -283,55 +289,6 @@ struct ChatTool<'a> {
     kind: &'static str,
 }
 
-struct ResponsesChoice<'a>(&'a ToolChoice);
-
-impl Serialize for ResponsesChoice<'_> {
-    fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
-        match self.0 {
-            ToolChoice::Auto => s.serialize_str("auto"),
-            ToolChoice::None => s.serialize_str("none"),
-            ToolChoice::Function(name) => Named {
-                name,
-                kind: "function",
-            }
-            .serialize(s),
-            ToolChoice::Parallel(names) => AllowedTools {
-                mode: "required",
-                tools: NamedList(names),
-                kind: "allowed_tools",
-            }
-            .serialize(s),
-        }
-    }
-}
-
-#[derive(Derive)]
-struct Named<'a> {
-    name: &'a str,
-    #[serde(rename = "type")]
-    kind: &'static str,
-}
-
-#[derive(Derive)]
-struct AllowedTools<'a> {
-    mode: &'static str,
-    tools: NamedList<'a>,
-    #[serde(rename = "type")]
-    kind: &'static str,
-}
-
-/// `[{"name": n, "type": "function"}, …]`.
-struct NamedList<'a>(&'a [String]);
-
-impl Serialize for NamedList<'_> {
-    fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
-        s.collect_seq(self.0.iter().map(|name| Named {
-            name,
-            kind: "function",
-        }))
-    }
-}
-
 #[derive(Derive)]
 struct ChatBody<'a> {
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -343,7 +300,7 @@ struct ChatBody<'a> {
     stream: bool,
     stream_options: ChatStreamOptions,
     #[serde(skip_serializing_if = "Option::is_none")]
-    tool_choice: Option<ChatChoice<'a>>,
+    tool_choice: Option<Choice<'a>>,
     #[serde(skip_serializing_if = "Option::is_none")]
     tools: Option<Tools<'a>>,
 }
@@ -448,27 +405,81 @@ struct CalledFunction<'a> {
     name: &'a str,
 }
 
-struct ChatChoice<'a>(&'a ToolChoice);
+/// `tool_choice`, in the Responses (flat) or Chat (`function`-wrapped) form.
+struct Choice<'a> {
+    choice: &'a ToolChoice,
+    chat: bool,
+}
 
-impl Serialize for ChatChoice<'_> {
+impl Serialize for Choice<'_> {
     fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
-        match self.0 {
+        let chat = self.chat;
+        match self.choice {
             ToolChoice::Auto => s.serialize_str("auto"),
             ToolChoice::None => s.serialize_str("none"),
-            ToolChoice::Function(name) => ChatNamed::new(name).serialize(s),
-            ToolChoice::Parallel(names) => ChatAllowed {
-                allowed_tools: ChatAllowedList {
+            ToolChoice::Function(name) => FunctionRef { name, chat }.serialize(s),
+            ToolChoice::Parallel(names) => {
+                let list = AllowedList {
                     mode: "required",
-                    tools: ChatNamedList(names),
-                },
-                kind: "allowed_tools",
+                    tools: FunctionRefs { names, chat },
+                };
+                let kind = "allowed_tools";
+                if chat {
+                    ChatAllowed {
+                        allowed_tools: list,
+                        kind,
+                    }
+                    .serialize(s)
+                } else {
+                    ResponsesAllowed { list, kind }.serialize(s)
+                }
             }
-            .serialize(s),
         }
     }
 }
 
+/// One function by name: `{"name": n, "type": "function"}`, or in Chat form
 /// `{"function": {"name": n}, "type": "function"}`.
+struct FunctionRef<'a> {
+    name: &'a str,
+    chat: bool,
+}
+
+impl Serialize for FunctionRef<'_> {
+    fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        let name = self.name;
+        let kind = "function";
+        if self.chat {
+            ChatNamed {
+                function: NameOnly { name },
+                kind,
+            }
+            .serialize(s)
+        } else {
+            Named { name, kind }.serialize(s)
+        }
+    }
+}
+
+struct FunctionRefs<'a> {
+    names: &'a [String],
+    chat: bool,
+}
+
+impl Serialize for FunctionRefs<'_> {
+    fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        let chat = self.chat;
+        s.collect_seq(self.names.iter().map(|name| FunctionRef { name, chat }))
+    }
+}
+
+#[derive(Derive)]
+struct Named<'a> {
+    name: &'a str,
+    #[serde(rename = "type")]
+    kind: &'static str,
+}
+
 #[derive(Derive)]
 struct ChatNamed<'a> {
     function: NameOnly<'a>,
@@ -476,37 +487,30 @@ struct ChatNamed<'a> {
     kind: &'static str,
 }
 
-impl<'a> ChatNamed<'a> {
-    fn new(name: &'a str) -> Self {
-        ChatNamed {
-            function: NameOnly { name },
-            kind: "function",
-        }
-    }
-}
-
 #[derive(Derive)]
 struct NameOnly<'a> {
     name: &'a str,
 }
 
+/// `{"mode": "required", "tools": […]}`: the list of an `allowed_tools` choice.
 #[derive(Derive)]
-struct ChatAllowed<'a> {
-    allowed_tools: ChatAllowedList<'a>,
+struct AllowedList<'a> {
+    mode: &'static str,
+    tools: FunctionRefs<'a>,
+}
+
+/// Responses: the list's keys and `type` in one object (sorted: mode, tools, type).
+#[derive(Derive)]
+struct ResponsesAllowed<'a> {
+    #[serde(flatten)]
+    list: AllowedList<'a>,
     #[serde(rename = "type")]
     kind: &'static str,
 }
 
 #[derive(Derive)]
-struct ChatAllowedList<'a> {
-    mode: &'static str,
-    tools: ChatNamedList<'a>,
-}
-
-struct ChatNamedList<'a>(&'a [String]);
-
-impl Serialize for ChatNamedList<'_> {
-    fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
-        s.collect_seq(self.0.iter().map(|n| ChatNamed::new(n)))
-    }
+struct ChatAllowed<'a> {
+    allowed_tools: AllowedList<'a>,
+    #[serde(rename = "type")]
+    kind: &'static str,
 }

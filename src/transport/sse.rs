@@ -20,7 +20,7 @@
 //! without bound.
 
 use bytes::{Bytes, BytesMut};
-use memchr::memchr2;
+use memchr::{memchr, memchr2};
 
 /// One complete SSE event.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -246,7 +246,7 @@ impl SseParser {
         if line[0] == b':' {
             return true; // comment / keep-alive
         }
-        let (name, value_start) = match memchr::memchr(b':', line) {
+        let (name, value_start) = match memchr(b':', line) {
             Some(c) => {
                 let mut v = start + c + 1;
                 if v < end && buf[v] == b' ' {

@@ -104,17 +104,14 @@ impl Secrets {
 
     /// True only when [`Self::scrub`] gives `text` back unchanged (it may also be false then).
     fn leaves_alone(&self, text: &str) -> bool {
-        let has_secret = self
-            .list
-            .iter()
-            .any(|s| text.contains(prefix_of(s, PARTIAL_MIN.min(s.len()))));
-        // `bearer ` and `basic ` both start with a `b`: look at each `b` or `B` only.
+        let has_secret = self.list.iter().any(|s| text.contains(probe(s)));
+        // Every scheme starts with a `b` (a test holds it): look at each `b` or `B` only.
         let b = text.as_bytes();
         let scheme = memchr::memchr2_iter(b'b', b'B', b).any(|i| {
             let rest = &b[i..];
-            [&b"bearer "[..], b"basic "]
-                .iter()
-                .any(|w| rest.len() >= w.len() && rest[..w.len()].eq_ignore_ascii_case(w))
+            AUTH_SCHEMES.iter().any(|w| {
+                rest.len() >= w.len() && rest[..w.len()].eq_ignore_ascii_case(w.as_bytes())
+            })
         });
         !has_secret && !scheme && !text.contains("://")
     }
@@ -124,7 +121,7 @@ impl Secrets {
     pub fn remove(&self, text: &str) -> String {
         let mut hits: Vec<(usize, usize)> = Vec::new();
         for s in &self.list {
-            let probe = prefix_of(s, PARTIAL_MIN.min(s.len()));
+            let probe = probe(s);
             let whole_only = s.len() < PARTIAL_MIN;
             for (start, _) in text.match_indices(probe) {
                 let matched = common_prefix(&text.as_bytes()[start..], s.as_bytes());
@@ -140,6 +137,12 @@ impl Secrets {
         }
         replace_ranges(text, hits)
     }
+}
+
+/// What [`Secrets::remove`] looks for of secret `s`: its first [`PARTIAL_MIN`] bytes (all of
+/// a shorter one).
+fn probe(s: &str) -> &str {
+    prefix_of(s, PARTIAL_MIN.min(s.len()))
 }
 
 /// The first `n` bytes of `s`, widened to a character boundary.
@@ -224,6 +227,10 @@ pub fn userinfos(text: &str) -> Vec<String> {
     out
 }
 
+/// The HTTP authentication schemes whose token [`redact_auth_schemes`] replaces, lower case,
+/// with the space after them.
+const AUTH_SCHEMES: [&str; 2] = ["bearer ", "basic "];
+
 /// Replaces the token after `Bearer ` / `Basic ` (any case) up to the next space, quote,
 /// comma or bracket.
 fn redact_auth_schemes(text: &str) -> String {
@@ -232,7 +239,7 @@ fn redact_auth_schemes(text: &str) -> String {
     let mut i = 0;
     while i < text.len() {
         let rest = &lower[i..];
-        let hit = ["bearer ", "basic "]
+        let hit = AUTH_SCHEMES
             .iter()
             .find(|p| rest.starts_with(*p))
             .map(|p| p.len());
@@ -339,7 +346,9 @@ mod tests {
         // Cut off at a limit: an 8+ byte start goes as far as it matches.
         assert_eq!(set.scrub("key sk-h2probe-SECR"), "key [redacted]");
         assert_eq!(set.scrub("key sk-h2pr"), "key sk-h2pr");
-        // In place: what scrub gives, and a text it leaves alone is not rewritten.
+        // In place: what scrub gives, and a text it leaves alone is not rewritten (its scan
+        // for a scheme looks at each `b` only).
+        assert!(AUTH_SCHEMES.iter().all(|s| s.starts_with('b')));
         for text in [
             "id=sk-h2probe-SECRET-0123\n!",
             "key sk-h2probe-SECR",
