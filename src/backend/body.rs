@@ -23,12 +23,11 @@ pub(super) fn responses(
     spec: &RequestSpec,
     ws: bool,
 ) -> serde_json::Result<Vec<u8>> {
-    let tools = !spec.tools.is_empty();
     let body = ResponsesBody {
         generate: (ws && spec.kind == RequestKind::Warmup).then_some(false),
         input: ResponsesInput(conv.items_to_send()),
         instructions: (!conv.system.is_empty()).then_some(conv.system.as_str()),
-        max_output_tokens: (spec.max_output_tokens > 0).then_some(spec.max_output_tokens),
+        max_output_tokens: limit(spec),
         model: &target.model,
         previous_response_id: conv.previous_response_id(),
         sim_fault: spec.fault.as_deref().filter(|_| ws),
@@ -37,14 +36,8 @@ pub(super) fn responses(
         stream_options: (!ws).then_some(Obfuscation {
             include_obfuscation: false,
         }),
-        tool_choice: tools.then_some(Choice {
-            choice: &spec.tool_choice,
-            chat: false,
-        }),
-        tools: tools.then_some(Tools {
-            names: &spec.tools,
-            chat: false,
-        }),
+        tool_choice: Choice::offered(spec, false),
+        tools: Tools::offered(spec, false),
         kind: ws.then_some("response.create"),
     };
     to_vec(&body)
@@ -56,10 +49,9 @@ pub(super) fn chat(
     conv: &Conversation,
     spec: &RequestSpec,
 ) -> serde_json::Result<Vec<u8>> {
-    let tools = !spec.tools.is_empty();
     let body = ChatBody {
         ignore_eos: target.ignore_eos.then_some(true),
-        max_tokens: (spec.max_output_tokens > 0).then_some(spec.max_output_tokens),
+        max_tokens: limit(spec),
         messages: ChatMessages(conv),
         model: &target.model,
         stream: true,
@@ -67,16 +59,15 @@ pub(super) fn chat(
             continuous_usage_stats: spec.continuous_usage_stats.then_some(true),
             include_usage: true,
         },
-        tool_choice: tools.then_some(Choice {
-            choice: &spec.tool_choice,
-            chat: true,
-        }),
-        tools: tools.then_some(Tools {
-            names: &spec.tools,
-            chat: true,
-        }),
+        tool_choice: Choice::offered(spec, true),
+        tools: Tools::offered(spec, true),
     };
     to_vec(&body)
+}
+
+/// The output limit, when the request sets one (0: the server's default).
+fn limit(spec: &RequestSpec) -> Option<u32> {
+    (spec.max_output_tokens > 0).then_some(spec.max_output_tokens)
 }
 
 fn to_vec(body: &impl Serialize) -> serde_json::Result<Vec<u8>> {
@@ -206,6 +197,16 @@ struct InputText<'a> {
 struct Tools<'a> {
     names: &'a [String],
     chat: bool,
+}
+
+impl<'a> Tools<'a> {
+    /// The tools `spec` offers, if any.
+    fn offered(spec: &'a RequestSpec, chat: bool) -> Option<Self> {
+        (!spec.tools.is_empty()).then_some(Tools {
+            names: &spec.tools,
+            chat,
+        })
+    }
 }
 
 impl Serialize for Tools<'_> {
@@ -409,6 +410,16 @@ struct CalledFunction<'a> {
 struct Choice<'a> {
     choice: &'a ToolChoice,
     chat: bool,
+}
+
+impl<'a> Choice<'a> {
+    /// `spec`'s tool choice, when it offers tools.
+    fn offered(spec: &'a RequestSpec, chat: bool) -> Option<Self> {
+        (!spec.tools.is_empty()).then_some(Choice {
+            choice: &spec.tool_choice,
+            chat,
+        })
+    }
 }
 
 impl Serialize for Choice<'_> {
