@@ -48,6 +48,7 @@ pub mod sockstate;
 pub mod sse;
 pub mod tcp;
 pub mod ws;
+pub mod wsframe;
 
 use std::path::PathBuf;
 use std::time::{Duration, Instant};

@@ -5,28 +5,39 @@
 //! headers given by the caller; a 101 naming an extension or subprotocol not asked for is
 //! refused), sending one text message, reading text messages until the
 //! consumer says stop, Close codes, and whether the socket is still usable afterwards.
-//! Does not own: what is sent (backend) or when a new socket is needed (session).
+//! Does not own: what is sent (backend), when a new socket is needed (session), or the
+//! frames' bytes ([`super::wsframe`]).
 //!
-//! Ping frames are answered by tungstenite (the pong goes out with the next read/write).
-//! There is never more than one turn in flight: a turn borrows the socket mutably.
+//! tungstenite performs the upgrade; after it the socket is read and written here, frame by
+//! frame ([`super::wsframe`] says why). Ping frames are answered: the pong goes out before
+//! the next read, as tungstenite sent it. There is never more than one turn in flight: a
+//! turn borrows the socket mutably.
 
+use std::io;
+use std::pin::Pin;
 use std::sync::Arc;
+use std::task::{ready, Context, Poll};
 
-use futures_util::{SinkExt, StreamExt};
+use tokio::io::{AsyncRead, AsyncWrite, AsyncWriteExt, ReadBuf};
 use tokio_tungstenite::tungstenite::client::IntoClientRequest;
-use tokio_tungstenite::tungstenite::{self, Message};
-use tokio_tungstenite::WebSocketStream;
+use tokio_tungstenite::tungstenite::error::ProtocolError;
+use tokio_tungstenite::tungstenite::{self};
 use tokio_util::sync::CancellationToken;
 
 use super::connect::Dialed;
 use super::io::{IoStats, MeteredIo};
 use super::sockstate::SockProbe;
+use super::wsframe::{self, Incoming, Reader};
 use super::{Ending, Flow, Limits, Setup, WireEvent};
 use crate::clock::Clock;
 
 /// An open WebSocket.
 pub struct WsConn {
-    ws: WebSocketStream<MeteredIo>,
+    io: MeteredIo,
+    /// What the server sent and was not yet read as a message.
+    reader: Reader,
+    /// Pongs not yet written.
+    pending: Vec<u8>,
     stats: Arc<IoStats>,
     /// What opening it cost (TCP, TLS and the upgrade); handed to the first turn only.
     pub setup: Setup,
@@ -47,16 +58,16 @@ impl WsConn {
     pub fn closed_while_idle(&mut self) -> bool {
         use futures_util::FutureExt;
         loop {
-            match self.ws.next().now_or_never() {
+            match std::future::poll_fn(|cx| self.poll_message(cx)).now_or_never() {
                 None => break,
-                Some(Some(Ok(Message::Text(t)))) => {
+                Some(Ok(Incoming::Text(t))) => {
                     let error = serde_json::from_str::<serde_json::Value>(&t)
                         .is_ok_and(|v| v["type"] == "error");
                     if error {
                         return true;
                     }
                 }
-                Some(Some(Ok(Message::Ping(_) | Message::Pong(_) | Message::Frame(_)))) => {}
+                Some(Ok(Incoming::Ping(_) | Incoming::Pong)) => {}
                 Some(_) => return true,
             }
         }
@@ -64,14 +75,146 @@ impl WsConn {
             .as_ref()
             .is_some_and(|p| p.idle() == super::sockstate::Idle::Closed)
     }
+
+    /// The next text, binary or Close message. Pings are answered (their pongs written
+    /// before the next read) and pongs dropped. An error leaves the socket unusable.
+    fn poll_message(&mut self, cx: &mut Context<'_>) -> Poll<Result<Incoming, tungstenite::Error>> {
+        loop {
+            if !self.pending.is_empty() {
+                self.poll_pongs(cx).map_err(tungstenite::Error::Io)?;
+            }
+            match self.reader.message()? {
+                Some(Incoming::Ping(payload)) => {
+                    wsframe::pong_frame(&mut self.pending, payload);
+                    continue;
+                }
+                Some(Incoming::Pong) => continue,
+                Some(m) => return Poll::Ready(Ok(m)),
+                None => {}
+            }
+            let mut buf = ReadBuf::uninit(self.reader.spare());
+            ready!(Pin::new(&mut self.io).poll_read(cx, &mut buf))
+                .map_err(tungstenite::Error::Io)?;
+            let n = buf.filled().len();
+            if n == 0 {
+                return Poll::Ready(Err(tungstenite::Error::Protocol(
+                    ProtocolError::ResetWithoutClosingHandshake,
+                )));
+            }
+            // SAFETY: the read initialised the `n` bytes it filled.
+            unsafe { self.reader.filled(n) };
+        }
+    }
+
+    /// Writes what it can of the pending pongs without waiting.
+    fn poll_pongs(&mut self, cx: &mut Context<'_>) -> io::Result<()> {
+        while !self.pending.is_empty() {
+            match Pin::new(&mut self.io).poll_write(cx, &self.pending) {
+                Poll::Ready(Ok(0)) => return Err(io::ErrorKind::WriteZero.into()),
+                Poll::Ready(Ok(n)) => {
+                    self.pending.drain(..n);
+                }
+                Poll::Ready(Err(e)) => return Err(e),
+                Poll::Pending => return Ok(()),
+            }
+        }
+        match Pin::new(&mut self.io).poll_flush(cx) {
+            Poll::Ready(r) => r,
+            Poll::Pending => Ok(()),
+        }
+    }
+
+    /// Writes one text message (after any pending pongs).
+    async fn send(&mut self, text: String) -> io::Result<()> {
+        if !self.pending.is_empty() {
+            self.io.write_all(&self.pending).await?;
+            self.pending.clear();
+        }
+        self.io.write_all(&wsframe::text_frame(text)).await?;
+        self.io.flush().await
+    }
 }
 
-/// tungstenite zero-fills its read buffer up to `read_buffer_size` before every read (128 KiB
-/// by default, a memset that cost ~15% of the client's CPU per chunk in `cargo bench --bench
-/// ingest`; at 16 KiB it was still 2.4% in `scripts/cpu-per-chunk.sh` with one chunk per read).
-/// Streaming events are a few hundred bytes; larger frames still grow the buffer as needed.
-/// Frames and messages are capped at [`super::limits::WS_FRAME`] / [`super::limits::WS_MESSAGE`]
-/// (a larger one ends the turn as `too-large` before its payload is buffered).
+/// The stream during the upgrade. tungstenite reads the response through it; it keeps a
+/// copy of what came after the response head (frames a server sent at once), which
+/// tungstenite would keep in its own reader, and hands the socket back afterwards.
+struct Handoff {
+    io: Option<MeteredIo>,
+    /// Where in the response head the bytes so far end: see [`head_step`].
+    head: u8,
+    tail: Vec<u8>,
+}
+
+/// `head`: the response head is over (an empty line came).
+const HEAD_DONE: u8 = 3;
+
+/// The next state of the search for the response head's end: 0 within a line, 1 at the
+/// start of a line, 2 after a `\r` at the start of a line, [`HEAD_DONE`]. Lines end in
+/// `\r\n` or `\n`, as httparse (tungstenite's parser) reads them.
+fn head_step(state: u8, b: u8) -> u8 {
+    match (state, b) {
+        (1 | 2, b'\n') => HEAD_DONE,
+        (_, b'\n') => 1,
+        (1, b'\r') => 2,
+        _ => 0,
+    }
+}
+
+impl Handoff {
+    fn io(&mut self) -> io::Result<&mut MeteredIo> {
+        self.io
+            .as_mut()
+            .ok_or_else(|| io::Error::other("the socket was handed off after the upgrade"))
+    }
+}
+
+impl AsyncRead for Handoff {
+    fn poll_read(
+        self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        buf: &mut ReadBuf<'_>,
+    ) -> Poll<io::Result<()>> {
+        let this = self.get_mut();
+        let before = buf.filled().len();
+        ready!(Pin::new(this.io()?).poll_read(cx, buf))?;
+        let new = &buf.filled()[before..];
+        let mut from = new.len();
+        if this.head == HEAD_DONE {
+            from = 0;
+        } else if let Some(i) = new.iter().position(|&b| {
+            this.head = head_step(this.head, b);
+            this.head == HEAD_DONE
+        }) {
+            from = i + 1;
+        }
+        this.tail.extend_from_slice(&new[from..]);
+        Poll::Ready(Ok(()))
+    }
+}
+
+impl AsyncWrite for Handoff {
+    fn poll_write(
+        self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        buf: &[u8],
+    ) -> Poll<io::Result<usize>> {
+        Pin::new(self.get_mut().io()?).poll_write(cx, buf)
+    }
+    fn poll_flush(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+        Pin::new(self.get_mut().io()?).poll_flush(cx)
+    }
+    fn poll_shutdown(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+        Pin::new(self.get_mut().io()?).poll_shutdown(cx)
+    }
+}
+
+/// What tungstenite upgrades with (here and in `probe`), and reads with where it reads a
+/// socket (`probe`, `examples/read_floor.rs`). It zero-fills its read buffer up to
+/// `read_buffer_size` before every read (128 KiB by default, a memset that cost ~15% of the
+/// client's CPU per chunk in `cargo bench --bench ingest`); streaming events are a few
+/// hundred bytes, and larger frames still grow the buffer as needed. Frames and messages are
+/// capped at [`super::limits::WS_FRAME`] / [`super::limits::WS_MESSAGE`], as
+/// [`super::wsframe`] caps them.
 pub fn ws_config() -> tungstenite::protocol::WebSocketConfig {
     tungstenite::protocol::WebSocketConfig::default()
         .read_buffer_size(8 * 1024)
@@ -117,59 +260,72 @@ pub async fn upgrade(
     }
     let stats = d.stats.clone();
     let t0 = crate::clock::now();
-    let (ws, resp) = tokio_tungstenite::client_async_with_config(req, d.io, Some(ws_config()))
-        .await
-        .map_err(|e| match e {
-            tungstenite::Error::Http(resp) => {
-                let status = resp.status().as_u16();
-                let body = resp
-                    .body()
-                    .as_deref()
-                    .map(|b| crate::vocab::redact::excerpt(b, 512))
-                    .unwrap_or_default();
-                Ending::Upgrade(
-                    Some(status),
-                    format!("WebSocket upgrade to {url} refused with HTTP {status}: {body}"),
-                )
-            }
-            other => match super::io::client_cert_refusal(&other).or_else(|| stats.tls_refusal()) {
-                Some(why) => Ending::Tls(format!("WebSocket upgrade to {url}: {other}: {why}")),
-                // The same server behaviour gets the same kind as on HTTP: a connection that
-                // ends or resets before the answer is truncated, a garbage or oversized head
-                // a protocol / too-large failure. Only a refusal of the upgrade itself (an
-                // answer that is not 101, a bad accept key) is an upgrade error.
-                None => match other {
-                    tungstenite::Error::Io(_)
-                    | tungstenite::Error::ConnectionClosed
-                    | tungstenite::Error::AlreadyClosed
-                    | tungstenite::Error::Protocol(
-                        tungstenite::error::ProtocolError::HandshakeIncomplete,
-                    ) => {
-                        Ending::Io(format!("WebSocket upgrade to {url}: {other}"))
-                    }
-                    tungstenite::Error::Capacity(_) | tungstenite::Error::AttackAttempt => Ending::TooLarge(format!(
+    let handoff = Handoff {
+        io: Some(d.io),
+        head: 0,
+        tail: Vec::new(),
+    };
+    let (mut ws, resp) =
+        tokio_tungstenite::client_async_with_config(req, handoff, Some(ws_config()))
+            .await
+            .map_err(|e| match e {
+                tungstenite::Error::Http(resp) => {
+                    let status = resp.status().as_u16();
+                    let body = resp
+                        .body()
+                        .as_deref()
+                        .map(|b| crate::vocab::redact::excerpt(b, 512))
+                        .unwrap_or_default();
+                    Ending::Upgrade(
+                        Some(status),
+                        format!("WebSocket upgrade to {url} refused with HTTP {status}: {body}"),
+                    )
+                }
+                other => match super::io::client_cert_refusal(&other)
+                    .or_else(|| stats.tls_refusal())
+                {
+                    Some(why) => Ending::Tls(format!("WebSocket upgrade to {url}: {other}: {why}")),
+                    // The same server behaviour gets the same kind as on HTTP: a connection that
+                    // ends or resets before the answer is truncated, a garbage or oversized head
+                    // a protocol / too-large failure. Only a refusal of the upgrade itself (an
+                    // answer that is not 101, a bad accept key) is an upgrade error.
+                    None => match other {
+                        tungstenite::Error::Io(_)
+                        | tungstenite::Error::ConnectionClosed
+                        | tungstenite::Error::AlreadyClosed
+                        | tungstenite::Error::Protocol(
+                            tungstenite::error::ProtocolError::HandshakeIncomplete,
+                        ) => Ending::Io(format!("WebSocket upgrade to {url}: {other}")),
+                        tungstenite::Error::Capacity(_) | tungstenite::Error::AttackAttempt => {
+                            Ending::TooLarge(format!(
                         "WebSocket upgrade to {url}: {other} (the upgrade response head is over \
                          64 KiB, or came in hundreds of tiny reads)"
-                    )),
-                    tungstenite::Error::HttpFormat(_) | tungstenite::Error::Utf8(_) => {
-                        Ending::Protocol(format!(
-                            "WebSocket upgrade to {url}: {other}: the server sent a malformed response"
-                        ))
-                    }
-                    tungstenite::Error::Protocol(
-                        tungstenite::error::ProtocolError::HttparseError(_),
-                    ) => Ending::Protocol(format!(
+                    ))
+                        }
+                        tungstenite::Error::HttpFormat(_) | tungstenite::Error::Utf8(_) => {
+                            Ending::Protocol(format!(
                         "WebSocket upgrade to {url}: {other}: the server sent a malformed response"
-                    )),
-                    _ => Ending::Upgrade(None, format!("WebSocket upgrade to {url}: {other}")),
+                    ))
+                        }
+                        tungstenite::Error::Protocol(
+                            tungstenite::error::ProtocolError::HttparseError(_),
+                        ) => Ending::Protocol(format!(
+                    "WebSocket upgrade to {url}: {other}: the server sent a malformed response"
+                )),
+                        _ => Ending::Upgrade(None, format!("WebSocket upgrade to {url}: {other}")),
+                    },
                 },
-            },
-        })?;
+            })?;
     unrequested(&resp, headers, url)?;
     let mut setup = d.setup;
     setup.ws_upgrade_ns = Some(crate::clock::since(t0).as_nanos() as u64);
+    let handoff = ws.get_mut();
+    let io = handoff.io.take().expect("the socket is handed off once");
+    let tail = std::mem::take(&mut handoff.tail);
     Ok(WsConn {
-        ws,
+        io,
+        reader: Reader::new(tail),
+        pending: Vec::new(),
         stats: d.stats,
         setup,
         warmed: false,
@@ -244,43 +400,60 @@ where
         alive: false,
         reset: false,
     };
-    let deadline = tokio::time::sleep_until(limits.deadline.into());
-    tokio::pin!(deadline);
+    // One timer for both limits: the deadline while sending, then the earlier of the deadline
+    // and the stall limit from the last progress (one timer polled a chunk, not two).
+    let timer = tokio::time::sleep_until(limits.deadline.into());
+    tokio::pin!(timer);
     // Created once: polling a fresh `cancelled()` per chunk would register (and drop) a
     // waiter under the token's lock on every chunk.
     let cancelled = cancel.cancelled();
     tokio::pin!(cancelled);
-    let send = conn.ws.send(Message::Text(text.into()));
+    let send = conn.send(text);
     let sent = tokio::select! {
         biased;
         _ = &mut cancelled => { out.ending = Ending::Cancelled; return out; }
         r = send => r,
-        _ = &mut deadline => { out.ending = Ending::Deadline; return out; }
+        _ = &mut timer => { out.ending = Ending::Deadline; return out; }
     };
     if let Err(e) = sent {
         out.reset = super::io::is_reset(&e);
+        // In the words tungstenite wrote it in.
+        let e = tungstenite::Error::Io(e);
         out.ending = Ending::Io(format!("sending on the WebSocket: {e}"));
         return out;
     }
     let mut progress_ns = clock.now_ns();
     out.written_ns = Some(progress_ns);
+    // Arms the timer for progress at `ns`; true when the deadline comes first (or with the
+    // stall limit: then the deadline is what ends the turn, as it did with two timers).
+    let arm = |timer: Pin<&mut tokio::time::Sleep>, ns: u64| {
+        let stall_at = clock.instant(ns) + limits.stall;
+        let deadline_first = limits.deadline <= stall_at;
+        timer.reset(stall_at.min(limits.deadline).into());
+        deadline_first
+    };
     let mut armed_ns = progress_ns;
-    let stall = tokio::time::sleep_until((clock.instant(progress_ns) + limits.stall).into());
-    tokio::pin!(stall);
+    let mut deadline_first = arm(timer.as_mut(), armed_ns);
     loop {
-        // Timers before the socket: a server that keeps sending cannot starve them.
+        // The socket first, then the cancel and the timer: they are polled whenever the
+        // socket has nothing to give, once a chunk rather than twice (each poll of the
+        // cancel takes two locks). A server that keeps sending cannot starve them: a read
+        // spends tokio's cooperative budget, which turns the socket `Pending` after 128.
         let msg = tokio::select! {
             biased;
+            m = std::future::poll_fn(|cx| conn.poll_message(cx)) => m,
             _ = &mut cancelled => { out.ending = Ending::Cancelled; return out; }
-            _ = &mut deadline => { out.ending = Ending::Deadline; return out; }
-            m = conn.ws.next() => m,
-            _ = &mut stall => {
+            _ = &mut timer => {
+                if deadline_first {
+                    out.ending = Ending::Deadline;
+                    return out;
+                }
                 // `progress_ns` moves with every frame; the timer was armed at `armed_ns`.
                 let last = conn.stats.last_read().max(progress_ns);
                 if last > armed_ns {
                     progress_ns = last;
                     armed_ns = last;
-                    stall.as_mut().reset((clock.instant(progress_ns) + limits.stall).into());
+                    deadline_first = arm(timer.as_mut(), armed_ns);
                     continue;
                 }
                 out.ending = Ending::Stall;
@@ -288,7 +461,7 @@ where
             }
         };
         match msg {
-            Some(Ok(Message::Text(t))) => {
+            Ok(Incoming::Text(t)) => {
                 let at_ns = conn.stats.last_read().max(progress_ns);
                 progress_ns = at_ns;
                 out.bytes_received += t.len() as u64;
@@ -298,36 +471,22 @@ where
                     return out;
                 }
             }
-            Some(Ok(Message::Binary(b))) => {
-                out.bytes_received += b.len() as u64;
+            Ok(Incoming::Binary(n)) => {
+                out.bytes_received += n as u64;
                 out.ending = Ending::Protocol(format!(
-                    "the server sent a binary WebSocket message ({} bytes); the Responses API \
-                     sends JSON text messages only",
-                    b.len()
+                    "the server sent a binary WebSocket message ({n} bytes); the Responses API \
+                     sends JSON text messages only"
                 ));
                 return out;
             }
-            Some(Ok(Message::Close(frame))) => {
-                let (code, reason) = frame
-                    .map(|f| (u16::from(f.code), f.reason.to_string()))
-                    .unwrap_or((1005, String::new()));
+            Ok(Incoming::Close(code, reason)) => {
                 out.ending = Ending::WsClose(code, reason);
                 return out;
             }
-            Some(Ok(_)) => {} // ping / pong
-            Some(Err(e)) => {
+            Ok(Incoming::Ping(_) | Incoming::Pong) => {} // answered in `poll_message`
+            Err(e) => {
                 out.reset = super::io::is_reset(&e);
                 out.ending = classify(&e);
-                return out;
-            }
-            None => {
-                // A stream that never started has nothing to end (and the turn may be sent
-                // again on a new socket, see `session`).
-                if out.bytes_received > 0 {
-                    let at_ns = clock.now_ns();
-                    sink(WireEvent::End { at_ns });
-                }
-                out.ending = Ending::Io("the WebSocket ended without a Close frame".into());
                 return out;
             }
         }

@@ -1,6 +1,6 @@
 //! Fuzz targets for the wire framers: the SSE parser (against a reference model, under every
-//! split) and the WebSocket frame reader (tungstenite with our config) feeding the Responses
-//! event decoder.
+//! split) and the WebSocket frame reader (`transport::wsframe`, against tungstenite's reader
+//! as the reference, under every split) feeding the Responses event decoder.
 
 use std::io::{Read, Write};
 
@@ -275,8 +275,63 @@ impl Write for Wire<'_> {
     }
 }
 
-/// Reads every message the client would see; the texts (and whether a close came).
-fn ws_messages(parts: Vec<&[u8]>, limit: usize) -> Result<Vec<Result<String, String>>, String> {
+/// What a reader saw: the messages up to the first Close (texts, and what else came), and
+/// whether the stream then failed.
+type Seen = (Vec<Result<String, String>>, bool);
+
+/// Reads every message the client would see with `transport::wsframe::Reader`, up to the
+/// first Close (after which the client reads nothing).
+fn ws_messages(parts: Vec<&[u8]>, limit: usize) -> Result<Seen, String> {
+    use spark_bench::transport::wsframe::{Incoming, Reader};
+    let mut r = Reader::default();
+    let mut out = Vec::new();
+    let mut parts = parts.into_iter();
+    let mut part: &[u8] = &[];
+    let mut taken = 0;
+    // Every feed below takes at least one byte, so this ends.
+    loop {
+        let got = r.message();
+        if matches!(got, Ok(Some(_))) {
+            taken += 1;
+            if taken > limit {
+                return Err(format!("still reading after {limit} messages"));
+            }
+        }
+        match got {
+            Ok(Some(Incoming::Text(t))) => out.push(Ok(t.as_str().to_string())),
+            Ok(Some(Incoming::Close(code, _))) => {
+                out.push(Err(format!("close {code}")));
+                return Ok((out, false));
+            }
+            Ok(Some(Incoming::Binary(n))) => out.push(Err(format!("binary {n}"))),
+            Ok(Some(Incoming::Ping(_) | Incoming::Pong)) => {}
+            Err(e) => {
+                let _ = e.to_string();
+                return Ok((out, true));
+            }
+            Ok(None) => {
+                if part.is_empty() {
+                    match parts.next() {
+                        Some(p) => part = p,
+                        // The end of the stream without a Close frame.
+                        None => return Ok((out, true)),
+                    }
+                }
+                let spare = r.spare();
+                let n = spare.len().min(part.len());
+                for (d, s) in spare.iter_mut().zip(&part[..n]) {
+                    d.write(*s);
+                }
+                // SAFETY: the loop above initialised `n` bytes.
+                unsafe { r.filled(n) };
+                part = &part[n..];
+            }
+        }
+    }
+}
+
+/// The same with tungstenite's reader (with the client's limits), the reference.
+fn ws_messages_tungstenite(parts: Vec<&[u8]>, limit: usize) -> Result<Seen, String> {
     let wire = Wire { parts, next: 0 };
     let config = spark_bench::transport::ws::ws_config();
     let mut ws = WebSocket::from_raw_socket(wire, Role::Client, Some(config));
@@ -287,14 +342,16 @@ fn ws_messages(parts: Vec<&[u8]>, limit: usize) -> Result<Vec<Result<String, Str
                 std::str::from_utf8(t.as_bytes()).map_err(|e| format!("text not UTF-8: {e}"))?;
                 out.push(Ok(t.as_str().to_string()));
             }
-            Ok(Message::Close(c)) => out.push(Err(format!("close {:?}", c.map(|c| c.code)))),
+            Ok(Message::Close(c)) => {
+                let code = c.map_or(1005, |c| u16::from(c.code));
+                out.push(Err(format!("close {code}")));
+                return Ok((out, false));
+            }
             Ok(Message::Binary(b)) => out.push(Err(format!("binary {}", b.len()))),
             Ok(_) => {}
             Err(e) => {
-                // Errors end the stream; the kind of error may depend on where reads split,
-                // so it is not compared.
                 let _ = e.to_string();
-                return Ok(out);
+                return Ok((out, true));
             }
         }
     }
@@ -309,13 +366,20 @@ fn run_ws(input: &[u8], r: &mut Rng) -> Result<(), String> {
     if whole != split {
         return Err(format!(
             "{} messages from one read, {} from split reads",
-            whole.len(),
-            split.len()
+            whole.0.len(),
+            split.0.len()
+        ));
+    }
+    let reference = ws_messages_tungstenite(vec![input], limit)?;
+    if whole != reference {
+        return Err(format!(
+            "wsframe read {:?}, tungstenite {:?}",
+            whole, reference
         ));
     }
     let mut d = Decoder::new(ApiFlavour::Responses);
     let mut evs: Vec<StreamEvent> = Vec::new();
-    for m in whole.iter() {
+    for m in whole.0.iter() {
         let Ok(t) = m else { break };
         let ev = WireEvent::WsText {
             at_ns: 0,

@@ -460,6 +460,171 @@ async fn a_websocket_turn_the_server_never_read_goes_again_on_a_new_socket() {
     assert_eq!(turns.load(Ordering::SeqCst), 3, "{s}");
 }
 
+/// A Responses WebSocket server whose replies never end: `response.created` and a delta,
+/// then another delta every `every` (`None`: silence).
+async fn ws_endless_server(every: Option<Duration>) -> String {
+    let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap();
+    tokio::spawn(async move {
+        while let Ok((s, _)) = listener.accept().await {
+            tokio::spawn(async move {
+                let Ok(mut ws) = tokio_tungstenite::accept_async(s).await else {
+                    return;
+                };
+                // One turn: its reply never ends.
+                let Some(Ok(Message::Text(_))) = ws.next().await else {
+                    return;
+                };
+                let created = r#"{"type":"response.created","response":{"id":"resp_1","status":"in_progress","output":[]}}"#;
+                let delta = r#"{"type":"response.output_text.delta","item_id":"msg_1","output_index":0,"content_index":0,"delta":"tok "}"#;
+                for e in [created, delta] {
+                    if ws.send(Message::Text(e.into())).await.is_err() {
+                        return;
+                    }
+                }
+                let Some(every) = every else {
+                    // Holds the socket open, silent, until the client goes.
+                    while ws.next().await.is_some() {}
+                    return;
+                };
+                loop {
+                    tokio::time::sleep(every).await;
+                    if ws.send(Message::Text(delta.into())).await.is_err() {
+                        return;
+                    }
+                }
+            });
+        }
+    });
+    format!("http://{addr}/v1")
+}
+
+/// One timer serves a WebSocket turn's two limits (`transport::ws::turn`): a server that
+/// keeps sending is ended by the request timeout, and one that went quiet by the stall
+/// timeout, each at its own time, with its own words.
+#[tokio::test]
+async fn a_websocket_turn_ends_at_its_deadline_or_at_its_stall_limit() {
+    let ms = |n| Duration::from_millis(n);
+    let waited = |r: &RequestRecord| Duration::from_nanos(r.end_ns.unwrap() - r.dispatch_ns);
+    // A delta every 50 ms keeps the 300 ms stall limit away; the 700 ms deadline ends it.
+    let url = ws_endless_server(Some(ms(50))).await;
+    let t = Target {
+        request_timeout: ms(700),
+        stall_timeout: ms(300),
+        ..target(&url, ApiFlavour::Responses)
+    };
+    let r = &requests(&t, TransportKind::Ws, 1, Duration::ZERO).await[0];
+    assert_eq!(r.outcome, OutcomeKind::Timeout, "{r:#?}");
+    assert!(
+        r.error.as_deref().unwrap().contains("request timeout"),
+        "{r:#?}"
+    );
+    assert!((ms(700)..ms(1500)).contains(&waited(r)), "{:?}", waited(r));
+    assert!(
+        r.chunks.len() >= 5,
+        "the drip's chunks are kept: {}",
+        r.chunks.len()
+    );
+
+    // Silent after its first delta: the stall limit, long before the 10 s deadline.
+    let url = ws_endless_server(None).await;
+    let t = Target {
+        request_timeout: Duration::from_secs(10),
+        stall_timeout: ms(300),
+        ..target(&url, ApiFlavour::Responses)
+    };
+    let r = &requests(&t, TransportKind::Ws, 1, Duration::ZERO).await[0];
+    assert_eq!(r.outcome, OutcomeKind::Timeout, "{r:#?}");
+    assert!(
+        r.error.as_deref().unwrap().contains("stall timeout"),
+        "{r:#?}"
+    );
+    assert!((ms(300)..ms(1500)).contains(&waited(r)), "{:?}", waited(r));
+    assert_eq!(r.chunks.len(), 1, "{r:#?}");
+}
+
+/// The client answers a Ping mid-turn with a Pong carrying its payload (RFC 6455 §5.5.2):
+/// tungstenite's server side pings after `response.created` and completes the reply only
+/// when the pong came back, masked and whole.
+#[tokio::test]
+async fn a_ping_mid_turn_gets_its_pong() {
+    let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap();
+    tokio::spawn(async move {
+        let (s, _) = listener.accept().await.unwrap();
+        let mut ws = tokio_tungstenite::accept_async(s).await.unwrap();
+        while let Some(Ok(Message::Text(_))) = ws.next().await {
+            let created = r#"{"type":"response.created","response":{"id":"resp_1","status":"in_progress","output":[]}}"#;
+            ws.send(Message::Text(created.into())).await.unwrap();
+            ws.send(Message::Ping(b"are you there".to_vec().into()))
+                .await
+                .unwrap();
+            let answer = match ws.next().await {
+                Some(Ok(Message::Pong(p))) if &p[..] == b"are you there" => {
+                    r#"{"type":"response.completed","response":{"id":"resp_1","status":"completed","output":[],"usage":{"input_tokens":3,"output_tokens":0}}}"#
+                }
+                other => {
+                    eprintln!("no pong: {other:?}");
+                    return;
+                }
+            };
+            ws.send(Message::Text(answer.into())).await.unwrap();
+        }
+    });
+    let t = target(&format!("http://{addr}/v1"), ApiFlavour::Responses);
+    let recs = requests(&t, TransportKind::Ws, 2, Duration::ZERO).await;
+    assert!(recs.iter().all(|r| r.is_ok()), "{}", summary(&recs));
+    assert!(recs[1].connection_reused, "{}", summary(&recs));
+}
+
+/// Frames a server sends in the same segment as its 101, before any request, are read:
+/// the upgrade hands them on to the socket's reader (here an error envelope, which is
+/// never a stale frame: the turn fails with its status at once, not at the stall limit).
+#[tokio::test]
+async fn frames_sent_with_the_101_are_not_lost() {
+    let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap();
+    tokio::spawn(async move {
+        let (mut s, _) = listener.accept().await.unwrap();
+        let mut head = Vec::new();
+        while !head.ends_with(b"\r\n\r\n") {
+            let mut b = [0u8; 1];
+            if s.read(&mut b).await.unwrap() == 0 {
+                return;
+            }
+            head.push(b[0]);
+        }
+        let head = String::from_utf8(head).unwrap();
+        let key = head
+            .lines()
+            .find_map(|l| {
+                l.strip_prefix("sec-websocket-key: ")
+                    .or_else(|| l.strip_prefix("Sec-WebSocket-Key: "))
+            })
+            .unwrap()
+            .trim()
+            .to_string();
+        let accept = tokio_tungstenite::tungstenite::handshake::derive_accept_key(key.as_bytes());
+        let envelope = br#"{"type":"error","status":429,"error":{"type":"rate_limit","code":"rate_limited","message":"slow down"}}"#;
+        let mut out = format!(
+            "HTTP/1.1 101 Switching Protocols\r\nUpgrade: websocket\r\nConnection: Upgrade\r\nSec-WebSocket-Accept: {accept}\r\n\r\n"
+        )
+        .into_bytes();
+        out.extend_from_slice(&[0x81, envelope.len() as u8]);
+        out.extend_from_slice(envelope);
+        s.write_all(&out).await.unwrap();
+        // Reads the client's frames until it goes.
+        let mut sink = [0u8; 4096];
+        while s.read(&mut sink).await.is_ok_and(|n| n > 0) {}
+    });
+    let t = target(&format!("http://{addr}/v1"), ApiFlavour::Responses);
+    let t0 = std::time::Instant::now();
+    let r = &requests(&t, TransportKind::Ws, 1, Duration::ZERO).await[0];
+    assert_eq!(r.outcome, OutcomeKind::HttpStatus, "{r:#?}");
+    assert_eq!(r.http_status, Some(429), "{r:#?}");
+    assert!(t0.elapsed() < Duration::from_secs(2), "{:?}", t0.elapsed());
+}
+
 /// An HTTP/2 server (cleartext, prior knowledge; hyper's server side) that sends GOAWAY
 /// (graceful shutdown) on each connection once `per_connection` streams completed on it.
 async fn h2_goaway_server(per_connection: usize) -> (String, Arc<AtomicUsize>, Arc<AtomicUsize>) {
