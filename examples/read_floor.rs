@@ -17,8 +17,10 @@
 //! default for a Responses target, its response read the same way: the same exchanges per
 //! socket, though the harness's warm-up carries no input and its request chains on the
 //! warm-up's id, where the floor's both carry the prompt), and `ws-tungstenite`: the same
-//! exchanges with each frame read through tokio-tungstenite, as the harness reads them (one
-//! stamp per message), to price that read path against the bare one. The request is the
+//! exchanges with each frame read through tokio-tungstenite, as the harness read them before
+//! it read frames itself (`transport::wsframe`), to price that read path against the bare one.
+//! The runtime is the harness's (`commands::runtime`: one thread when the process has one
+//! CPU); `FLOOR_RT=multi` takes tokio's multi-thread one instead, to price that choice. The request is the
 //! one a one-turn `run` sends (64 output tokens at most). It prints CPU-µs per chunk and per
 //! read (per message for `ws-tungstenite`), chunks per read, and the process's CPU seconds.
 //! Chunks are counted as the harness counts them: events carrying output text.
@@ -290,10 +292,16 @@ async fn worker(a: Arc<Args>, mut r: Reader, left: Arc<AtomicU64>) {
 
 fn main() {
     let a = Arc::new(args());
-    let rt = tokio::runtime::Builder::new_multi_thread()
-        .enable_all()
-        .build()
-        .expect("runtime");
+    // The harness's runtime (one thread when the process has one CPU), so that the floor
+    // differs from the harness only in the work on the bytes.
+    let rt = if std::env::var("FLOOR_RT").as_deref() == Ok("multi") {
+        tokio::runtime::Builder::new_multi_thread()
+            .enable_all()
+            .build()
+            .expect("runtime")
+    } else {
+        spark_bench::commands::runtime().expect("runtime")
+    };
     let tally = Arc::new(Tally::default());
     let clock = Clock::start();
     let counters = Arc::new(Counters::default());

@@ -68,7 +68,7 @@ pub fn main(cli: Cli) -> ExitCode {
 /// only hand-offs between the two and the work-stealing scheduler's bookkeeping on every
 /// wake-up (together ~3% of the client's CPU per chunk, `scripts/cpu-per-chunk.sh`,
 /// docs/measurements.md); a worker per CPU otherwise.
-fn runtime() -> std::io::Result<tokio::runtime::Runtime> {
+pub fn runtime() -> std::io::Result<tokio::runtime::Runtime> {
     let one_cpu = std::thread::available_parallelism().is_ok_and(|n| n.get() == 1);
     let mut b = if one_cpu {
         tokio::runtime::Builder::new_current_thread()

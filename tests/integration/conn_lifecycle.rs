@@ -461,7 +461,8 @@ async fn a_websocket_turn_the_server_never_read_goes_again_on_a_new_socket() {
 }
 
 /// A Responses WebSocket server whose replies never end: `response.created` and a delta,
-/// then another delta every `every` (`None`: silence).
+/// then another delta every `every` (zero: as fast as the socket takes them; `None`:
+/// silence).
 async fn ws_endless_server(every: Option<Duration>) -> String {
     let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
     let addr = listener.local_addr().unwrap();
@@ -488,7 +489,9 @@ async fn ws_endless_server(every: Option<Duration>) -> String {
                     return;
                 };
                 loop {
-                    tokio::time::sleep(every).await;
+                    if !every.is_zero() {
+                        tokio::time::sleep(every).await;
+                    }
                     if ws.send(Message::Text(delta.into())).await.is_err() {
                         return;
                     }
@@ -525,6 +528,25 @@ async fn a_websocket_turn_ends_at_its_deadline_or_at_its_stall_limit() {
         "the drip's chunks are kept: {}",
         r.chunks.len()
     );
+
+    // A flood (no pause between deltas): the socket always has more, yet the deadline ends it.
+    let url = ws_endless_server(Some(Duration::ZERO)).await;
+    let t = Target {
+        request_timeout: ms(500),
+        stall_timeout: ms(300),
+        ..target(&url, ApiFlavour::Responses)
+    };
+    let flood = requests(&t, TransportKind::Ws, 1, Duration::ZERO);
+    let r = &tokio::time::timeout(Duration::from_secs(10), flood)
+        .await
+        .expect("a flood must not starve the deadline")[0];
+    assert_eq!(r.outcome, OutcomeKind::Timeout, "{r:#?}");
+    assert!(
+        r.error.as_deref().unwrap().contains("request timeout"),
+        "{r:#?}"
+    );
+    assert!((ms(500)..ms(2000)).contains(&waited(r)), "{:?}", waited(r));
+    assert!(r.chunks.len() > 1000, "a flood: {} chunks", r.chunks.len());
 
     // Silent after its first delta: the stall limit, long before the 10 s deadline.
     let url = ws_endless_server(None).await;
