@@ -118,6 +118,20 @@ impl Reader {
         self.buf.set_len(self.buf.len() + n);
     }
 
+    /// Copies into the buffer as much of `bytes` as one read would take (what
+    /// [`Reader::spare`] has room for); returns how many. For bytes that did not come from
+    /// the socket (tests, the fuzz target).
+    pub fn feed(&mut self, bytes: &[u8]) -> usize {
+        let spare = self.spare();
+        let n = spare.len().min(bytes.len());
+        for (d, s) in spare.iter_mut().zip(&bytes[..n]) {
+            d.write(*s);
+        }
+        // SAFETY: the loop above initialised the first `n` bytes of the spare room.
+        unsafe { self.filled(n) };
+        n
+    }
+
     /// The next message in what has been read, or `None` when more bytes are needed. An
     /// error leaves the reader in no state to go on: the socket is to be dropped.
     pub fn message(&mut self) -> Result<Option<Incoming>, Error> {
@@ -313,13 +327,7 @@ mod tests {
         for mut part in wire.chunks(step) {
             while !part.is_empty() {
                 // A read fills what room there is; the rest comes in the next.
-                let spare = r.spare();
-                let n = spare.len().min(part.len());
-                for (d, s) in spare.iter_mut().zip(&part[..n]) {
-                    d.write(*s);
-                }
-                // SAFETY: the loop above initialised `n` bytes.
-                unsafe { r.filled(n) };
+                let n = r.feed(part);
                 part = &part[n..];
                 loop {
                     match r.message() {
@@ -462,12 +470,7 @@ mod tests {
         let mut wire = head.to_vec();
         wire.extend_from_slice(&(WS_FRAME as u64).to_be_bytes());
         // The header alone says the frame is at the limit: allowed, and the reader waits.
-        let spare = r.spare();
-        for (d, s) in spare.iter_mut().zip(&wire) {
-            d.write(*s);
-        }
-        // SAFETY: initialised above.
-        unsafe { r.filled(wire.len()) };
+        assert_eq!(r.feed(&wire), wire.len());
         assert_eq!(r.message().map_err(|e| e.to_string()), Ok(None));
         // It asks for room for the whole frame in one read, no more.
         assert!(r.spare().len() >= WS_FRAME);

@@ -317,13 +317,7 @@ fn ws_messages(parts: Vec<&[u8]>, limit: usize) -> Result<Seen, String> {
                         None => return Ok((out, true)),
                     }
                 }
-                let spare = r.spare();
-                let n = spare.len().min(part.len());
-                for (d, s) in spare.iter_mut().zip(&part[..n]) {
-                    d.write(*s);
-                }
-                // SAFETY: the loop above initialised `n` bytes.
-                unsafe { r.filled(n) };
+                let n = r.feed(part);
                 part = &part[n..];
             }
         }
