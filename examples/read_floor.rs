@@ -19,7 +19,7 @@
 //! warm-up's id, where the floor's both carry the prompt), and `ws-tungstenite`: the same
 //! exchanges with each frame read through tokio-tungstenite, as the harness read them before
 //! it read frames itself (`transport::wsframe`), to price that read path against the bare one.
-//! The runtime is the harness's (`commands::runtime`: one thread when the process has one
+//! The runtime is the harness's (`runner::resources::runtime`: one thread when the process has one
 //! CPU); `FLOOR_RT=multi` takes tokio's multi-thread one instead, to price that choice. The request is the
 //! one a one-turn `run` sends (64 output tokens at most). It prints CPU-µs per chunk and per
 //! read (per message for `ws-tungstenite`), chunks per read, and the process's CPU seconds.
@@ -300,7 +300,7 @@ fn main() {
             .build()
             .expect("runtime")
     } else {
-        spark_bench::commands::runtime().expect("runtime")
+        spark_bench::runner::resources::runtime().expect("runtime")
     };
     let tally = Arc::new(Tally::default());
     let clock = Clock::start();

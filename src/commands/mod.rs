@@ -31,7 +31,7 @@ pub const EXIT_INTERRUPTED: u8 = 130;
 
 /// Runs a parsed command line and maps the outcome to an exit code.
 pub fn main(cli: Cli) -> ExitCode {
-    let rt = match runtime() {
+    let rt = match crate::runner::resources::runtime() {
         Ok(rt) => rt,
         Err(e) => {
             errln!("error: cannot start the async runtime: {e}");
@@ -61,21 +61,6 @@ pub fn main(cli: Cli) -> ExitCode {
             ExitCode::from(EXIT_ERROR)
         }
     }
-}
-
-/// The async runtime: one thread when the process may run on one CPU only (`taskset -c 0`,
-/// a one-CPU container), where a worker thread beside the main one brings no parallelism,
-/// only hand-offs between the two and the work-stealing scheduler's bookkeeping on every
-/// wake-up (together ~3% of the client's CPU per chunk, `scripts/cpu-per-chunk.sh`,
-/// docs/measurements.md); a worker per CPU otherwise.
-pub fn runtime() -> std::io::Result<tokio::runtime::Runtime> {
-    let one_cpu = std::thread::available_parallelism().is_ok_and(|n| n.get() == 1);
-    let mut b = if one_cpu {
-        tokio::runtime::Builder::new_current_thread()
-    } else {
-        tokio::runtime::Builder::new_multi_thread()
-    };
-    b.enable_all().build()
 }
 
 /// The error and its causes, `: `-separated like `{:#}`, but without a cause whose text the

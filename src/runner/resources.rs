@@ -1,8 +1,9 @@
 //! What a run can hold open and what holding it costs: the open-file limit (raised as far
-//! as the process may), and resident memory before and at the peak, read from
-//! `/proc/self/status` (0 where it has no answer).
+//! as the process may), resident memory before and at the peak, read from
+//! `/proc/self/status` (0 where it has no answer), and the threads of the async runtime.
 //!
-//! Owns: how far `RLIMIT_NOFILE` is raised or lowered, and the memory reads. Does not own:
+//! Owns: how far `RLIMIT_NOFILE` is raised or lowered, the memory reads, and which runtime
+//! every command runs on ([`runtime`]; `examples/read_floor.rs` uses it too). Does not own:
 //! the `getrlimit`/`setrlimit` calls ([`crate::sys::rlimit`]), counting sessions (the
 //! driver's [`crate::driver::SessionGauge`]).
 
@@ -79,6 +80,21 @@ pub fn rss_kib() -> (u64, u64) {
             .unwrap_or(0)
     };
     (field("VmRSS:"), field("VmHWM:"))
+}
+
+/// The async runtime: one thread when the process may run on one CPU only (`taskset -c 0`,
+/// a one-CPU container), where a worker thread beside the main one brings no parallelism,
+/// only hand-offs between the two and the work-stealing scheduler's bookkeeping on every
+/// wake-up (together ~3% of the client's CPU per chunk, `scripts/cpu-per-chunk.sh`,
+/// docs/measurements.md); a worker per CPU otherwise.
+pub fn runtime() -> std::io::Result<tokio::runtime::Runtime> {
+    let one_cpu = std::thread::available_parallelism().is_ok_and(|n| n.get() == 1);
+    let mut b = if one_cpu {
+        tokio::runtime::Builder::new_current_thread()
+    } else {
+        tokio::runtime::Builder::new_multi_thread()
+    };
+    b.enable_all().build()
 }
 
 #[cfg(test)]
