@@ -242,8 +242,8 @@ fn classify(e: &tungstenite::Error) -> Ending {
     }
 }
 
-/// Performs the upgrade on `d`. Errors carry the HTTP status when the server answered; a
-/// TLS refusal of the client certificate (TLS 1.3 sends it after the handshake) is a TLS error.
+/// Performs the upgrade on `d` (a failure ends as `upgrade_error` says) and takes the
+/// socket back from tungstenite, with any bytes the server sent behind its 101.
 pub async fn upgrade(
     d: Dialed,
     url: &str,
@@ -258,7 +258,6 @@ pub async fn upgrade(
     for (k, v) in headers {
         req.headers_mut().insert(k.clone(), v.clone());
     }
-    let stats = d.stats.clone();
     let t0 = crate::clock::now();
     let handoff = Handoff {
         io: Some(d.io),
@@ -268,54 +267,7 @@ pub async fn upgrade(
     let (mut ws, resp) =
         tokio_tungstenite::client_async_with_config(req, handoff, Some(ws_config()))
             .await
-            .map_err(|e| match e {
-                tungstenite::Error::Http(resp) => {
-                    let status = resp.status().as_u16();
-                    let body = resp
-                        .body()
-                        .as_deref()
-                        .map(|b| crate::vocab::redact::excerpt(b, 512))
-                        .unwrap_or_default();
-                    Ending::Upgrade(
-                        Some(status),
-                        format!("WebSocket upgrade to {url} refused with HTTP {status}: {body}"),
-                    )
-                }
-                other => match super::io::client_cert_refusal(&other)
-                    .or_else(|| stats.tls_refusal())
-                {
-                    Some(why) => Ending::Tls(format!("WebSocket upgrade to {url}: {other}: {why}")),
-                    // The same server behaviour gets the same kind as on HTTP: a connection that
-                    // ends or resets before the answer is truncated, a garbage or oversized head
-                    // a protocol / too-large failure. Only a refusal of the upgrade itself (an
-                    // answer that is not 101, a bad accept key) is an upgrade error.
-                    None => match other {
-                        tungstenite::Error::Io(_)
-                        | tungstenite::Error::ConnectionClosed
-                        | tungstenite::Error::AlreadyClosed
-                        | tungstenite::Error::Protocol(
-                            tungstenite::error::ProtocolError::HandshakeIncomplete,
-                        ) => Ending::Io(format!("WebSocket upgrade to {url}: {other}")),
-                        tungstenite::Error::Capacity(_) | tungstenite::Error::AttackAttempt => {
-                            Ending::TooLarge(format!(
-                        "WebSocket upgrade to {url}: {other} (the upgrade response head is over \
-                         64 KiB, or came in hundreds of tiny reads)"
-                    ))
-                        }
-                        tungstenite::Error::HttpFormat(_) | tungstenite::Error::Utf8(_) => {
-                            Ending::Protocol(format!(
-                        "WebSocket upgrade to {url}: {other}: the server sent a malformed response"
-                    ))
-                        }
-                        tungstenite::Error::Protocol(
-                            tungstenite::error::ProtocolError::HttparseError(_),
-                        ) => Ending::Protocol(format!(
-                    "WebSocket upgrade to {url}: {other}: the server sent a malformed response"
-                )),
-                        _ => Ending::Upgrade(None, format!("WebSocket upgrade to {url}: {other}")),
-                    },
-                },
-            })?;
+            .map_err(|e| upgrade_error(e, url, &d.stats))?;
     unrequested(&resp, headers, url)?;
     let mut setup = d.setup;
     setup.ws_upgrade_ns = Some(crate::clock::since(t0).as_nanos() as u64);
@@ -332,6 +284,57 @@ pub async fn upgrade(
         used: false,
         probe: d.probe,
     })
+}
+
+/// The ending for a failed upgrade. Errors carry the HTTP status when the server answered; a
+/// TLS refusal of the client certificate (TLS 1.3 sends it after the handshake) is a TLS error.
+fn upgrade_error(e: tungstenite::Error, url: &str, stats: &IoStats) -> Ending {
+    match e {
+        tungstenite::Error::Http(resp) => {
+            let status = resp.status().as_u16();
+            let body = resp
+                .body()
+                .as_deref()
+                .map(|b| crate::vocab::redact::excerpt(b, 512))
+                .unwrap_or_default();
+            Ending::Upgrade(
+                Some(status),
+                format!("WebSocket upgrade to {url} refused with HTTP {status}: {body}"),
+            )
+        }
+        other => match super::io::client_cert_refusal(&other).or_else(|| stats.tls_refusal()) {
+            Some(why) => Ending::Tls(format!("WebSocket upgrade to {url}: {other}: {why}")),
+            // The same server behaviour gets the same kind as on HTTP: a connection that
+            // ends or resets before the answer is truncated, a garbage or oversized head
+            // a protocol / too-large failure. Only a refusal of the upgrade itself (an
+            // answer that is not 101, a bad accept key) is an upgrade error.
+            None => match other {
+                tungstenite::Error::Io(_)
+                | tungstenite::Error::ConnectionClosed
+                | tungstenite::Error::AlreadyClosed
+                | tungstenite::Error::Protocol(
+                    tungstenite::error::ProtocolError::HandshakeIncomplete,
+                ) => Ending::Io(format!("WebSocket upgrade to {url}: {other}")),
+                tungstenite::Error::Capacity(_) | tungstenite::Error::AttackAttempt => {
+                    Ending::TooLarge(format!(
+                        "WebSocket upgrade to {url}: {other} (the upgrade response head is over \
+                         64 KiB, or came in hundreds of tiny reads)"
+                    ))
+                }
+                tungstenite::Error::HttpFormat(_) | tungstenite::Error::Utf8(_) => {
+                    Ending::Protocol(format!(
+                        "WebSocket upgrade to {url}: {other}: the server sent a malformed response"
+                    ))
+                }
+                tungstenite::Error::Protocol(tungstenite::error::ProtocolError::HttparseError(
+                    _,
+                )) => Ending::Protocol(format!(
+                    "WebSocket upgrade to {url}: {other}: the server sent a malformed response"
+                )),
+                _ => Ending::Upgrade(None, format!("WebSocket upgrade to {url}: {other}")),
+            },
+        },
+    }
 }
 
 /// RFC 6455 §4.1: a client fails the connection when the 101 names an extension or a
