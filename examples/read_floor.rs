@@ -16,7 +16,9 @@
 //! uses, with the `generate:false` warm-up the harness sends first on each new socket by
 //! default for a Responses target, its response read the same way: the same exchanges per
 //! socket, though the harness's warm-up carries no input and its request chains on the
-//! warm-up's id, where the floor's both carry the prompt), and `ws-tungstenite`: the same
+//! warm-up's id, where the floor's both carry the prompt; its upgrade carries the harness's
+//! headers, so the server sends the same events, the timing event included unless
+//! `--ws-timing off`, for a target with `request_timing = false`), and `ws-tungstenite`: the same
 //! exchanges with each frame read through tokio-tungstenite, as the harness read them before
 //! it read frames itself (`transport::wsframe`), to price that read path against the bare one.
 //! The runtime is the harness's (`runner::resources::runtime`: one thread when the process has one
@@ -50,6 +52,9 @@ struct Args {
     requests: u64,
     concurrency: usize,
     max_tokens: u32,
+    /// `ws`: ask for the server's timing event on the upgrade, as a Responses target does
+    /// unless it sets `request_timing = false`.
+    ws_timing: bool,
 }
 
 fn args() -> Args {
@@ -59,6 +64,7 @@ fn args() -> Args {
         requests: 20_000,
         concurrency: 64,
         max_tokens: 64,
+        ws_timing: true,
     };
     let mut it = std::env::args().skip(1);
     while let Some(flag) = it.next() {
@@ -77,6 +83,13 @@ fn args() -> Args {
             "--requests" => a.requests = val.parse().expect("--requests N"),
             "--concurrency" => a.concurrency = val.parse().expect("--concurrency N"),
             "--max-tokens" => a.max_tokens = val.parse().expect("--max-tokens N"),
+            "--ws-timing" => {
+                a.ws_timing = match val.as_str() {
+                    "on" => true,
+                    "off" => false,
+                    _ => panic!("--ws-timing on|off"),
+                }
+            }
             _ => panic!("unknown flag {flag}"),
         }
     }
@@ -114,9 +127,17 @@ fn chat_request(host: &str, max_tokens: u32, n: u64) -> Vec<u8> {
     .into_bytes()
 }
 
-fn ws_upgrade(host: &str) -> Vec<u8> {
+/// The upgrade with the headers the harness sends on its own (`backend::request::ws_headers`),
+/// so that the server sends the same events: with `timing`, one
+/// `responsesapi.websocket_timing` message more per response.
+fn ws_upgrade(host: &str, timing: bool) -> Vec<u8> {
+    let timing = if timing {
+        "x-responsesapi-include-timing-metrics: true\r\n"
+    } else {
+        ""
+    };
     format!(
-        "GET /v1/responses HTTP/1.1\r\nhost: {host}\r\nupgrade: websocket\r\nconnection: Upgrade\r\nsec-websocket-key: dGhlIHNhbXBsZSBub25jZQ==\r\nsec-websocket-version: 13\r\n\r\n"
+        "GET /v1/responses HTTP/1.1\r\nhost: {host}\r\nupgrade: websocket\r\nconnection: Upgrade\r\nsec-websocket-key: dGhlIHNhbXBsZSBub25jZQ==\r\nsec-websocket-version: 13\r\nopenai-beta: responses_websockets=2026-02-06\r\n{timing}\r\n"
     )
     .into_bytes()
 }
@@ -223,7 +244,7 @@ struct Pass {
 async fn worker_tung(a: Arc<Args>, r: Reader, left: Arc<AtomicU64>) {
     use futures_util::{SinkExt, StreamExt};
     use tokio_tungstenite::tungstenite::{protocol::Role, protocol::WebSocketConfig, Message};
-    let upgrade = ws_upgrade(&a.addr);
+    let upgrade = ws_upgrade(&a.addr, a.ws_timing);
     let mut buf = vec![0u8; 4096];
     while let Ok(n) = left.fetch_update(Ordering::Relaxed, Ordering::Relaxed, |n| n.checked_sub(1))
     {
@@ -259,7 +280,10 @@ async fn worker(a: Arc<Args>, mut r: Reader, left: Arc<AtomicU64>) {
         return worker_tung(a, r, left).await;
     }
     let (upgrade, warm_up) = match a.kind {
-        Kind::Ws => (ws_upgrade(&a.addr), ws_frame(a.max_tokens, true, 0)),
+        Kind::Ws => (
+            ws_upgrade(&a.addr, a.ws_timing),
+            ws_frame(a.max_tokens, true, 0),
+        ),
         _ => (Vec::new(), Vec::new()),
     };
     let mut conn = None;

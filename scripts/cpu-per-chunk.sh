@@ -16,6 +16,9 @@
 #        TRANSPORTS ("http http-pooled http2 ws")
 #        FLOOR (target/release/examples/read_floor; "" to skip): the bare read loop,
 #              run for http-pooled and ws (cargo build --release --example read_floor)
+#        WS_TIMING (on): off gives the Responses target `request_timing = false` and the
+#              floor `--ws-timing off`: both read streams without the server's timing event
+#              (on: both ask for it, as a Responses target does by default)
 #        SERVE_CPU (1) / CLIENT_CPU (0): the cores serve and the client are pinned to
 #        KEEP ("" ): a directory to keep the runs' outputs in (default: a temp dir, removed)
 #        BASE (""): another spark-bench binary (a build before a change), run as a client
@@ -110,7 +113,7 @@ EOF
 floor_once() {
     python3 "$SCRIPTS/aiperf_side_by_side.py" cpu "$WORK/time-floor.json" -- taskset -c "$CLIENT_CPU" "$FLOOR" \
         --addr "127.0.0.1:$PORT" --transport "$1" --requests "$SESSIONS" --concurrency "$CONC" \
-        --max-tokens "$TOKENS" >"$WORK/floor.out"
+        --max-tokens "$TOKENS" --ws-timing "${WS_TIMING:-on}" >"$WORK/floor.out"
     python3 - "$WORK/time-floor.json" "$WORK/floor.out" <<'EOF'
 import json, re, sys
 t = json.load(open(sys.argv[1]))

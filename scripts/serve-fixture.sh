@@ -23,8 +23,11 @@ EOF
 }
 
 # write_targets: $WORK/targets-chat-completions.toml and $WORK/targets-responses.toml.
+# WS_TIMING=off: the Responses target sets `request_timing = false` (no
+# `responsesapi.websocket_timing` event per response; read_floor's `--ws-timing off`).
 write_targets() {
-    local api
+    local api timing=""
+    [ "${WS_TIMING:-on}" = off ] && timing="request_timing = false"
     for api in chat-completions responses; do
         cat >"$WORK/targets-$api.toml" <<EOF
 [targets.ext]
@@ -32,6 +35,7 @@ base_url = "http://127.0.0.1:$PORT/v1"
 api = "$api"
 model = "sim"
 hardware = "serve --profile fast"
+$([ "$api" = responses ] && echo "$timing")
 EOF
     done
 }

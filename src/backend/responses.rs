@@ -136,7 +136,8 @@ fn fast_event_at(mut c: Cursor<'_>) -> Option<Event<'_>> {
         message: None,
         timing_metrics: None,
     };
-    let (mut kind, mut delta, mut response, mut item) = (false, false, false, false);
+    let (mut kind, mut delta, mut response, mut item, mut timing) =
+        (false, false, false, false, false);
     c.object(|c, key| match key {
         "type" => {
             once(&mut kind)?;
@@ -156,7 +157,11 @@ fn fast_event_at(mut c: Cursor<'_>) -> Option<Event<'_>> {
             ev.item = c.nullable(&mut item, fast_item)?;
             Some(())
         }
-        "status" | "status_code" | "error" | "code" | "message" | "timing_metrics" => None,
+        "timing_metrics" => {
+            ev.timing_metrics = c.nullable(&mut timing, WsTimingMetrics::scan)?;
+            Some(())
+        }
+        "status" | "status_code" | "error" | "code" | "message" => None,
         _ => c.skip(),
     })?;
     c.end()?;
@@ -937,11 +942,15 @@ mod tests {
             r#"{"type":"response.in_progress","response":{"id":"resp_1","output":[],"usage":null,"status":"in_progress","metadata":{}},"sequence_number":1}"#,
             r#"{"type":"response.failed","response":{"id":"resp_1","error":{"code":"server_error","message":"boom"}}}"#,
             r#"{"type":"response.completed","response":{"id":"r","usage":{"input_tokens":1.5}}}"#,
+            r#"{"timing_metrics":{"engine_iapi_ttft_total_ms":0.5012000000000001,"engine_service_total_ms":1.501498,"engine_service_ttft_total_ms":0.0014980000000000002,"responses_duration_excl_engine_and_client_tool_time_ms":2e-1,"engine_queue_max_ms":-3},"type":"responsesapi.websocket_timing"}"#,
+            r#"{"type":"responsesapi.websocket_timing","timing_metrics":null}"#,
+            r#"{"type":"responsesapi.websocket_timing","timing_metrics":{"engine_service_total_ms":1,"engine_service_total_ms":2}}"#,
+            r#"{"type":"responsesapi.websocket_timing","timing_metrics":{"engine_service_total_ms":1e400}}"#,
         ];
         let alphabet = b"{}[]\",:0123456789.-eE nul\\xtypedeltaoutputusage";
         let (fast, total) = scan::mutants(SHAPES, alphabet, 13, |t| scan::agrees(t, fast_event(t)));
         for (i, shape) in SHAPES.iter().enumerate() {
-            let expect = matches!(i, 0 | 1 | 2 | 3 | 4 | 6 | 8 | 9 | 10);
+            let expect = matches!(i, 0 | 1 | 2 | 3 | 4 | 6 | 8 | 9 | 10 | 13 | 14);
             assert_eq!(fast_event(shape.as_bytes()).is_some(), expect, "{shape}");
         }
         assert!(fast > total / 20, "{fast} of {total} on the fast path");

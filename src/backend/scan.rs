@@ -261,6 +261,19 @@ impl<'a> Cursor<'a> {
         digits.parse().ok().map(Some)
     }
 
+    /// `null` or a number, as serde_json reads it into an `f64` (its own parser, on the
+    /// number's text alone, so the value is the same to the last bit); a number serde_json
+    /// refuses (out of range) is serde_json's to word.
+    pub fn opt_f64(&mut self) -> Option<Option<f64>> {
+        if self.null()? {
+            return Some(None);
+        }
+        let start = self.at;
+        self.number()?;
+        let digits = self.text.get(start..self.at)?;
+        serde_json::from_str(digits).ok().map(Some)
+    }
+
     fn literal(&mut self, word: &str) -> Option<()> {
         let rest = self.bytes().get(self.at..)?;
         rest.starts_with(word.as_bytes())

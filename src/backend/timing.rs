@@ -98,6 +98,33 @@ pub struct WsTimingMetrics {
 }
 
 impl WsTimingMetrics {
+    /// The object as serde reads it, by the decoders' fast path (`None`: serde's to read).
+    pub(super) fn scan(c: &mut super::scan::Cursor<'_>) -> Option<Self> {
+        let mut m = WsTimingMetrics {
+            responses_duration_excl_engine_and_client_tool_time_ms: None,
+            engine_service_total_ms: None,
+            engine_service_ttft_total_ms: None,
+            engine_queue_max_ms: None,
+        };
+        let mut seen = [false; 4];
+        c.object(|c, key| {
+            let (i, field) = match key {
+                "responses_duration_excl_engine_and_client_tool_time_ms" => (
+                    0,
+                    &mut m.responses_duration_excl_engine_and_client_tool_time_ms,
+                ),
+                "engine_service_total_ms" => (1, &mut m.engine_service_total_ms),
+                "engine_service_ttft_total_ms" => (2, &mut m.engine_service_ttft_total_ms),
+                "engine_queue_max_ms" => (3, &mut m.engine_queue_max_ms),
+                _ => return c.skip(),
+            };
+            super::scan::once(&mut seen[i])?;
+            *field = c.opt_f64()?;
+            Some(())
+        })?;
+        Some(m)
+    }
+
     /// As a server timing (see the module docs for the TTFT choice).
     pub fn timing(&self) -> ServerTiming {
         let api = self.responses_duration_excl_engine_and_client_tool_time_ms;

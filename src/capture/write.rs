@@ -435,6 +435,7 @@ pub fn results_dir(
         "recorded by the proxy: user-space arrival stamps of each upstream frame".into(),
     );
     let dir = w.dir().to_path_buf();
-    w.finish(crate::store::RunStatus::Complete, &recorder)?;
+    let summary = crate::recorder::Summary::from_recorder(&recorder);
+    w.finish(crate::store::RunStatus::Complete, &recorder, &summary)?;
     Ok(dir)
 }

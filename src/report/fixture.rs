@@ -203,7 +203,8 @@ fn write_run(
     if let Some(anchor) = anchor {
         w.set_clock(anchor);
     }
-    Ok(w.finish(o.status, &rec)?)
+    let summary = crate::recorder::Summary::from_recorder(&rec);
+    Ok(w.finish(o.status, &rec, &summary)?)
 }
 
 #[allow(clippy::too_many_arguments)]

@@ -187,11 +187,10 @@ pub async fn run(plan: Arc<Plan>, out: &Path, options: Options) -> anyhow::Resul
     let mut harness = harness_section(&recorder, &probe, options.calibration.as_deref());
     harness.reads = Some(provenance.reads);
     warn(&plan, &summary, &harness, options.announce);
-    writer.set_harness(harness.clone());
     writer.set_resources(resources_used(fd_limit, sessions.peak(), rss_before_kib));
     summary.harness = Some(harness);
     writer.set_timestamps(provenance.timestamps());
-    writer.finish(status, &recorder)?;
+    writer.finish(status, &recorder, &summary)?;
     metrics_server::finish(metrics, &dir, &recorder, &plan.scenario_name).await;
     // The windows from the recorder's bounded detector; late dispatches from the rows.
     if let Err(e) = crate::store::write_run_stalls(&dir, recorder.stalls()) {

@@ -197,7 +197,8 @@ fn write_run(root: &Path, status: RunStatus) -> (std::path::PathBuf, Recorder) {
         w.write_session(&s).unwrap();
         rec.add_session(&s);
     }
-    (w.finish(status, &rec).unwrap(), rec)
+    let summary = Summary::from_recorder(&rec);
+    (w.finish(status, &rec, &summary).unwrap(), rec)
 }
 
 #[test]
@@ -436,7 +437,10 @@ fn unsafe_target_names_are_refused_for_histogram_paths() {
     let mut r = records().remove(0);
     r.target = "../escape".into();
     rec.add_request(&r);
-    let err = w.finish(RunStatus::Complete, &rec).unwrap_err().to_string();
+    let err = w
+        .finish(RunStatus::Complete, &rec, &Summary::from_recorder(&rec))
+        .unwrap_err()
+        .to_string();
     assert!(err.contains("invalid target name"), "{err}");
 }
 

@@ -38,7 +38,6 @@ pub struct RunWriter {
     chunks: BufWriter<File>,
     sessions: CsvOut,
     unflushed: usize,
-    harness: Option<crate::recorder::harness::Harness>,
     /// The shard index every row is tagged with (`run --shard`), or none.
     shard: Option<u32>,
 }
@@ -98,7 +97,6 @@ impl RunWriter {
             manifest,
             started,
             unflushed: 0,
-            harness: None,
             shard: plan.shard.as_ref().map(|s| s.index),
         };
         // Headers are written from the column lists (not inferred from the first row), so a
@@ -190,11 +188,6 @@ impl RunWriter {
         self.manifest.resources = Some(resources);
     }
 
-    /// Sets the run's `harness` section (written into `summary.json` by [`Self::finish`]).
-    pub fn set_harness(&mut self, harness: crate::recorder::harness::Harness) {
-        self.harness = Some(harness);
-    }
-
     /// Appends one session to `sessions.csv`.
     pub fn write_session(&mut self, s: &SessionRecord) -> Result<()> {
         let path = self.dir.join(SESSIONS_FILE);
@@ -224,16 +217,23 @@ impl RunWriter {
         flush_csvs(&self.dir, &mut self.requests, &mut self.sessions)
     }
 
-    /// Flushes the CSVs, writes the histograms, `timeline.json` and `summary.json`, and marks
-    /// the manifest `status` and `ended_at`. Returns the run directory.
+    /// Flushes the CSVs, writes the histograms, `timeline.json` and `summary` (the
+    /// recorder's, as [`Summary::from_recorder`] makes it, with the run's `harness` section)
+    /// as `summary.json`, and marks the manifest `status` and `ended_at`. Returns the run
+    /// directory.
     ///
     /// `summary.json` is written last but one (then the manifest), so a directory that has
     /// it has everything; when a write fails (a full disk) the manifest is marked `failed`
     /// if that small write still goes through (else it stays `running`), and readers
     /// rebuild the summary and histograms from the CSV rows.
-    pub fn finish(mut self, status: RunStatus, recorder: &Recorder) -> Result<PathBuf> {
+    pub fn finish(
+        mut self,
+        status: RunStatus,
+        recorder: &Recorder,
+        summary: &Summary,
+    ) -> Result<PathBuf> {
         let ended = crate::clock::wall_now();
-        if let Err(e) = self.write_final(recorder, ended) {
+        if let Err(e) = self.write_final(recorder, summary, ended) {
             let _ = std::fs::remove_file(self.dir.join(SUMMARY_FILE));
             self.manifest.status = RunStatus::Failed;
             self.manifest.ended_at = Some(rfc3339(ended));
@@ -246,7 +246,12 @@ impl RunWriter {
         Ok(self.dir)
     }
 
-    fn write_final(&mut self, recorder: &Recorder, ended: SystemTime) -> Result<()> {
+    fn write_final(
+        &mut self,
+        recorder: &Recorder,
+        summary: &Summary,
+        ended: SystemTime,
+    ) -> Result<()> {
         self.flush()?;
         let length = ended.duration_since(self.started).unwrap_or_default();
         hlog::write_histograms(&self.dir, recorder, self.started, length)?;
@@ -257,9 +262,7 @@ impl RunWriter {
                 sessions: recorder.timelines().cloned().collect(),
             },
         )?;
-        let mut summary = Summary::from_recorder(recorder);
-        summary.harness = self.harness.take();
-        write_json(&self.dir.join(SUMMARY_FILE), &summary)
+        write_json(&self.dir.join(SUMMARY_FILE), summary)
     }
 }
 

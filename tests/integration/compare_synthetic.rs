@@ -15,7 +15,7 @@ use spark_bench::compare::{
 use spark_bench::link::Link;
 use spark_bench::plan::{Cell, Load, Plan, Target};
 use spark_bench::recorder::harness::{Bound, Harness, Lag, Thresholds, Verdict as HarnessVerdict};
-use spark_bench::recorder::Recorder;
+use spark_bench::recorder::{Recorder, Summary};
 use spark_bench::rng::Rng;
 use spark_bench::store::{LoadedRun, RunStatus, RunWriter};
 use spark_bench::vocab::{
@@ -228,7 +228,8 @@ fn write_run_with(
             rec.add_session(&s);
         }
     }
-    w.finish(RunStatus::Complete, &rec).unwrap()
+    w.finish(RunStatus::Complete, &rec, &Summary::from_recorder(&rec))
+        .unwrap()
 }
 
 fn samples(dir: &Path) -> RunSamples {

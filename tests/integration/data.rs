@@ -4,7 +4,7 @@
 use std::path::Path;
 
 use spark_bench::plan::{self, Overrides};
-use spark_bench::recorder::{Metric, Recorder};
+use spark_bench::recorder::{Metric, Recorder, Summary};
 use spark_bench::scenario;
 use spark_bench::store::{self, LoadedRun, RunStatus, RunWriter};
 use spark_bench::vocab::{Chunk, RequestRecord, SessionRecord, TokenSource};
@@ -80,7 +80,9 @@ fn smoke_scenario_to_results_directory_and_back() {
             rec.add_session(&sr);
         }
     }
-    let dir = writer.finish(RunStatus::Complete, &rec).unwrap();
+    let dir = writer
+        .finish(RunStatus::Complete, &rec, &Summary::from_recorder(&rec))
+        .unwrap();
 
     let run = LoadedRun::open(&store::resolve(tmp.path(), dir.to_str().unwrap()).unwrap()).unwrap();
     assert_eq!(run.manifest.status, RunStatus::Complete);
