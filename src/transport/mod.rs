@@ -10,7 +10,7 @@
 //! Layering of one connection: `TcpStream` (nodelay, kernel receive stamps) →
 //! [`crate::link::Link::wrap`] → TLS (read one record at a time) → [`io::MeteredIo`] (byte
 //! counts and read/write times of the plaintext, and the HTTP
-//! [`bytelog::ByteClock`]) → hyper, or tungstenite's upgrade and then [`wsframe`]'s frames.
+//! [`bytelog::ByteClock`]) → hyper, or [`wsupgrade`]'s upgrade and then [`wsframe`]'s frames.
 //!
 //! One turn, every transport: [`SessionTransport::turn`] opens or reuses the connection, asks
 //! the caller's [`Outgoing`] (the backend's request) for what to send once it knows whether
@@ -49,6 +49,7 @@ pub mod sse;
 pub mod tcp;
 pub mod ws;
 pub mod wsframe;
+pub mod wsupgrade;
 
 use std::path::PathBuf;
 use std::time::{Duration, Instant};

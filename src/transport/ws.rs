@@ -1,15 +1,17 @@
 //! The WebSocket transport: the HTTP/1.1 upgrade (timed alone, over an already-open TCP+TLS
 //! stream) and one request/response turn on a persistent socket.
 //!
-//! Owns: the upgrade request (URL = base with scheme ws/wss + `/responses`, no subprotocol,
-//! headers given by the caller; a 101 naming an extension or subprotocol not asked for is
-//! refused), sending one text message, reading text messages until the
-//! consumer says stop, Close codes, and whether the socket is still usable afterwards.
-//! Does not own: what is sent (backend), when a new socket is needed (session), or the
-//! frames' bytes ([`super::wsframe`]).
+//! Owns: the upgrade (URL = base with scheme ws/wss + `/responses`, no subprotocol, headers
+//! given by the caller; a 101 naming an extension or subprotocol not asked for is refused)
+//! and what a failed one means for the record, sending one text message, reading text
+//! messages until the consumer says stop, Close codes, and whether the socket is still
+//! usable afterwards.
+//! Does not own: what is sent (backend), when a new socket is needed (session), the
+//! upgrade's bytes ([`super::wsupgrade`]) or the frames' ([`super::wsframe`]).
 //!
-//! tungstenite performs the upgrade; after it the socket is read and written here, frame by
-//! frame ([`super::wsframe`] says why). Ping frames are answered: the pong goes out before
+//! [`super::wsupgrade`] writes the upgrade and reads the answer (with tungstenite's parser
+//! and rules); after it the socket is read and written here, frame by frame
+//! ([`super::wsframe`] says why). Ping frames are answered: the pong goes out before
 //! the next read, as tungstenite sent it. There is never more than one turn in flight: a
 //! turn borrows the socket mutably.
 
@@ -19,7 +21,6 @@ use std::sync::Arc;
 use std::task::{ready, Context, Poll};
 
 use tokio::io::{AsyncRead, AsyncWrite, AsyncWriteExt, ReadBuf};
-use tokio_tungstenite::tungstenite::client::IntoClientRequest;
 use tokio_tungstenite::tungstenite::error::ProtocolError;
 use tokio_tungstenite::tungstenite::{self};
 use tokio_util::sync::CancellationToken;
@@ -28,6 +29,7 @@ use super::connect::Dialed;
 use super::io::{IoStats, MeteredIo};
 use super::sockstate::SockProbe;
 use super::wsframe::{self, Incoming, Reader};
+use super::wsupgrade;
 use super::{Ending, Flow, Limits, Setup, WireEvent};
 use crate::clock::Clock;
 
@@ -135,79 +137,6 @@ impl WsConn {
     }
 }
 
-/// The stream during the upgrade. tungstenite reads the response through it; it keeps a
-/// copy of what came after the response head (frames a server sent at once), which
-/// tungstenite would keep in its own reader, and hands the socket back afterwards.
-struct Handoff {
-    io: Option<MeteredIo>,
-    /// Where in the response head the bytes so far end: see [`head_step`].
-    head: u8,
-    tail: Vec<u8>,
-}
-
-/// `head`: the response head is over (an empty line came).
-const HEAD_DONE: u8 = 3;
-
-/// The next state of the search for the response head's end: 0 within a line, 1 at the
-/// start of a line, 2 after a `\r` at the start of a line, [`HEAD_DONE`]. Lines end in
-/// `\r\n` or `\n`, as httparse (tungstenite's parser) reads them.
-fn head_step(state: u8, b: u8) -> u8 {
-    match (state, b) {
-        (1 | 2, b'\n') => HEAD_DONE,
-        (_, b'\n') => 1,
-        (1, b'\r') => 2,
-        _ => 0,
-    }
-}
-
-impl Handoff {
-    fn io(&mut self) -> io::Result<&mut MeteredIo> {
-        self.io
-            .as_mut()
-            .ok_or_else(|| io::Error::other("the socket was handed off after the upgrade"))
-    }
-}
-
-impl AsyncRead for Handoff {
-    fn poll_read(
-        self: Pin<&mut Self>,
-        cx: &mut Context<'_>,
-        buf: &mut ReadBuf<'_>,
-    ) -> Poll<io::Result<()>> {
-        let this = self.get_mut();
-        let before = buf.filled().len();
-        ready!(Pin::new(this.io()?).poll_read(cx, buf))?;
-        let new = &buf.filled()[before..];
-        let mut from = new.len();
-        if this.head == HEAD_DONE {
-            from = 0;
-        } else if let Some(i) = new.iter().position(|&b| {
-            this.head = head_step(this.head, b);
-            this.head == HEAD_DONE
-        }) {
-            from = i + 1;
-        }
-        this.tail.extend_from_slice(&new[from..]);
-        Poll::Ready(Ok(()))
-    }
-}
-
-impl AsyncWrite for Handoff {
-    fn poll_write(
-        self: Pin<&mut Self>,
-        cx: &mut Context<'_>,
-        buf: &[u8],
-    ) -> Poll<io::Result<usize>> {
-        Pin::new(self.get_mut().io()?).poll_write(cx, buf)
-    }
-    fn poll_flush(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
-        Pin::new(self.get_mut().io()?).poll_flush(cx)
-    }
-    fn poll_shutdown(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
-        Pin::new(self.get_mut().io()?).poll_shutdown(cx)
-    }
-}
-
 /// What tungstenite upgrades with (here and in `probe`), and reads with where it reads a
 /// socket (`probe`, `examples/read_floor.rs`). It zero-fills its read buffer up to
 /// `read_buffer_size` before every read (128 KiB by default, a memset that cost ~15% of the
@@ -242,38 +171,32 @@ fn classify(e: &tungstenite::Error) -> Ending {
     }
 }
 
-/// Performs the upgrade on `d` (a failure ends as `upgrade_error` says) and takes the
-/// socket back from tungstenite, with any bytes the server sent behind its 101.
+/// Performs the upgrade on `d` ([`super::wsupgrade`]; a failure ends as `upgrade_error`
+/// says), keeping any bytes the server sent behind its 101 for the first read.
 pub async fn upgrade(
     d: Dialed,
     url: &str,
     headers: &[(http::HeaderName, http::HeaderValue)],
 ) -> Result<WsConn, Ending> {
-    let mut req = url.into_client_request().map_err(|e| {
+    let req = wsupgrade::request(url, headers).map_err(|e| {
         Ending::Upgrade(
             None,
             format!("building the WebSocket request for {url}: {e}"),
         )
     })?;
-    for (k, v) in headers {
-        req.headers_mut().insert(k.clone(), v.clone());
-    }
     let t0 = crate::clock::now();
-    let handoff = Handoff {
-        io: Some(d.io),
-        head: 0,
-        tail: Vec::new(),
+    let mut io = d.io;
+    let answered = async {
+        io.write_all(&req.bytes).await?;
+        io.flush().await?;
+        wsupgrade::answer(&mut io, &req).await
     };
-    let (mut ws, resp) =
-        tokio_tungstenite::client_async_with_config(req, handoff, Some(ws_config()))
-            .await
-            .map_err(|e| upgrade_error(e, url, &d.stats))?;
+    let (resp, tail) = answered
+        .await
+        .map_err(|e| upgrade_error(e, url, &d.stats))?;
     unrequested(&resp, headers, url)?;
     let mut setup = d.setup;
     setup.ws_upgrade_ns = Some(crate::clock::since(t0).as_nanos() as u64);
-    let handoff = ws.get_mut();
-    let io = handoff.io.take().expect("the socket is handed off once");
-    let tail = std::mem::take(&mut handoff.tail);
     Ok(WsConn {
         io,
         reader: Reader::new(tail),
