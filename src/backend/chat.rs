@@ -279,7 +279,7 @@ impl ChatDecoder {
                 });
             }
             if let Some(t) = delta.content.as_deref().filter(|t| !t.is_empty()) {
-                self.text.push_str(t);
+                super::push_text(&mut self.text, t);
                 out(StreamEvent::Content {
                     kind: ContentKind::Text,
                     text_len: t.len() as u32,

@@ -52,7 +52,8 @@ struct Event<'a> {
     kind: Cow<'a, str>,
     #[serde(borrow)]
     delta: Option<Cow<'a, str>>,
-    response: Option<Response>,
+    #[serde(borrow)]
+    response: Option<Response<'a>>,
     item: Option<OutputItem>,
     status: Option<u16>,
     status_code: Option<u16>,
@@ -64,8 +65,10 @@ struct Event<'a> {
 
 #[derive(Deserialize)]
 #[cfg_attr(test, derive(Debug))]
-struct Response {
-    id: Option<String>,
+struct Response<'a> {
+    /// Borrowed from the event: only `response.created`'s is kept.
+    #[serde(borrow)]
+    id: Option<Cow<'a, str>>,
     /// The response's own status.
     status: Option<Status>,
     usage: Option<Usage>,
@@ -169,7 +172,7 @@ fn fast_event_at(mut c: Cursor<'_>) -> Option<Event<'_>> {
 }
 
 /// A `response` object: its id, usage and output items; an error is serde's to read.
-fn fast_response(c: &mut Cursor<'_>) -> Option<Response> {
+fn fast_response<'a>(c: &mut Cursor<'a>) -> Option<Response<'a>> {
     let mut r = Response {
         id: None,
         status: None,
@@ -181,7 +184,7 @@ fn fast_response(c: &mut Cursor<'_>) -> Option<Response> {
     c.object(|c, key| match key {
         "id" => {
             once(&mut seen[0])?;
-            r.id = c.opt_text()?.map(Cow::into_owned);
+            r.id = c.opt_text()?;
             Some(())
         }
         "status" => {
@@ -322,6 +325,7 @@ impl ResponsesDecoder {
                 let mut response = ev.response;
                 if let Some(id) = response.as_mut().and_then(|r| r.id.take()) {
                     if ev.kind == "response.created" && self.id.is_none() {
+                        let id = id.into_owned();
                         self.id = Some(id.clone());
                         out(StreamEvent::ResponseId(id));
                     }
@@ -358,7 +362,7 @@ impl ResponsesDecoder {
 
     /// Ends the response as done: its usage, its function calls (from the items seen, or
     /// else from the terminal `response`'s output), then `Done`.
-    fn complete(&mut self, response: Option<Response>, out: &mut dyn FnMut(StreamEvent)) {
+    fn complete(&mut self, response: Option<Response<'_>>, out: &mut dyn FnMut(StreamEvent)) {
         self.first(out);
         self.finished = true;
         if let Some(r) = response {
@@ -380,7 +384,7 @@ impl ResponsesDecoder {
     }
 
     /// Ends the response as failed by the server, with its error's message.
-    fn failed(&mut self, response: Option<Response>, out: &mut dyn FnMut(StreamEvent)) {
+    fn failed(&mut self, response: Option<Response<'_>>, out: &mut dyn FnMut(StreamEvent)) {
         let message = response
             .and_then(|r| r.error)
             .map(|e| error_message(&e))
@@ -473,7 +477,7 @@ impl ResponsesDecoder {
         };
         self.first(out);
         if kind == ContentKind::Text {
-            self.text.push_str(&d);
+            super::push_text(&mut self.text, &d);
         }
         out(StreamEvent::Content {
             kind,

@@ -52,25 +52,33 @@ pub fn apportion(chunks: &[ChunkInfo], total: u32) -> Vec<u32> {
     if chunks.is_empty() {
         return Vec::new();
     }
-    let weights: Vec<u64> = if chunks.iter().all(|c| c.text_bytes == 0) {
-        vec![1; chunks.len()]
-    } else {
-        chunks.iter().map(|c| c.text_bytes as u64).collect()
-    };
-    let sum: u64 = weights.iter().sum();
+    let equal = chunks.iter().all(|c| c.text_bytes == 0);
+    let weight = |c: &ChunkInfo| if equal { 1 } else { u64::from(c.text_bytes) };
+    let sum: u64 = chunks.iter().map(weight).sum();
+    let total = u64::from(total);
     let mut out = Vec::with_capacity(chunks.len());
-    let mut rems = Vec::with_capacity(chunks.len());
     let mut given = 0u64;
-    for (i, w) in weights.iter().enumerate() {
-        let exact = total as u64 * w;
-        let q = exact / sum;
+    for c in chunks {
+        let q = total * weight(c) / sum;
         out.push(q as u32);
-        rems.push((exact % sum, i));
         given += q;
     }
-    rems.sort_by(|a, b| b.0.cmp(&a.0).then(a.1.cmp(&b.1)));
-    for &(_, i) in rems.iter().take((total as u64 - given) as usize) {
-        out[i] += 1;
+    // Fewer than one per chunk are left (the remainders sum to less than `sum` each).
+    let extra = (total - given) as usize;
+    if extra > 0 {
+        let mut rems: Vec<(u64, usize)> = chunks
+            .iter()
+            .enumerate()
+            .map(|(i, c)| (total * weight(c) % sum, i))
+            .collect();
+        let first = |a: &(u64, usize), b: &(u64, usize)| b.0.cmp(&a.0).then(a.1.cmp(&b.1));
+        // Only which `extra` come first matters, not their order: no full sort.
+        if extra < rems.len() {
+            rems.select_nth_unstable_by(extra - 1, first);
+        }
+        for &(_, i) in &rems[..extra] {
+            out[i] += 1;
+        }
     }
     out
 }
@@ -86,6 +94,28 @@ mod tests {
         }
     }
 
+    /// The rule written plainly: every remainder sorted, the largest first.
+    fn by_sorting(chunks: &[ChunkInfo], total: u32) -> Vec<u32> {
+        let equal = chunks.iter().all(|c| c.text_bytes == 0);
+        let w: Vec<u64> = chunks
+            .iter()
+            .map(|c| if equal { 1 } else { c.text_bytes as u64 })
+            .collect();
+        let sum: u64 = w.iter().sum();
+        let mut out: Vec<u32> = w.iter().map(|w| (total as u64 * w / sum) as u32).collect();
+        let mut rems: Vec<(u64, usize)> = w
+            .iter()
+            .enumerate()
+            .map(|(i, w)| (total as u64 * w % sum, i))
+            .collect();
+        rems.sort_by(|a, b| b.0.cmp(&a.0).then(a.1.cmp(&b.1)));
+        let left = total - out.iter().sum::<u32>();
+        for &(_, i) in rems.iter().take(left as usize) {
+            out[i] += 1;
+        }
+        out
+    }
+
     #[test]
     fn apportions_by_length_and_sums_exactly() {
         assert_eq!(apportion(&[c(3), c(3), c(3)], 10), vec![4, 3, 3]);
@@ -96,7 +126,9 @@ mod tests {
             let n = rng.below(20) as usize + 1;
             let chunks: Vec<_> = (0..n).map(|_| c(rng.below(12) as u32)).collect();
             let total = rng.below(500) as u32;
-            assert_eq!(apportion(&chunks, total).iter().sum::<u32>(), total);
+            let got = apportion(&chunks, total);
+            assert_eq!(got.iter().sum::<u32>(), total);
+            assert_eq!(got, by_sorting(&chunks, total), "{chunks:?} {total}");
         }
     }
 

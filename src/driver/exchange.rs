@@ -18,6 +18,9 @@ use crate::backend::tokens::{self, ChunkInfo};
 use crate::backend::{Decoder, StreamEvent};
 use crate::plan::Target;
 use crate::transport::limits::CHUNKS_KEPT;
+
+/// Chunks a response's list has room for at its first (16 bytes each).
+const FIRST_CHUNKS: usize = 128;
 use crate::transport::{Ending, Exchanged, Flow, Limits, WireEvent};
 use crate::vocab::{
     Chaining, Chunk, OutcomeKind, RequestKind, RequestRecord, ServerTiming, TokenSource,
@@ -92,6 +95,10 @@ impl Acc {
                     cumulative: cumulative_usage,
                 };
                 if self.chunks.len() < CHUNKS_KEPT {
+                    if self.chunks.capacity() == 0 {
+                        // Room for a short answer at once, not six steps of growth to it.
+                        self.chunks.reserve(FIRST_CHUNKS);
+                    }
                     self.chunks.push((at_ns, info));
                 } else {
                     // A flood of events must not grow memory without bound (nor chunks.csv).

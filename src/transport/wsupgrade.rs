@@ -24,6 +24,7 @@ use tokio::io::{AsyncRead, AsyncReadExt};
 use tokio_tungstenite::tungstenite::error::{ProtocolError, SubProtocolError, UrlError};
 use tokio_tungstenite::tungstenite::handshake::client::{generate_key, Response};
 use tokio_tungstenite::tungstenite::handshake::derive_accept_key;
+use tokio_tungstenite::tungstenite::handshake::headers::MAX_HEADERS;
 use tokio_tungstenite::tungstenite::handshake::machine::TryParse;
 use tokio_tungstenite::tungstenite::Error;
 
@@ -162,12 +163,75 @@ pub async fn answer<R: AsyncRead + Unpin>(
         }
         check.packet(n)?;
         buf.extend_from_slice(&chunk[..n]);
+        if let Some(size) = accepted(&buf, req) {
+            let mut resp = Response::new(None);
+            *resp.status_mut() = StatusCode::SWITCHING_PROTOCOLS;
+            *resp.headers_mut() = read_after(&buf[..size])?;
+            buf.drain(..size);
+            return Ok((resp, buf));
+        }
         if let Some((size, resp)) = Response::try_parse(&buf)? {
             buf.drain(..size);
             break (resp, buf);
         }
     };
     verify(resp, tail, req)
+}
+
+/// The headers a caller reads after a 101 ([`super::ws`]'s check for an extension or a
+/// subprotocol nobody asked for), from a head [`accepted`] took.
+const READ_AFTER: [&str; 2] = ["sec-websocket-extensions", "sec-websocket-protocol"];
+
+/// The length of the head at the start of `buf` when it is a 101 that tungstenite would
+/// accept for `req` (see [`verify`]); `None` for anything else (incomplete, malformed, a
+/// refusal, a failed check), which [`answer`] then reads as tungstenite does, for its exact
+/// error. The common case thus builds no header map: each header of the map costs
+/// an allocation or two, and the checks need five of them.
+fn accepted(buf: &[u8], req: &Request) -> Option<usize> {
+    let mut headers = [httparse::EMPTY_HEADER; MAX_HEADERS];
+    let mut r = httparse::Response::new(&mut headers);
+    let httparse::Status::Complete(size) = r.parse(buf).ok()? else {
+        return None;
+    };
+    if r.code != Some(101) || r.version != Some(1) {
+        return None;
+    }
+    // A header map's `get`: the first of that name.
+    let first = |name: &str| {
+        r.headers
+            .iter()
+            .find(|h| h.name.eq_ignore_ascii_case(name))
+            .map(|h| h.value)
+    };
+    let is = |name: &str, want: &str| {
+        first(name)
+            .is_some_and(|v| std::str::from_utf8(v).is_ok_and(|v| v.eq_ignore_ascii_case(want)))
+    };
+    let ok = is("Upgrade", "websocket")
+        && is("Connection", "Upgrade")
+        && first("Sec-WebSocket-Accept") == Some(req.accept.as_bytes())
+        && match (first("Sec-WebSocket-Protocol"), &req.subprotocols) {
+            (None, None) => true,
+            (Some(got), Some(asked)) => {
+                std::str::from_utf8(got).is_ok_and(|g| asked.iter().any(|a| a == g))
+            }
+            _ => false,
+        };
+    ok.then_some(size)
+}
+
+/// The [`READ_AFTER`] headers of an accepted head, as tungstenite's header map holds them.
+fn read_after(head: &[u8]) -> Result<http::HeaderMap, Error> {
+    let mut headers = [httparse::EMPTY_HEADER; MAX_HEADERS];
+    let mut r = httparse::Response::new(&mut headers);
+    r.parse(head)?;
+    let mut map = http::HeaderMap::new();
+    for h in r.headers.iter() {
+        if let Some(name) = READ_AFTER.iter().find(|n| h.name.eq_ignore_ascii_case(n)) {
+            map.append(*name, HeaderValue::from_bytes(h.value)?);
+        }
+    }
+    Ok(map)
 }
 
 /// tungstenite's checks of a client's answer (its `VerifyData::verify_response`).
@@ -192,8 +256,7 @@ fn verify(mut resp: Response, tail: Vec<u8>, req: &Request) -> Result<(Response,
             ProtocolError::MissingConnectionUpgradeHeader,
         ));
     }
-    if h
-        .get("Sec-WebSocket-Accept")
+    if h.get("Sec-WebSocket-Accept")
         .is_none_or(|v| v != req.accept.as_str())
     {
         return Err(Error::Protocol(
@@ -371,12 +434,12 @@ mod tests {
         (ours, theirs, tail)
     }
 
-    /// A 101's status and headers, less the accept key (each side drew its own key).
+    /// A 101's status and the headers read after it (all ours keeps).
     fn shown(r: &Response) -> String {
         let headers: Vec<_> = r
             .headers()
             .iter()
-            .filter(|(k, _)| *k != "sec-websocket-accept")
+            .filter(|(k, _)| READ_AFTER.contains(&k.as_str()))
             .collect();
         format!("{:?} {headers:?}", r.status())
     }
@@ -421,6 +484,25 @@ mod tests {
             (format!("HTTP/1.1 101 OK\r\n{}\r\n", "x: y\r\n".repeat(40)), 2),
             (format!("HTTP/1.1 101 OK\r\n{}\r\n", "x: y\r\n".repeat(130)), 1 << 20),
         ];
+        // Accepted or not by the quick reading exactly when by tungstenite's.
+        let odd: &[&'static str] = &[
+            "UPGRADE: WebSocket\r\nCONNECTION: upgrade\r\nsec-websocket-accept: {a}\r\n",
+            "Upgrade: h2c\r\nUpgrade: websocket\r\nConnection: Upgrade\r\nSec-WebSocket-Accept: {a}\r\n",
+            "Upgrade: websocket\r\nConnection: Upgrade, keep-alive\r\nSec-WebSocket-Accept: {a}\r\n",
+            "Upgrade:   websocket  \r\nConnection:Upgrade\r\nSec-WebSocket-Accept: {a}\r\nX-Odd: café ü\r\n",
+            "Upgrade: websocket\r\nConnection: Upgrade\r\nSec-WebSocket-Accept: {a}\r\nSec-WebSocket-Extensions: permessage-deflate\r\nsec-websocket-extensions: x\r\n",
+            "Upgrade: websocket\r\nConnection: Upgrade\r\nSec-WebSocket-Accept: {a}x\r\n",
+        ];
+        for head in odd {
+            let respond = move |accept: &str| {
+                let mut b = b"HTTP/1.1 101 Switching Protocols\r\n".to_vec();
+                b.extend_from_slice(&head.replace("{a}", accept).into_bytes());
+                b.extend_from_slice(b"\r\n");
+                b
+            };
+            let (ours, theirs, _) = both(respond, 1 << 20, vec![]).await;
+            assert_eq!(ours, theirs, "{head}");
+        }
         for (text, piece) in refusals {
             let (ours, theirs, _) = both(fixed(text.clone()), piece, vec![]).await;
             assert_eq!(ours, theirs, "{text:.80}");
