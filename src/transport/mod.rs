@@ -47,6 +47,7 @@ pub mod session;
 pub mod sockstate;
 pub mod sse;
 pub mod tcp;
+pub mod wake;
 pub mod ws;
 pub mod wsframe;
 pub mod wsupgrade;

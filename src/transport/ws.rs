@@ -15,6 +15,7 @@
 //! the next read, as tungstenite sent it. There is never more than one turn in flight: a
 //! turn borrows the socket mutably.
 
+use std::future::Future;
 use std::io;
 use std::pin::Pin;
 use std::sync::Arc;
@@ -28,6 +29,7 @@ use tokio_util::sync::CancellationToken;
 use super::connect::Dialed;
 use super::io::{IoStats, MeteredIo};
 use super::sockstate::SockProbe;
+use super::wake::Sides;
 use super::wsframe::{self, Incoming, Reader};
 use super::wsupgrade;
 use super::{Ending, Flow, Limits, Setup, WireEvent};
@@ -288,6 +290,13 @@ fn unrequested(
     Ok(())
 }
 
+/// What woke a turn's read loop.
+enum Next {
+    Message(Result<Incoming, tungstenite::Error>),
+    Cancelled,
+    Timer,
+}
+
 /// The result of one turn.
 #[derive(Debug)]
 pub struct Turn {
@@ -360,16 +369,32 @@ where
     };
     let mut armed_ns = progress_ns;
     let mut deadline_first = arm(timer.as_mut(), armed_ns);
+    // The cancel and the timer are polled when one of them woke (and once after each reset
+    // of the timer), not on every chunk's wake-up (see `super::wake`).
+    let mut sides = Sides::new();
     loop {
-        // The socket first, then the cancel and the timer: they are polled whenever the
-        // socket has nothing to give, once a chunk rather than twice (each poll of the
-        // cancel takes two locks). A server that keeps sending cannot starve them: a read
-        // spends tokio's cooperative budget, which turns the socket `Pending` after 128.
-        let msg = tokio::select! {
-            biased;
-            m = std::future::poll_fn(|cx| conn.poll_message(cx)) => m,
-            _ = &mut cancelled => { out.ending = Ending::Cancelled; return out; }
-            _ = &mut timer => {
+        // The socket first, then the cancel and the timer, whenever the socket has nothing
+        // to give. A server that keeps sending cannot starve them: a read spends tokio's
+        // cooperative budget, which turns the socket `Pending` after 128.
+        let next = std::future::poll_fn(|cx| {
+            if let Poll::Ready(m) = conn.poll_message(cx) {
+                return Poll::Ready(Next::Message(m));
+            }
+            sides.poll(cx, |cx| {
+                if cancelled.as_mut().poll(cx).is_ready() {
+                    return Poll::Ready(Next::Cancelled);
+                }
+                timer.as_mut().poll(cx).map(|()| Next::Timer)
+            })
+        })
+        .await;
+        let msg = match next {
+            Next::Message(m) => m,
+            Next::Cancelled => {
+                out.ending = Ending::Cancelled;
+                return out;
+            }
+            Next::Timer => {
                 if deadline_first {
                     out.ending = Ending::Deadline;
                     return out;
@@ -380,6 +405,7 @@ where
                     progress_ns = last;
                     armed_ns = last;
                     deadline_first = arm(timer.as_mut(), armed_ns);
+                    sides.due();
                     continue;
                 }
                 out.ending = Ending::Stall;

@@ -464,6 +464,11 @@ async fn a_websocket_turn_the_server_never_read_goes_again_on_a_new_socket() {
 /// then another delta every `every` (zero: as fast as the socket takes them; `None`:
 /// silence).
 async fn ws_endless_server(every: Option<Duration>) -> String {
+    ws_drip_server(every, usize::MAX).await
+}
+
+/// [`ws_endless_server`] that goes silent after `count` more deltas.
+async fn ws_drip_server(every: Option<Duration>, count: usize) -> String {
     let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
     let addr = listener.local_addr().unwrap();
     tokio::spawn(async move {
@@ -488,7 +493,7 @@ async fn ws_endless_server(every: Option<Duration>) -> String {
                     while ws.next().await.is_some() {}
                     return;
                 };
-                loop {
+                for _ in 0..count {
                     if !every.is_zero() {
                         tokio::time::sleep(every).await;
                     }
@@ -496,6 +501,7 @@ async fn ws_endless_server(every: Option<Duration>) -> String {
                         return;
                     }
                 }
+                while ws.next().await.is_some() {}
             });
         }
     });
@@ -549,6 +555,23 @@ async fn a_websocket_turn_ends_at_its_deadline_or_at_its_stall_limit() {
     );
     assert!((ms(500)..ms(5000)).contains(&waited(r)), "{:?}", waited(r));
     assert!(r.chunks.len() > 1000, "a flood: {} chunks", r.chunks.len());
+
+    // Silent after 8 more deltas 50 ms apart: the stall limit, counted from the last delta
+    // (the timer was re-armed on the way), long before the 10 s deadline.
+    let url = ws_drip_server(Some(ms(50)), 8).await;
+    let t = Target {
+        request_timeout: Duration::from_secs(10),
+        stall_timeout: ms(300),
+        ..target(&url, ApiFlavour::Responses)
+    };
+    let r = &requests(&t, TransportKind::Ws, 1, Duration::ZERO).await[0];
+    assert_eq!(r.outcome, OutcomeKind::Timeout, "{r:#?}");
+    assert!(
+        r.error.as_deref().unwrap().contains("stall timeout"),
+        "{r:#?}"
+    );
+    assert!((ms(700)..ms(5000)).contains(&waited(r)), "{:?}", waited(r));
+    assert_eq!(r.chunks.len(), 9, "{r:#?}");
 
     // Silent after its first delta: the stall limit, long before the 10 s deadline.
     let url = ws_endless_server(None).await;
