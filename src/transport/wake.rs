@@ -8,9 +8,9 @@
 //! Why: a turn wakes once per chunk, for its socket. Polling the cancel there took the
 //! cancellation token's lock (tokio-util's `is_cancelled`) and polled its `Notified`, and
 //! polling the timer went through tokio's timer entry: about a tenth of a microsecond a
-//! chunk, spent finding out that nothing had happened (docs/measurements.md, "Side futures
-//! polled when they woke"). A registered future keeps its waker until it fires, so it
-//! needs no poll until then.
+//! chunk, spent finding out that nothing had happened (docs/measurements.md, session 37).
+//! A registered future keeps its waker until it fires, so it needs no poll until then; one
+//! that was changed (a timer reset) is polled again ([`Sides::due`]).
 
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;

@@ -24,7 +24,7 @@ use std::task::{ready, Context, Poll};
 use tokio::io::{AsyncRead, AsyncWrite, AsyncWriteExt, ReadBuf};
 use tokio_tungstenite::tungstenite::error::ProtocolError;
 use tokio_tungstenite::tungstenite::{self};
-use tokio_util::sync::CancellationToken;
+use tokio_util::sync::{CancellationToken, WaitForCancellationFuture};
 
 use super::connect::Dialed;
 use super::io::{IoStats, MeteredIo};
@@ -297,6 +297,25 @@ enum Next {
     Timer,
 }
 
+/// A message, else (when one of them woke) the cancel or the timer.
+fn poll_next(
+    conn: &mut WsConn,
+    sides: &mut Sides,
+    mut cancelled: Pin<&mut WaitForCancellationFuture<'_>>,
+    mut timer: Pin<&mut tokio::time::Sleep>,
+    cx: &mut Context<'_>,
+) -> Poll<Next> {
+    if let Poll::Ready(m) = conn.poll_message(cx) {
+        return Poll::Ready(Next::Message(m));
+    }
+    sides.poll(cx, |cx| {
+        if cancelled.as_mut().poll(cx).is_ready() {
+            return Poll::Ready(Next::Cancelled);
+        }
+        timer.as_mut().poll(cx).map(|()| Next::Timer)
+    })
+}
+
 /// The result of one turn.
 #[derive(Debug)]
 pub struct Turn {
@@ -369,23 +388,14 @@ where
     };
     let mut armed_ns = progress_ns;
     let mut deadline_first = arm(timer.as_mut(), armed_ns);
-    // The cancel and the timer are polled when one of them woke (and once after each reset
-    // of the timer), not on every chunk's wake-up (see `super::wake`).
+    // The socket first, then the cancel and the timer: those when one of them woke (and
+    // after each reset of the timer), not on every chunk's wake-up (`super::wake`). A server
+    // that keeps sending cannot starve them: a read spends tokio's cooperative budget, which
+    // turns the socket `Pending` after 128.
     let mut sides = Sides::new();
     loop {
-        // The socket first, then the cancel and the timer, whenever the socket has nothing
-        // to give. A server that keeps sending cannot starve them: a read spends tokio's
-        // cooperative budget, which turns the socket `Pending` after 128.
         let next = std::future::poll_fn(|cx| {
-            if let Poll::Ready(m) = conn.poll_message(cx) {
-                return Poll::Ready(Next::Message(m));
-            }
-            sides.poll(cx, |cx| {
-                if cancelled.as_mut().poll(cx).is_ready() {
-                    return Poll::Ready(Next::Cancelled);
-                }
-                timer.as_mut().poll(cx).map(|()| Next::Timer)
-            })
+            poll_next(conn, &mut sides, cancelled.as_mut(), timer.as_mut(), cx)
         })
         .await;
         let msg = match next {

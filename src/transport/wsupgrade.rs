@@ -17,7 +17,7 @@
 //! `http::Uri`, built an `http::Request` and its header map, wrote that out again, and after
 //! the 101 built a `WebSocket` with its read and write buffers, which spark-bench dropped at
 //! once to read the frames itself: about 30 allocations and a fifth of the instructions of a
-//! two-token request (docs/measurements.md, "The upgrade, written and read here").
+//! two-token request (docs/measurements.md, session 37).
 
 use http::{HeaderName, HeaderValue, StatusCode};
 use tokio::io::{AsyncRead, AsyncReadExt};
