@@ -90,6 +90,18 @@ mod tests {
     use std::future::{poll_fn, Future};
     use std::time::Duration;
 
+    /// Which side completed, if one did.
+    fn which(
+        cancelled: std::pin::Pin<&mut tokio_util::sync::WaitForCancellationFuture<'_>>,
+        timer: std::pin::Pin<&mut tokio::time::Sleep>,
+        cx: &mut Context<'_>,
+    ) -> Poll<&'static str> {
+        if cancelled.poll(cx).is_ready() {
+            return Poll::Ready("cancel");
+        }
+        timer.poll(cx).map(|()| "timer")
+    }
+
     /// A turn-like loop: a never-ready "socket" beside a cancel and a timer. The sides are
     /// polled once up front, not again on spurious wake-ups, and each completion is seen.
     #[tokio::test]
@@ -110,13 +122,7 @@ mod tests {
             }
             sides.poll(cx, |scx| {
                 polls += 1;
-                if cancelled.as_mut().poll(scx).is_ready() {
-                    return Poll::Ready("cancel");
-                }
-                if timer.as_mut().poll(scx).is_ready() {
-                    return Poll::Ready("timer");
-                }
-                Poll::Pending
+                which(cancelled.as_mut(), timer.as_mut(), scx)
             })
         })
         .await;
@@ -138,18 +144,9 @@ mod tests {
             c.cancel();
         });
         let t0 = std::time::Instant::now();
-        let fired = poll_fn(|cx| {
-            sides.poll(cx, |scx| {
-                if cancelled.as_mut().poll(scx).is_ready() {
-                    return Poll::Ready("cancel");
-                }
-                if timer.as_mut().poll(scx).is_ready() {
-                    return Poll::Ready("timer");
-                }
-                Poll::Pending
-            })
-        })
-        .await;
+        let fired =
+            poll_fn(|cx| sides.poll(cx, |scx| which(cancelled.as_mut(), timer.as_mut(), scx)))
+                .await;
         assert_eq!(fired, "cancel");
         assert!(t0.elapsed() < Duration::from_secs(30));
     }
