@@ -139,8 +139,8 @@ impl WsConn {
     }
 }
 
-/// What tungstenite upgrades with (here and in `probe`), and reads with where it reads a
-/// socket (`probe`, `examples/read_floor.rs`). It zero-fills its read buffer up to
+/// What tungstenite upgrades and reads with where it still drives a socket (`probe`,
+/// `examples/read_floor.rs --transport ws-tungstenite`). It zero-fills its read buffer up to
 /// `read_buffer_size` before every read (128 KiB by default, a memset that cost ~15% of the
 /// client's CPU per chunk in `cargo bench --bench ingest`); streaming events are a few
 /// hundred bytes, and larger frames still grow the buffer as needed. Frames and messages are

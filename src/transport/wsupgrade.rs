@@ -146,9 +146,10 @@ fn request_with_key(
 /// Most bytes one read of the answer takes (tungstenite's read chunk).
 const READ_CHUNK: usize = 4096;
 
-/// Reads the server's answer to `req` from `io` and checks it: the 101 response and the
-/// bytes that came after its head (frames the server sent at once). A refusal (any other
-/// status) is `Error::Http` with those bytes as its body.
+/// Reads the server's answer to `req` from `io` and checks it: the 101 response (its status
+/// and at least the [`READ_AFTER`] headers) and the bytes that came after its head (frames
+/// the server sent at once). A refusal (any other status) is `Error::Http` with those bytes
+/// as its body.
 pub async fn answer<R: AsyncRead + Unpin>(
     io: &mut R,
     req: &Request,
@@ -163,10 +164,10 @@ pub async fn answer<R: AsyncRead + Unpin>(
         }
         check.packet(n)?;
         buf.extend_from_slice(&chunk[..n]);
-        if let Some(size) = accepted(&buf, req) {
+        if let Some((size, headers)) = accepted(&buf, req) {
             let mut resp = Response::new(None);
             *resp.status_mut() = StatusCode::SWITCHING_PROTOCOLS;
-            *resp.headers_mut() = read_after(&buf[..size])?;
+            *resp.headers_mut() = headers?;
             buf.drain(..size);
             return Ok((resp, buf));
         }
@@ -182,12 +183,12 @@ pub async fn answer<R: AsyncRead + Unpin>(
 /// subprotocol nobody asked for), from a head [`accepted`] took.
 const READ_AFTER: [&str; 2] = ["sec-websocket-extensions", "sec-websocket-protocol"];
 
-/// The length of the head at the start of `buf` when it is a 101 that tungstenite would
-/// accept for `req` (see [`verify`]); `None` for anything else (incomplete, malformed, a
-/// refusal, a failed check), which [`answer`] then reads as tungstenite does, for its exact
-/// error. The common case thus builds no header map: each header of the map costs
-/// an allocation or two, and the checks need five of them.
-fn accepted(buf: &[u8], req: &Request) -> Option<usize> {
+/// The length of the head at the start of `buf` and its [`READ_AFTER`] headers, when it is a
+/// 101 that tungstenite would accept for `req` (see [`verify`]); `None` for anything else
+/// (incomplete, malformed, a refusal, a failed check), which [`answer`] then reads as
+/// tungstenite does, for its exact error. The common case thus builds no map of every
+/// header: each costs an allocation or two, and the checks read five.
+fn accepted(buf: &[u8], req: &Request) -> Option<(usize, Result<http::HeaderMap, Error>)> {
     let mut headers = [httparse::EMPTY_HEADER; MAX_HEADERS];
     let mut r = httparse::Response::new(&mut headers);
     let httparse::Status::Complete(size) = r.parse(buf).ok()? else {
@@ -217,21 +218,20 @@ fn accepted(buf: &[u8], req: &Request) -> Option<usize> {
             }
             _ => false,
         };
-    ok.then_some(size)
-}
-
-/// The [`READ_AFTER`] headers of an accepted head, as tungstenite's header map holds them.
-fn read_after(head: &[u8]) -> Result<http::HeaderMap, Error> {
-    let mut headers = [httparse::EMPTY_HEADER; MAX_HEADERS];
-    let mut r = httparse::Response::new(&mut headers);
-    r.parse(head)?;
+    if !ok {
+        return None;
+    }
+    // As tungstenite's header map holds them (none, mostly: then nothing is allocated).
     let mut map = http::HeaderMap::new();
     for h in r.headers.iter() {
         if let Some(name) = READ_AFTER.iter().find(|n| h.name.eq_ignore_ascii_case(n)) {
-            map.append(*name, HeaderValue::from_bytes(h.value)?);
+            match HeaderValue::from_bytes(h.value) {
+                Ok(v) => map.append(*name, v),
+                Err(e) => return Some((size, Err(e.into()))),
+            };
         }
     }
-    Ok(map)
+    Some((size, Ok(map)))
 }
 
 /// tungstenite's checks of a client's answer (its `VerifyData::verify_response`).
