@@ -18,9 +18,6 @@ use crate::backend::tokens::{self, ChunkInfo};
 use crate::backend::{Decoder, StreamEvent};
 use crate::plan::Target;
 use crate::transport::limits::CHUNKS_KEPT;
-
-/// Chunks a response's list has room for at its first (16 bytes each).
-const FIRST_CHUNKS: usize = 128;
 use crate::transport::{Ending, Exchanged, Flow, Limits, WireEvent};
 use crate::vocab::{
     Chaining, Chunk, OutcomeKind, RequestKind, RequestRecord, ServerTiming, TokenSource,
@@ -32,6 +29,9 @@ pub use crate::backend::request::RequestSpec;
 pub use crate::backend::{ToolCall, ToolChoice};
 pub use crate::clock::Clock;
 pub use crate::transport::{Connector, SessionTransport, Trust};
+
+/// Chunks a response's list has room for at its first (16 bytes each).
+const FIRST_CHUNKS: usize = 128;
 
 /// Identity and schedule of one request.
 #[derive(Debug, Clone, Copy, Default)]
