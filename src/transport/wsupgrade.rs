@@ -180,8 +180,8 @@ pub async fn answer<R: AsyncRead + Unpin>(
 }
 
 /// The headers a caller reads after a 101 ([`super::ws`]'s check for an extension or a
-/// subprotocol nobody asked for), from a head [`accepted`] took.
-const READ_AFTER: [&str; 2] = ["sec-websocket-extensions", "sec-websocket-protocol"];
+/// subprotocol nobody asked for): those an accepted answer's `Response` carries at least.
+pub const READ_AFTER: [&str; 2] = ["sec-websocket-extensions", "sec-websocket-protocol"];
 
 /// The length of the head at the start of `buf` and its [`READ_AFTER`] headers, when it is a
 /// 101 that tungstenite would accept for `req` (see [`verify`]); `None` for anything else
