@@ -270,7 +270,7 @@ fn unrequested(
     asked: &[(http::HeaderName, http::HeaderValue)],
     url: &str,
 ) -> Result<(), Ending> {
-    for name in ["sec-websocket-extensions", "sec-websocket-protocol"] {
+    for name in wsupgrade::READ_AFTER {
         let requested = asked.iter().any(|(k, _)| k.as_str() == name);
         let got: Vec<String> = resp
             .headers()
