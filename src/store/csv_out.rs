@@ -28,22 +28,14 @@ pub(super) fn flush_csvs(dir: &Path, requests: &mut CsvOut, sessions: &mut CsvOu
 }
 
 /// A buffer for [`format_u64`].
-pub(super) fn itoa_buf() -> [u8; 20] {
-    [0; 20]
+pub(super) fn itoa_buf() -> itoa::Buffer {
+    itoa::Buffer::new()
 }
 
-/// `v` in decimal, in `buf`: the integer columns of `chunks.csv`, written without `fmt`.
-pub(super) fn format_u64(buf: &mut [u8; 20], mut v: u64) -> &[u8] {
-    let mut i = buf.len();
-    loop {
-        i -= 1;
-        buf[i] = b'0' + (v % 10) as u8;
-        v /= 10;
-        if v == 0 {
-            break;
-        }
-    }
-    &buf[i..]
+/// `v` in decimal, in `buf`: the integer columns of `chunks.csv`, written without `fmt`
+/// (`itoa` writes two digits a step from a table).
+pub(super) fn format_u64(buf: &mut itoa::Buffer, v: u64) -> &[u8] {
+    buf.format(v).as_bytes()
 }
 
 #[cfg(test)]
