@@ -1,9 +1,9 @@
 //! The harness watching itself during a run: how late the runtime wakes a sleeper, and how
 //! much CPU the process used.
 //!
-//! Owns: the sampler task (a sleep of [`SAMPLE_PERIOD`] through [`super::timer`], the
-//! thread the driver paces requests with, over and over; each wake-up's overshoot past its
-//! deadline is one sample) and the process's CPU time over the run's
+//! Owns: the sampler task (a sleep of [`SAMPLE_PERIOD`] through [`super::timer`], the same
+//! sub-millisecond timer the driver paces requests with, over and over; each wake-up's
+//! overshoot past its deadline is one sample) and the process's CPU time over the run's
 //! wall time (`CLOCK_PROCESS_CPUTIME_ID`: user + system, every thread, embedded simulators
 //! included), with the busiest one-second window.
 //! Does not own: judging the figures (`recorder::harness` has the thresholds) or the
@@ -17,10 +17,7 @@ use serde::{Deserialize, Serialize};
 /// The sampler's sleep: one sample per period. 10 ms gives 100 samples a second (a p99
 /// from 10 s of run time) at a cost of 100 timer wake-ups a second. At 1 ms the probe's
 /// wake-ups, with the timer thread's spin before each, cost the harness about a tenth of
-/// its CPU in a run of 30,000 chunks a second (`scripts/cpu-per-chunk.sh`). The sleep is
-/// unspun (`timer::sleep_until_unspun`): the thread wakes for it from the kernel, so a
-/// sample is the futex's wake-up plus the runtime's, tens of µs more than a spun sleep's,
-/// and costs no spin.
+/// its CPU in a run of 30,000 chunks a second (`scripts/cpu-per-chunk.sh`).
 pub const SAMPLE_PERIOD: Duration = Duration::from_millis(10);
 
 /// The window the peak CPU share is taken over.
@@ -81,7 +78,7 @@ impl Probe {
             let (mut window_start, mut window_cpu) = (Instant::now(), process_cpu_time());
             loop {
                 let deadline = Instant::now() + SAMPLE_PERIOD;
-                super::timer::sleep_until_unspun(deadline).await;
+                super::timer::sleep_until(deadline).await;
                 let late = Instant::now().saturating_duration_since(deadline);
                 let mut g = s.lock().unwrap_or_else(|e| e.into_inner());
                 g.late_ns.saturating_record(late.as_nanos().max(1) as u64);

@@ -227,9 +227,7 @@ pub struct Harness {
     /// Achieved request rate: the same count over the span of their actual dispatches.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub achieved_rate: Option<f64>,
-    /// How late the runtime woke a sleeper (a 10 ms sleep loop beside the driver, woken
-    /// from the kernel without the timer thread's spin: an upper bound on a spun pacing
-    /// sleep's lateness, by some tens of µs).
+    /// How late the runtime woke a sleeper (a 10 ms sleep loop beside the driver).
     pub timer_late_us: TimerLate,
     /// The process's CPU use (harness and any embedded simulator), in cores.
     pub cpu: Cpu,
